@@ -1,0 +1,130 @@
+"""The ``tiedlm`` command line: train, evaluate, predict, generate, info, presets.
+
+Every command takes ``--json`` for machine-readable output. Problems a user can fix are one
+line on stderr (``tiedlm: error: ...``) with exit code 2 for usage errors, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from .errors import TiedlmError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit code 2
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def _emit(args, obj, text: str) -> None:
+    print(json.dumps(obj, indent=2) if args.json else text)
+
+
+# ----------------------------------------------------------------------------- commands
+def cmd_train(args) -> int:
+    from .config import Config
+    from .train import Interrupted, train
+
+    if args.resume:
+        if args.config:
+            raise UsageError("give either a PRESET/CONFIG to start a run or --resume RUN_DIR, not both")
+        run_dir = Path(args.resume)
+        if not (run_dir / "checkpoints" / "last.safetensors").is_file():
+            raise UsageError(f"{run_dir} has no checkpoints/last.safetensors to resume from")
+        cfg = Config.load(run_dir / "config.toml")
+        allowed = ("train.epochs=", "train.threads=", "train.lr=", "train.clip=")
+        for item in args.set:
+            if not item.startswith(allowed):
+                raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")
+        cfg = cfg.with_overrides(args.set)
+        if args.set:
+            (run_dir / "config.toml").write_text(cfg.to_toml())
+    else:
+        if not args.config:
+            raise UsageError("give a PRESET name or CONFIG.toml (see `tiedlm presets`), or --resume RUN_DIR")
+        cfg = Config.load(args.config).with_overrides(args.set)
+        if args.data_dir:
+            cfg = cfg.with_overrides([f"data.data_dir={args.data_dir}"])
+        run_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
+    log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+    if not args.resume:
+        log(cfg.to_toml())
+    command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    try:
+        summary = train(cfg, run_dir, resume=bool(args.resume), command=command, progress=not args.no_progress,
+                        log=log)
+    except Interrupted as exc:
+        print(f"tiedlm: {exc}", file=sys.stderr)
+        return 130
+    _emit(args, {"run_dir": str(run_dir), **summary},
+          f"run {run_dir}: valid ppl {summary['valid_ppl']:.2f}, test ppl {summary['test_ppl']:.2f}")
+    return 0
+
+
+def cmd_presets(args) -> int:
+    from .config import Config, list_presets
+
+    rows = []
+    for name in list_presets():
+        c = Config.load(name)
+        rows.append({"name": name, "data": c.data.name, "hidden": c.model.hidden_size, "output": c.model.output,
+                     "augmented": c.loss.augmented, "dropout": c.model.dropout, "epochs": c.train.epochs})
+    text = "\n".join(f"{r['name']:24s} {r['data']:18s} h={r['hidden']:<5d} output={r['output']:5s} "
+                     f"AL={'yes' if r['augmented'] else 'no ':3s} dropout={r['dropout']:<5} epochs={r['epochs']}"
+                     for r in rows)
+    _emit(args, rows, text)
+    return 0
+
+
+# ----------------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="tiedlm", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
+
+    def add(name, func, help_):
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+        sp.set_defaults(func=func)
+        return sp
+
+    t = add("train", cmd_train, "train a language model from a preset or a TOML config")
+    t.add_argument("config", nargs="?", help="preset name (see `tiedlm presets`) or CONFIG.toml")
+    t.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
+    t.add_argument("--out", help="run directory (default: runs/PRESET)")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run exactly where it stopped")
+    t.add_argument("--data-dir", help="folder holding train.txt/valid.txt/test.txt (overrides TIEDLM_DATA)")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    add("presets", cmd_presets, "list the built-in presets")
+    _add_more_commands(add)
+    return p
+
+
+def _add_more_commands(add) -> None:
+    from . import cli_inference
+
+    cli_inference.register(add)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        return args.func(args)
+    except TiedlmError as exc:
+        print(f"tiedlm: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("tiedlm: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

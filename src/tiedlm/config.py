@@ -1,0 +1,212 @@
+"""Typed, validated run configuration.
+
+One :class:`Config` per run, loaded from a TOML preset or file, overridden with
+``--set section.key=value``, validated once, printed at the start of a run and
+saved as ``config.toml`` in the run directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import tomli_w
+
+from .errors import UsageError
+
+PRESET_DIR = Path(__file__).parent / "presets"
+
+
+@dataclass
+class DataConfig:
+    name: str = "ptb"  # ptb | wikitext-2 | wikitext-2-half1 | wikitext-2-half2 | a directory path
+    data_dir: str = ""  # explicit folder holding train.txt/valid.txt/test.txt (overrides TIEDLM_DATA)
+
+
+@dataclass
+class ModelConfig:
+    embedding_size: int = 200
+    hidden_size: int = 200
+    layers: int = 2
+    dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015)
+    init_range: float = 0.1
+    output: str = "full"  # full (untied W, b) | tied (RE: W = L^T, b = 0)
+
+
+@dataclass
+class LossConfig:
+    augmented: bool = False
+    tau: float = 20.0
+    gamma: float = 0.5  # alpha = gamma * tau (Inan et al. eq. 3.3)
+    form: str = "alpha"  # alpha: J + gamma*tau*J_aug (3.3) | beta: beta*J_aug*tau^2*|V| + (1-beta)*J (6.1)
+    beta: float = 0.5
+    target_grad: bool = False  # let gradients flow through the target distribution y~ into L
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 40
+    batch_size: int = 20
+    bptt: int = 35
+    lr: float = 1.0
+    lr_decay: float = 0.9
+    decay_start: int = 5  # first epoch (1-based) whose lr is decayed: lr_e = lr * decay^max(0, e - start + 1)
+    clip: float = 5.0
+    seed: int = 1111
+    precision: str = "auto"  # auto | fp32 | bf16
+    device: str = "auto"  # auto | cpu | cuda
+    eval_batch_size: int = 10
+    threads: int = 0  # 0: all cores
+    max_nonfinite: int = 10  # consecutive non-finite steps tolerated before the run stops
+
+
+@dataclass
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    # ----- construction -------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], origin: str = "config") -> "Config":
+        cfg = cls()
+        for section, values in raw.items():
+            sub = _section(cfg, section, origin)
+            if not isinstance(values, dict):
+                raise UsageError(f"{origin}: [{section}] must be a table of keys, got {values!r}")
+            for key, value in values.items():
+                _assign(sub, section, key, value, origin)
+        cfg.validate()
+        return cfg
+
+    @classmethod
+    def load(cls, source: str | Path) -> "Config":
+        """Load a preset name or a TOML file path."""
+        path = resolve_preset(source)
+        try:
+            raw = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"{path}: not valid TOML ({exc}); fix the file") from None
+        return cls.from_dict(raw, origin=str(path))
+
+    def with_overrides(self, overrides: list[str]) -> "Config":
+        raw = self.to_dict()
+        for item in overrides:
+            if "=" not in item or "." not in item.split("=", 1)[0]:
+                raise UsageError(f"--set {item!r}: expected section.key=value, e.g. --set train.epochs=3")
+            dotted, text = item.split("=", 1)
+            section, key = dotted.split(".", 1)
+            sub = _section(self, section, "--set")
+            ftypes = get_type_hints(type(sub))
+            if key not in ftypes:
+                raise UsageError(f"--set {dotted}: unknown key; [{section}] has {', '.join(ftypes)}")
+            raw[section][key] = _parse_text(text, ftypes[key], dotted)
+        return Config.from_dict(raw, origin="--set")
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return dataclasses.asdict(self)
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(self.to_dict())
+
+    # ----- validation ---------------------------------------------------------------------
+    def validate(self) -> None:
+        m, l, t = self.model, self.loss, self.train
+        _check(m.embedding_size >= 1, "model.embedding_size", m.embedding_size, "an integer >= 1")
+        _check(m.hidden_size >= 1, "model.hidden_size", m.hidden_size, "an integer >= 1")
+        _check(m.layers >= 1, "model.layers", m.layers, "an integer >= 1")
+        _check(0.0 <= m.dropout < 1.0, "model.dropout", m.dropout, "a drop probability in [0, 1)")
+        _check(m.init_range > 0, "model.init_range", m.init_range, "a number > 0")
+        _check(m.output in ("full", "tied"), "model.output", m.output, "one of: full, tied")
+        if m.output == "tied" and m.embedding_size != m.hidden_size:
+            raise UsageError(
+                f"model.output = 'tied' (RE) needs model.embedding_size == model.hidden_size, "
+                f"got {m.embedding_size} != {m.hidden_size}; set both to the same value or use output = 'full'"
+            )
+        _check(l.tau > 0, "loss.tau", l.tau, "a temperature > 0")
+        _check(l.gamma >= 0, "loss.gamma", l.gamma, "a number >= 0")
+        _check(l.form in ("alpha", "beta"), "loss.form", l.form, "one of: alpha (eq. 3.3), beta (eq. 6.1)")
+        _check(0.0 <= l.beta <= 1.0, "loss.beta", l.beta, "a number in [0, 1]")
+        _check(t.epochs >= 1, "train.epochs", t.epochs, "an integer >= 1")
+        _check(t.batch_size >= 1, "train.batch_size", t.batch_size, "an integer >= 1")
+        _check(t.eval_batch_size >= 1, "train.eval_batch_size", t.eval_batch_size, "an integer >= 1")
+        _check(t.bptt >= 1, "train.bptt", t.bptt, "an integer >= 1")
+        _check(t.lr > 0, "train.lr", t.lr, "a number > 0")
+        _check(0 < t.lr_decay <= 1, "train.lr_decay", t.lr_decay, "a factor in (0, 1]")
+        _check(t.decay_start >= 1, "train.decay_start", t.decay_start, "an epoch number >= 1")
+        _check(t.clip >= 0, "train.clip", t.clip, "a max global gradient norm >= 0 (0 disables)")
+        _check(t.precision in ("auto", "fp32", "bf16"), "train.precision", t.precision, "one of: auto, fp32, bf16")
+        _check(t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"), "train.device", t.device,
+               "one of: auto, cpu, cuda, cuda:N")
+        _check(t.threads >= 0, "train.threads", t.threads, "an integer >= 0 (0 = all cores)")
+        _check(t.max_nonfinite >= 1, "train.max_nonfinite", t.max_nonfinite, "an integer >= 1")
+
+    def lr_at(self, epoch: int) -> float:
+        """Learning rate of 1-based ``epoch``: constant, then decayed by a constant factor per epoch."""
+        t = self.train
+        return t.lr * t.lr_decay ** max(0, epoch - t.decay_start + 1)
+
+
+def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
+    if not ok:
+        raise UsageError(f"{key} = {value!r} is not allowed; expected {allowed}")
+
+
+def _section(cfg: Config, section: str, origin: str) -> Any:
+    names = [f.name for f in fields(cfg)]
+    if section not in names:
+        raise UsageError(f"{origin}: unknown section [{section}]; sections are {', '.join(names)}")
+    return getattr(cfg, section)
+
+
+def _assign(sub: Any, section: str, key: str, value: Any, origin: str) -> None:
+    ftypes = get_type_hints(type(sub))
+    if key not in ftypes:
+        raise UsageError(f"{origin}: unknown key {section}.{key}; [{section}] has {', '.join(ftypes)}")
+    want = ftypes[key]
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+        raise UsageError(f"{origin}: {section}.{key} = {value!r} must be of type {want.__name__}")
+    setattr(sub, key, value)
+
+
+def _parse_text(text: str, want: type, dotted: str) -> Any:
+    try:
+        if want is bool:
+            low = text.strip().lower()
+            if low in ("true", "1", "yes", "on"):
+                return True
+            if low in ("false", "0", "no", "off"):
+                return False
+            raise ValueError
+        if want is int:
+            return int(text)
+        if want is float:
+            return float(text)
+        return text
+    except ValueError:
+        raise UsageError(f"--set {dotted}={text}: expected a {want.__name__}") from None
+
+
+def list_presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def resolve_preset(source: str | Path) -> Path:
+    path = Path(source)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise UsageError(f"config file {path} does not exist; give a preset name (see `tiedlm presets`) or a TOML file")
+        return path
+    preset = PRESET_DIR / f"{source}.toml"
+    if not preset.is_file():
+        names = list_presets()
+        close = [n for n in names if str(source).split("-")[0] in n][:6]
+        hint = f" (similar: {', '.join(close)})" if close else ""
+        raise UsageError(f"unknown preset {source!r}{hint}; `tiedlm presets` lists all {len(names)}")
+    return preset

@@ -1,0 +1,32 @@
+"""Batchify a token stream into parallel streams and cut it into BPTT windows."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+
+
+def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """Cut a 1-D id stream into ``batch_size`` contiguous streams: returns (steps, batch_size).
+
+    The tail that does not fill a whole column is dropped (as in Zaremba et al. 2014);
+    column j continues where column j-1 would have, so a hidden state can be carried
+    from one window to the next.
+    """
+    steps = ids.numel() // batch_size
+    if steps < 2:
+        raise ValueError(f"a stream of {ids.numel()} tokens is too short for batch size {batch_size}")
+    return ids[: steps * batch_size].view(batch_size, steps).t().contiguous()
+
+
+def num_windows(data: torch.Tensor, bptt: int) -> int:
+    return (data.size(0) - 1 + bptt - 1) // bptt
+
+
+def bptt_windows(data: torch.Tensor, bptt: int, start: int = 0) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """Yield (window index, inputs, targets), inputs/targets of shape (<=bptt, batch); from window ``start``."""
+    for k in range(start, num_windows(data, bptt)):
+        i = k * bptt
+        n = min(bptt, data.size(0) - 1 - i)
+        yield k, data[i : i + n], data[i + 1 : i + 1 + n]

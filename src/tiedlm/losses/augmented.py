@@ -1,0 +1,77 @@
+"""The augmented loss of Inan, Khosravi & Socher (2017), §3."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class AugmentedLoss(nn.Module):
+    """J_aug = KL(ỹ ‖ ŷ), Inan et al. (2017) eq. (3.2), averaged over tokens.
+
+    - ŷ_t = softmax(logits_t / τ)                       (3.1)
+    - u_t = L y*_t, the *input* embedding of the target  (3.6)
+    - ỹ_t = softmax(Lᵀ u_t / τ)                          (3.7)
+
+    With ``target_grad=False`` (default) ỹ is a fixed target: no gradient flows through it and
+    ∂J_aug/∂logits_t = (ŷ_t − ỹ_t)/τ per token (eq. 3.4; divided by the number of tokens
+    because of the mean). The paper does not say whether gradients flow through ỹ into L;
+    ``target_grad=True`` lets them. Log-probabilities are computed with log_softmax in fp32.
+    """
+
+    def __init__(self, tau: float = 20.0, target_grad: bool = False):
+        super().__init__()
+        self.tau, self.target_grad = float(tau), target_grad
+
+    def target_log_probs(self, targets: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
+        """log ỹ for each target id: (N,) ids, (|V|, d) input embeddings -> (N, |V|)."""
+        u = embeddings[targets]  # (N, d): u_t = L y*_t
+        scores = u @ embeddings.t()  # (N, |V|): Lᵀ u_t
+        return F.log_softmax(scores.float() / self.tau, dim=-1)
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
+        """logits (N, |V|), targets (N,), embeddings (|V|, d) -> scalar mean KL(ỹ ‖ ŷ)."""
+        log_pred = F.log_softmax(logits.float() / self.tau, dim=-1)
+        if self.target_grad:
+            log_tgt = self.target_log_probs(targets, embeddings)
+        else:
+            with torch.no_grad():
+                log_tgt = self.target_log_probs(targets, embeddings.detach())
+        # KL(ỹ‖ŷ) = Σ ỹ (log ỹ − log ŷ), per token, then mean over tokens
+        return F.kl_div(log_pred, log_tgt, reduction="sum", log_target=True) / logits.size(0)
+
+
+class LanguageModelLoss(nn.Module):
+    """Cross-entropy J, optionally with the augmented loss.
+
+    - ``form="alpha"``: J_tot = J + α·J_aug with α = γτ            (eq. 3.3, §6.3 experiments)
+    - ``form="beta"``:  J_tot = β·J_aug·τ²|V| + (1 − β)·J          (eq. 6.1, §6.2 experiment)
+    """
+
+    def __init__(self, augmented: bool = False, tau: float = 20.0, gamma: float = 0.5, form: str = "alpha",
+                 beta: float = 0.5, target_grad: bool = False):
+        super().__init__()
+        self.augmented, self.form, self.gamma, self.beta = augmented, form, gamma, beta
+        self.aug = AugmentedLoss(tau, target_grad) if augmented else None
+
+    @classmethod
+    def from_config(cls, cfg) -> "LanguageModelLoss":
+        return cls(cfg.augmented, cfg.tau, cfg.gamma, cfg.form, cfg.beta, cfg.target_grad)
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor | None = None):
+        """logits (..., |V|), targets (...) -> (total, ce, aug); ce and aug are detached floats-as-tensors."""
+        logits = logits.reshape(-1, logits.size(-1))
+        targets = targets.reshape(-1)
+        ce = F.cross_entropy(logits.float(), targets)
+        if self.aug is None:
+            return ce, ce.detach(), None
+        if embeddings is None:
+            raise ValueError("the augmented loss needs the input embeddings")
+        aug = self.aug(logits, targets, embeddings)
+        tau = self.aug.tau
+        if self.form == "alpha":
+            total = ce + self.gamma * tau * aug
+        else:
+            total = self.beta * aug * tau * tau * logits.size(-1) + (1 - self.beta) * ce
+        return total, ce.detach(), aug.detach()

@@ -1,0 +1,108 @@
+"""The LSTM hidden-to-hidden recurrence with a variational (per-sequence) mask on the carried state.
+
+``nn.LSTM`` cannot drop recurrent connections, so the VD-LSTM runs its own recurrence. The
+input projections of all time steps are computed outside, in one matmul; this module loops
+only over the hidden-to-hidden part. :class:`LSTMRecurrence` is an autograd Function with a
+hand-written backward (gate math done in place, one large matmul for the recurrent weight
+gradient over all time steps), several times faster than letting autograd record every
+small op; :func:`lstm_recurrence_reference` is the plain-autograd version used as the oracle
+in the tests.
+
+Gate layout of the 4H pre-activations: [input, forget, output, cell] so that the three
+sigmoid gates are one contiguous slice.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def lstm_recurrence_reference(xproj, h0, c0, w_hh, mask=None):
+    """Autograd reference. xproj (T,B,4H) = x W_ih^T + b; h0/c0 (B,H); w_hh (4H,H); mask (B,H) or None.
+
+    The state fed back is ``h_{t-1} * mask`` (the same mask at every step). Returns the
+    unmasked outputs (T,B,H) and the final (h, c).
+    """
+    H = h0.size(1)
+    h, c, outs = h0, c0, []
+    for t in range(xproj.size(0)):
+        hm = h * mask if mask is not None else h
+        gates = xproj[t] + hm @ w_hh.t()
+        ifo = torch.sigmoid(gates[:, : 3 * H])
+        g = torch.tanh(gates[:, 3 * H :])
+        c = ifo[:, H : 2 * H] * c + ifo[:, :H] * g
+        h = ifo[:, 2 * H :] * torch.tanh(c)
+        outs.append(h)
+    return torch.stack(outs), h, c
+
+
+class LSTMRecurrence(torch.autograd.Function):
+    """Fused-backward LSTM recurrence; same contract as :func:`lstm_recurrence_reference`."""
+
+    @staticmethod
+    def forward(ctx, xproj, h0, c0, w_hh, mask):
+        T, B, G = xproj.shape
+        H = G // 4
+        w_t = w_hh.t()
+        acts = torch.empty_like(xproj)  # post-activation gates i, f, o, g per step
+        cs = xproj.new_empty(T + 1, B, H)  # c_{-1} .. c_{T-1}
+        tcs = xproj.new_empty(T, B, H)  # tanh(c_t)
+        hs = xproj.new_empty(T, B, H)
+        hms = xproj.new_empty(T, B, H)  # masked state fed back at step t (h_{t-1} * mask)
+        cs[0] = c0
+        h = h0
+        for t in range(T):
+            hm = hms[t]
+            torch.mul(h, mask, out=hm) if mask is not None else hm.copy_(h)
+            a = acts[t]
+            torch.addmm(xproj[t], hm, w_t, out=a)
+            a[:, : 3 * H].sigmoid_()
+            a[:, 3 * H :].tanh_()
+            c = cs[t + 1]
+            torch.mul(a[:, H : 2 * H], cs[t], out=c)
+            c.addcmul_(a[:, :H], a[:, 3 * H :])
+            torch.tanh(c, out=tcs[t])
+            h = torch.mul(a[:, 2 * H : 3 * H], tcs[t], out=hs[t])
+        ctx.save_for_backward(acts, cs, tcs, hms, w_hh, mask if mask is not None else torch.empty(0))
+        ctx.has_mask = mask is not None
+        return hs, hs[-1].clone(), cs[-1].clone()
+
+    @staticmethod
+    def backward(ctx, d_hs, d_hT, d_cT):
+        acts, cs, tcs, hms, w_hh, mask = ctx.saved_tensors
+        T, B, G = acts.shape
+        H = G // 4
+        d_hs = d_hs if d_hs is not None else torch.zeros_like(tcs)
+        dh = d_hT.clone() if d_hT is not None else torch.zeros_like(tcs[0])
+        dc = d_cT.clone() if d_cT is not None else torch.zeros_like(tcs[0])
+        d_gates = torch.empty_like(acts)
+        for t in range(T - 1, -1, -1):
+            a = acts[t]
+            i, f, o, g = a[:, :H], a[:, H : 2 * H], a[:, 2 * H : 3 * H], a[:, 3 * H :]
+            dh += d_hs[t]
+            tc = tcs[t]
+            dg = d_gates[t]
+            # output gate: d(o) * o(1-o)
+            torch.mul(dh, tc, out=dg[:, 2 * H : 3 * H])
+            dg[:, 2 * H : 3 * H].mul_(o * (1 - o))
+            # cell: dc += dh * o * (1 - tanh(c)^2)
+            dc.addcmul_(dh * o, 1 - tc * tc)
+            torch.mul(dc, g, out=dg[:, :H])
+            dg[:, :H].mul_(i * (1 - i))
+            torch.mul(dc, cs[t], out=dg[:, H : 2 * H])
+            dg[:, H : 2 * H].mul_(f * (1 - f))
+            torch.mul(dc, i, out=dg[:, 3 * H :])
+            dg[:, 3 * H :].mul_(1 - g * g)
+            dc = dc * f
+            dh = dg @ w_hh
+            if ctx.has_mask:
+                dh.mul_(mask)
+        d_w = d_gates.view(T * B, G).t() @ hms.view(T * B, H)
+        return d_gates, dh, dc, d_w, None
+
+
+def lstm_recurrence(xproj, h0, c0, w_hh, mask=None):
+    """Run the recurrence with the fused-backward Function (fp32 state, no autocast inside)."""
+    dtype = h0.dtype
+    with torch.autocast(device_type=xproj.device.type, enabled=False):
+        return LSTMRecurrence.apply(xproj.to(dtype), h0, c0, w_hh.to(dtype), mask)

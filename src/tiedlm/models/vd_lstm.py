@@ -1,0 +1,75 @@
+"""VD-LSTM: a stack of LSTM layers with variational dropout as in Inan et al. (2017) §6.1."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .recurrence import lstm_recurrence
+
+State = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def variational_mask(batch: int, size: int, p: float, like: torch.Tensor) -> torch.Tensor:
+    """One Bernoulli keep-mask per sequence (row), scaled by 1/(1-p); reused at every time step."""
+    return like.new_empty(batch, size).bernoulli_(1 - p).div_(1 - p)
+
+
+class VDLSTMLayer(nn.Module):
+    """One LSTM layer whose carried state and output share one variational dropout mask.
+
+    Weights: ``weight_ih`` (4H, I), ``weight_hh`` (4H, H), ``bias`` (4H), gate order
+    [input, forget, output, cell]. The input projections of all time steps are one matmul.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(4 * hidden_size, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(4 * hidden_size, hidden_size))
+        self.bias = nn.Parameter(torch.empty(4 * hidden_size))
+
+    def forward(self, x, state, mask=None):
+        """x (T,B,I); state (h, c) each (B,H); mask (B,H) or None. Returns masked outputs (T,B,H), new state."""
+        h0, c0 = state
+        xproj = torch.nn.functional.linear(x, self.weight_ih, self.bias)
+        hs, hT, cT = lstm_recurrence(xproj, h0, c0, self.weight_hh, mask)
+        out = hs * mask if mask is not None else hs
+        return out, (hT, cT)
+
+
+class VDLSTM(nn.Module):
+    """Stack of :class:`VDLSTMLayer` with the dropout scheme of Inan et al. (2017), §6.1 / App. A.
+
+    - One mask per sequence (per batch row and BPTT window), the same at every time step (Gal 2015).
+    - The mask on layer l's hidden state is the same for its recurrent use and for its use as the
+      input of layer l+1 (for the last layer: the input of the output layer).
+    - No dropout on the input embedding; one probability ``dropout`` for inputs and hidden states.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, layers: int, dropout: float):
+        super().__init__()
+        self.hidden_size, self.num_layers, self.dropout = hidden_size, layers, dropout
+        self.layers = nn.ModuleList(
+            VDLSTMLayer(input_size if i == 0 else hidden_size, hidden_size) for i in range(layers)
+        )
+        self.output_size = hidden_size
+
+    def init_state(self, batch: int, like: torch.Tensor) -> State:
+        z = like.new_zeros(batch, self.hidden_size, dtype=torch.float32)
+        return [(z, z) for _ in self.layers]
+
+    def sample_masks(self, batch: int, like: torch.Tensor) -> list[torch.Tensor | None]:
+        if not self.training or self.dropout == 0:
+            return [None] * self.num_layers
+        return [variational_mask(batch, self.hidden_size, self.dropout, like) for _ in self.layers]
+
+    def forward(self, x: torch.Tensor, state: State, masks=None):
+        """x (T,B,I) embeddings; returns the last layer's (masked) outputs (T,B,H) and the new state."""
+        if masks is None:
+            masks = self.sample_masks(x.size(1), state[0][0])
+        new_state = []
+        for layer, s, m in zip(self.layers, state, masks):
+            x, s = layer(x, s, m)
+            new_state.append(s)
+        return x, new_state

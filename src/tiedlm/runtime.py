@@ -1,0 +1,46 @@
+"""Device, precision and thread settings."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import torch
+
+from .errors import UsageError
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"train.device = {name!r} but no CUDA GPU is visible; use --set train.device=cpu (or auto)")
+    return torch.device(name)
+
+
+def cpu_supports_bf16() -> bool:
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def resolve_precision(name: str, device: torch.device) -> str:
+    if name != "auto":
+        return name
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if cpu_supports_bf16() else "fp32"
+
+
+def autocast(device: torch.device, precision: str):
+    """bf16 autocast for matmuls (weights stay fp32; softmax and losses are computed in fp32)."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def set_threads(threads: int) -> int:
+    n = threads or len(os.sched_getaffinity(0))
+    torch.set_num_threads(n)
+    return n

@@ -1,0 +1,255 @@
+"""The training loop (Inan et al. 2017, §6.1 / App. A): SGD, lr decay per epoch, global-norm clipping.
+
+A run directory holds ``config.toml``, ``vocab.txt``, ``metrics.jsonl`` (one line per epoch),
+``checkpoints/{last,best}.safetensors`` and, when training ends, ``summary.json``.
+``last`` is written at every epoch end and on interruption (Ctrl-C), with the position inside
+the epoch, the hidden state, the RNG state and the running sums, so that a resumed run
+reproduces an uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .. import __version__
+from ..config import Config
+from ..data import Vocabulary, batchify, bptt_windows, load_corpus
+from ..data.batching import num_windows
+from ..errors import TiedlmError, UsageError
+from ..evaluation import evaluate
+from ..losses import LanguageModelLoss
+from ..models import LanguageModel
+from ..runtime import autocast, resolve_device, resolve_precision, set_threads
+from .checkpoint import load_checkpoint, save_checkpoint, write_json_atomic
+
+
+class Interrupted(Exception):
+    """Training stopped early (Ctrl-C or a window budget); a resumable checkpoint was written."""
+
+    def __init__(self, run_dir: Path, epoch: int, window: int):
+        super().__init__(f"interrupted at epoch {epoch}, window {window}; resume with: tiedlm train --resume {run_dir}")
+        self.run_dir, self.epoch, self.window = run_dir, epoch, window
+
+
+class Trainer:
+    def __init__(self, cfg: Config, run_dir: Path, *, command: str = "", progress: bool = True, log=print):
+        self.cfg, self.run_dir, self.command, self.progress, self.log = cfg, Path(run_dir), command, progress, log
+        t = cfg.train
+        self.threads = set_threads(t.threads)
+        self.device = resolve_device(t.device)
+        self.precision = resolve_precision(t.precision, self.device)
+        self.ckpt_dir = self.run_dir / "checkpoints"
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self, resume: bool) -> None:
+        cfg = self.cfg
+        vocab = Vocabulary.load(self.run_dir / "vocab.txt") if resume else None
+        self.corpus = load_corpus(cfg.data.name, cfg.data.data_dir, vocab=vocab)
+        self.vocab = self.corpus.vocab
+        torch.manual_seed(cfg.train.seed)
+        self.model = LanguageModel(cfg.model, len(self.vocab)).to(self.device)
+        self.loss_fn = LanguageModelLoss.from_config(cfg.loss)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.train.lr)
+        self.train_data = batchify(self.corpus.train, cfg.train.batch_size).to(self.device)
+        # position and running state; overwritten by a resumed checkpoint
+        self.epoch, self.window, self.best_valid, self.best_epoch, self.elapsed = 1, 0, math.inf, 0, 0.0
+        self.state, self.sums = None, _zero_sums()
+        if resume:
+            self._restore(self.ckpt_dir / "last.safetensors")
+        else:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "config.toml").write_text(cfg.to_toml())
+            self.vocab.save(self.run_dir / "vocab.txt")
+            (self.run_dir / "metrics.jsonl").write_text("")
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self, budget_windows: int | None = None) -> dict:
+        """Train until ``train.epochs``; then evaluate the best checkpoint on valid and test."""
+        cfg, t = self.cfg, self.cfg.train
+        self.log(f"tiedlm {__version__} | device {self.device} | precision {self.precision} | threads {self.threads}")
+        self.log(f"corpus {cfg.data.name}: |V| = {len(self.vocab)}, train {self.corpus.train.numel():,} tokens "
+                 f"({self.corpus.folder}) | parameters {self.model.parameter_counts()['total']:,}")
+        self.budget = budget_windows
+        while self.epoch <= t.epochs:
+            lr = cfg.lr_at(self.epoch)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self._train_epoch(lr)
+            t0 = time.perf_counter()
+            valid = evaluate(self.model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision)
+            self.elapsed += self.sums["time"] + time.perf_counter() - t0
+            if valid["ppl"] < self.best_valid:
+                self.best_valid, self.best_epoch = valid["ppl"], self.epoch
+                self._save("best")
+            record = self._epoch_record(lr, valid["ppl"])
+            with open(self.run_dir / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+            self.log(f"epoch {self.epoch:3d} | lr {lr:.4f} | train ppl {record['train_ppl']:8.2f} | valid ppl "
+                     f"{valid['ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | {record['epoch_time_s']:.0f} s")
+            self.epoch, self.window, self.state, self.sums = self.epoch + 1, 0, None, _zero_sums()
+            self._save("last")
+        return self.finish()
+
+    def _train_epoch(self, lr: float) -> None:
+        from tqdm import tqdm
+
+        t = self.cfg.train
+        self.model.train()
+        total = num_windows(self.train_data, t.bptt)
+        if self.state is None:
+            self.state = self.model.init_state(t.batch_size)
+        params = [p for p in self.model.parameters()]
+        bar = tqdm(total=self.train_data[1:].numel(), initial=int(self.sums["all_tokens"]), unit="tok",
+                   unit_scale=True, desc=f"epoch {self.epoch}/{t.epochs}", disable=not self.progress,
+                   dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 30)
+        bad_in_a_row = 0
+        start = time.perf_counter() - self.sums["time"]
+        try:
+            for k, x, y in bptt_windows(self.train_data, t.bptt, start=self.window):
+                state = [(h.detach(), c.detach()) for h, c in self.state]
+                with autocast(self.device, self.precision):
+                    logits, new_state = self.model(x, state)
+                    loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings)
+                self.optimizer.zero_grad(set_to_none=True)
+                finite = bool(torch.isfinite(loss))
+                if finite:
+                    loss.backward()
+                    norm = torch.nn.utils.clip_grad_norm_(params, t.clip if t.clip > 0 else math.inf)
+                    finite = bool(torch.isfinite(norm))
+                if not finite:  # skip the update, keep the last good weights and state
+                    bad_in_a_row += 1
+                    self.sums["skipped"] += 1
+                    bar.write(f"warning: non-finite loss/gradient at epoch {self.epoch} window {k}; step skipped "
+                              f"({bad_in_a_row} in a row)")
+                    if bad_in_a_row >= t.max_nonfinite:
+                        raise TiedlmError(
+                            f"training diverged: {bad_in_a_row} non-finite steps in a row at epoch {self.epoch}; "
+                            f"the last good checkpoint is {self.ckpt_dir / 'last.safetensors'}; lower train.lr "
+                            f"or train.clip and resume with --resume {self.run_dir} --set train.lr=...")
+                    self.window = k + 1
+                    continue
+                bad_in_a_row = 0
+                self.optimizer.step()
+                self.state, self.window = new_state, k + 1
+                n = y.numel()
+                self.sums["ce"] += ce.item() * n
+                self.sums["aug"] += (aug.item() if aug is not None else 0.0) * n
+                self.sums["tokens"] += n
+                self.sums["all_tokens"] += n
+                self.sums["time"] = time.perf_counter() - start
+                bar.update(n)
+                bar.set_postfix(ppl=f"{math.exp(self.sums['ce'] / self.sums['tokens']):.1f}", lr=f"{lr:.3g}",
+                                refresh=False)
+                if self.budget is not None:
+                    self.budget -= 1
+                    if self.budget <= 0 and self.window < total:
+                        raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            bar.close()
+            self._save("last")
+            raise Interrupted(self.run_dir, self.epoch, self.window) from None
+        bar.close()
+
+    # ------------------------------------------------------------------ end of training
+    def finish(self) -> dict:
+        t = self.cfg.train
+        self.finish_start = time.perf_counter()
+        tensors, _ = load_checkpoint(self.ckpt_dir / "best.safetensors")
+        self.model.load_state_dict(_model_tensors(tensors))
+        valid = evaluate(self.model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision)
+        test = evaluate(self.model, self.corpus.test, t.eval_batch_size, t.bptt, self.precision)
+        records = read_metrics(self.run_dir)
+        train_time = sum(r["epoch_time_s"] for r in records)
+        train_tokens = sum(r["train_tokens"] for r in records)
+        summary = {
+            "valid_ppl": valid["ppl"], "test_ppl": test["ppl"], "best_epoch": self.best_epoch,
+            "epochs": len(records), "parameters": self.model.parameter_counts(),
+            "wall_time_s": round(self.elapsed + time.perf_counter() - self.finish_start, 1), "train_time_s": round(train_time, 1),
+            "tokens_per_s": round(train_tokens / train_time, 1) if train_time else None,
+            "command": self.command, "seed": t.seed, "preset_data": self.cfg.data.name,
+            "device": str(self.device), "precision": self.precision, "threads": self.threads,
+            "eval_batch_size": t.eval_batch_size,
+            "versions": {"tiedlm": __version__, "torch": torch.__version__, "python": platform.python_version()},
+            "machine": platform.processor() or platform.machine(),
+        }
+        write_json_atomic(self.run_dir / "summary.json", summary)
+        self.log(f"best epoch {self.best_epoch}: valid ppl {valid['ppl']:.2f} | test ppl {test['ppl']:.2f} | "
+                 f"wall time {summary['wall_time_s'] / 60:.1f} min")
+        return summary
+
+    # ------------------------------------------------------------------ checkpoints
+    def _epoch_record(self, lr: float, valid_ppl: float) -> dict:
+        s = self.sums
+        return {
+            "epoch": self.epoch, "lr": lr, "train_ppl": math.exp(s["ce"] / max(s["tokens"], 1)),
+            "train_aug": s["aug"] / max(s["tokens"], 1) if self.cfg.loss.augmented else None,
+            "valid_ppl": valid_ppl, "train_tokens": int(s["tokens"]), "skipped_steps": int(s["skipped"]),
+            "tokens_per_s": s["tokens"] / s["time"] if s["time"] else 0.0, "epoch_time_s": s["time"],
+            "wall_time_s": self.elapsed,
+        }
+
+    def _save(self, which: str) -> None:
+        tensors = {f"model.{k}": v for k, v in self.model.state_dict().items()}
+        tensors["rng.torch"] = torch.get_rng_state()
+        if self.device.type == "cuda":
+            tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
+        if which == "last" and self.state is not None:
+            for i, (h, c) in enumerate(self.state):
+                tensors[f"state.{i}.h"], tensors[f"state.{i}.c"] = h, c
+        meta = {"which": which, "epoch": self.epoch, "window": self.window, "best_valid": self.best_valid,
+                "best_epoch": self.best_epoch, "elapsed": self.elapsed, "sums": self.sums,  # elapsed: finished epochs
+                "vocab_size": len(self.vocab), "config": self.cfg.to_dict()}
+        save_checkpoint(self.ckpt_dir / f"{which}.safetensors", tensors, meta)
+
+    def _restore(self, path: Path) -> None:
+        tensors, meta = load_checkpoint(path)
+        self.model.load_state_dict(_model_tensors(tensors))
+        torch.set_rng_state(tensors["rng.torch"])
+        if "rng.cuda" in tensors and self.device.type == "cuda":
+            torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
+        self.epoch, self.window = meta["epoch"], meta["window"]
+        self.best_valid, self.best_epoch = meta["best_valid"], meta["best_epoch"]
+        self.elapsed, self.sums = meta["elapsed"], meta["sums"]
+        n_layers = self.cfg.model.layers
+        if "state.0.h" in tensors:
+            self.state = [(tensors[f"state.{i}.h"].to(self.device), tensors[f"state.{i}.c"].to(self.device))
+                          for i in range(n_layers)]
+        # drop metric lines of epochs that the checkpoint has not completed
+        records = [r for r in read_metrics(self.run_dir) if r["epoch"] < self.epoch]
+        (self.run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def _zero_sums() -> dict:
+    return {"ce": 0.0, "aug": 0.0, "tokens": 0, "all_tokens": 0, "time": 0.0, "skipped": 0}
+
+
+def _model_tensors(tensors: dict) -> dict:
+    return {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+
+
+def read_metrics(run_dir: Path) -> list[dict]:
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def train(cfg: Config, out_dir: Path, *, resume: bool = False, command: str = "", progress: bool = True,
+          log=print, budget_windows: int | None = None) -> dict:
+    """Train (or resume) a run in ``out_dir``; returns the summary. Raises :class:`Interrupted` on Ctrl-C."""
+    out_dir = Path(out_dir)
+    if not resume and (out_dir / "checkpoints" / "last.safetensors").exists():
+        raise UsageError(f"{out_dir} already holds a run; resume it with --resume {out_dir} or choose another --out")
+    trainer = Trainer(cfg, out_dir, command=command, progress=progress, log=log)
+    trainer.setup(resume)
+    if resume and trainer.epoch > cfg.train.epochs and (out_dir / "summary.json").exists():
+        raise UsageError(f"{out_dir} finished all {cfg.train.epochs} epochs; to train longer resume with "
+                         f"--set train.epochs=N (N > {cfg.train.epochs})")
+    return trainer.fit(budget_windows)

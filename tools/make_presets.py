@@ -1,0 +1,82 @@
+"""Write src/tiedlm/presets/*.toml: the grid of Inan et al. (2017), Table 1 / Table 2 / Appendix A.
+
+Run from the repository root: python tools/make_presets.py
+"""
+
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[1] / "src" / "tiedlm" / "presets"
+
+# size: hidden units, decay start epoch, decay factor, clip, epochs (epochs: our choice, the paper gives none)
+SIZES = {"small": (200, 5, 0.9, 5.0, 40), "medium": (650, 10, 0.9, 5.0, 60), "large": (1500, 1, 0.97, 6.0, 80)}
+# Appendix A gives "dropout probabilities" 0.7/0.5/0.35 (PTB) and 0.8/0.6 (WikiText-2 small/medium).
+# We read them as KEEP probabilities, i.e. drop 0.3/0.5/0.65 and 0.2/0.4, in line with Zaremba et al.
+# (medium 0.5, large 0.65 dropout). WikiText-2 large is not in the paper: we use PTB large's 0.65.
+DROP = {"ptb": {"small": 0.3, "medium": 0.5, "large": 0.65}, "wt2": {"small": 0.2, "medium": 0.4, "large": 0.65}}
+KEEP_TEXT = {"ptb": {"small": "0.7", "medium": "0.5", "large": "0.35"},
+             "wt2": {"small": "0.8", "medium": "0.6", "large": "none given (WT2 large is not in the paper)"}}
+# AL: tau = 20, alpha = gamma * tau; gamma in [0.5, 0.8] on PTB, [1.0, 1.5] on WikiText-2 (App. A)
+GAMMA = {"ptb": 0.65, "wt2": 1.25}
+CORPUS = {"ptb": "ptb", "wt2": "wikitext-2", "wt2half1": "wikitext-2-half1", "wt2half2": "wikitext-2-half2"}
+VARIANTS = {"vd": (False, "full"), "al": (True, "full"), "re": (False, "tied"), "real": (True, "tied")}
+NAMES = {"vd": "VD-LSTM", "al": "VD-LSTM +AL", "re": "VD-LSTM +RE", "real": "VD-LSTM +REAL"}
+
+
+def preset(corpus_key: str, size: str, variant: str) -> str:
+    family = "wt2" if corpus_key.startswith("wt2") else "ptb"
+    hidden, start, decay, clip, epochs = SIZES[size]
+    augmented, output = VARIANTS[variant]
+    return f"""# {corpus_key}-{size}-{variant}: {NAMES[variant]}, {size} ({hidden} units), on {CORPUS[corpus_key]}
+# Inan, Khosravi & Socher (2017), section 6 and Appendix A.
+# Dropout: the appendix's probability {KEEP_TEXT[family][size]} is read as a KEEP probability, so
+# model.dropout (the drop probability) is {DROP[family][size]}. Variational masks, none on the input embedding.
+# lr schedule: arXiv Appendix A (decay from epoch {start} by {decay}); the ICLR footnote says epoch 10/20/20.
+# The paper gives no epoch count; {epochs} is ours (lr has decayed to {decay ** (epochs - start + 1):.3f}).
+
+[data]
+name = "{CORPUS[corpus_key]}"
+
+[model]
+embedding_size = {hidden}
+hidden_size = {hidden}
+layers = 2
+dropout = {DROP[family][size]}
+init_range = {0.1 if size == "small" else 0.05 if size == "medium" else 0.04}
+output = "{output}"
+
+[loss]
+augmented = {"true" if augmented else "false"}
+tau = 20.0
+gamma = {GAMMA[family]}
+
+[train]
+epochs = {epochs}
+batch_size = 20
+bptt = 35
+lr = 1.0
+lr_decay = {decay}
+decay_start = {start}
+clip = {clip}
+seed = 1111
+"""
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    for old in OUT.glob("*.toml"):
+        old.unlink()
+    n = 0
+    for corpus_key in ("ptb", "wt2"):
+        for size in SIZES:
+            for variant in VARIANTS:
+                (OUT / f"{corpus_key}-{size}-{variant}.toml").write_text(preset(corpus_key, size, variant))
+                n += 1
+    for corpus_key in ("wt2half1", "wt2half2"):
+        for variant in VARIANTS:
+            (OUT / f"{corpus_key}-small-{variant}.toml").write_text(preset(corpus_key, "small", variant))
+            n += 1
+    print(f"wrote {n} presets to {OUT}")
+
+
+if __name__ == "__main__":
+    main()
