@@ -55,6 +55,9 @@ class TrainConfig:
     lr_decay: float = 0.9
     decay_start: int = 5  # first epoch (1-based) whose lr is decayed: lr_e = lr * decay^max(0, e - start + 1)
     clip: float = 5.0
+    # sum_over_time: the loss whose gradient SGD follows is summed over the BPTT steps and averaged over the
+    # batch (Zaremba et al.'s TensorFlow code, which Inan et al. follow; lr = 1 assumes it). mean: per token.
+    loss_reduction: str = "sum_over_time"
     seed: int = 1111
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto | cpu | cuda
@@ -139,6 +142,8 @@ class Config:
         _check(0 < t.lr_decay <= 1, "train.lr_decay", t.lr_decay, "a factor in (0, 1]")
         _check(t.decay_start >= 1, "train.decay_start", t.decay_start, "an epoch number >= 1")
         _check(t.clip >= 0, "train.clip", t.clip, "a max global gradient norm >= 0 (0 disables)")
+        _check(t.loss_reduction in ("sum_over_time", "mean"), "train.loss_reduction", t.loss_reduction,
+               "one of: sum_over_time, mean")
         _check(t.precision in ("auto", "fp32", "bf16"), "train.precision", t.precision, "one of: auto, fp32, bf16")
         _check(t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"), "train.device", t.device,
                "one of: auto, cpu, cuda, cuda:N")

@@ -54,3 +54,7 @@ CORPORA: dict[str, tuple[str, str]] = {
     "wikitext-2-half2": ("wikitext-2", "half2"),
 }
 SPLITS = ("train", "valid", "test")
+
+# Vocabulary sizes of the standard corpora (types of the training split + <eos>), for parameter
+# counts without reading the corpus; tests check them against the loaded corpora.
+VOCAB_SIZES = {"ptb": 10000, "wikitext-2": 33278, "wikitext-2-half1": 33278, "wikitext-2-half2": 33278}

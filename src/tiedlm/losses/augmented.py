@@ -7,6 +7,11 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
+    """Upcast bf16/fp16 (from autocast) to fp32 for softmax and losses; leave fp32/fp64 alone."""
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
 class AugmentedLoss(nn.Module):
     """J_aug = KL(ỹ ‖ ŷ), Inan et al. (2017) eq. (3.2), averaged over tokens.
 
@@ -28,11 +33,11 @@ class AugmentedLoss(nn.Module):
         """log ỹ for each target id: (N,) ids, (|V|, d) input embeddings -> (N, |V|)."""
         u = embeddings[targets]  # (N, d): u_t = L y*_t
         scores = u @ embeddings.t()  # (N, |V|): Lᵀ u_t
-        return F.log_softmax(scores.float() / self.tau, dim=-1)
+        return F.log_softmax(at_least_fp32(scores) / self.tau, dim=-1)
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
         """logits (N, |V|), targets (N,), embeddings (|V|, d) -> scalar mean KL(ỹ ‖ ŷ)."""
-        log_pred = F.log_softmax(logits.float() / self.tau, dim=-1)
+        log_pred = F.log_softmax(at_least_fp32(logits) / self.tau, dim=-1)
         if self.target_grad:
             log_tgt = self.target_log_probs(targets, embeddings)
         else:
@@ -63,7 +68,7 @@ class LanguageModelLoss(nn.Module):
         """logits (..., |V|), targets (...) -> (total, ce, aug); ce and aug are detached floats-as-tensors."""
         logits = logits.reshape(-1, logits.size(-1))
         targets = targets.reshape(-1)
-        ce = F.cross_entropy(logits.float(), targets)
+        ce = F.cross_entropy(at_least_fp32(logits), targets)
         if self.aug is None:
             return ce, ce.detach(), None
         if embeddings is None:

@@ -19,7 +19,8 @@ class FullSoftmaxOutput(nn.Module):
     def __init__(self, hidden_size: int, vocab_size: int):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(vocab_size, hidden_size))
-        self.bias = nn.Parameter(torch.empty(vocab_size))
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+        nn.init.uniform_(self.weight, -hidden_size ** -0.5, hidden_size ** -0.5)
 
     @property
     def label_embeddings(self) -> torch.Tensor:

@@ -28,6 +28,13 @@ class VDLSTMLayer(nn.Module):
         self.weight_ih = nn.Parameter(torch.empty(4 * hidden_size, input_size))
         self.weight_hh = nn.Parameter(torch.empty(4 * hidden_size, hidden_size))
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))
+        self.reset_parameters()
+
+    def reset_parameters(self, init_range: float | None = None) -> None:
+        """Uniform in ±init_range (default ±1/sqrt(H), as nn.LSTM)."""
+        r = init_range if init_range is not None else self.hidden_size ** -0.5
+        for p in self.parameters():
+            nn.init.uniform_(p, -r, r)
 
     def forward(self, x, state, mask=None):
         """x (T,B,I); state (h, c) each (B,H); mask (B,H) or None. Returns masked outputs (T,B,H), new state."""

@@ -78,24 +78,34 @@ class Trainer:
                  f"({self.corpus.folder}) | parameters {self.model.parameter_counts()['total']:,}")
         self.budget = budget_windows
         while self.epoch <= t.epochs:
-            lr = cfg.lr_at(self.epoch)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            self._train_epoch(lr)
-            t0 = time.perf_counter()
-            valid = evaluate(self.model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision)
-            self.elapsed += self.sums["time"] + time.perf_counter() - t0
-            if valid["ppl"] < self.best_valid:
-                self.best_valid, self.best_epoch = valid["ppl"], self.epoch
-                self._save("best")
-            record = self._epoch_record(lr, valid["ppl"])
-            with open(self.run_dir / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
-            self.log(f"epoch {self.epoch:3d} | lr {lr:.4f} | train ppl {record['train_ppl']:8.2f} | valid ppl "
-                     f"{valid['ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | {record['epoch_time_s']:.0f} s")
-            self.epoch, self.window, self.state, self.sums = self.epoch + 1, 0, None, _zero_sums()
-            self._save("last")
+            try:
+                self._run_epoch()
+            except KeyboardInterrupt:  # Ctrl-C (or the window budget): save where we are, resumable
+                self._save("last")
+                raise Interrupted(self.run_dir, self.epoch, self.window) from None
         return self.finish()
+
+    def _run_epoch(self) -> None:
+        """Train one epoch, validate, keep the best checkpoint, log, and advance (saving `last`)."""
+        t = self.cfg.train
+        lr = self.cfg.lr_at(self.epoch)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self._train_epoch(lr)
+        t0 = time.perf_counter()
+        valid = evaluate(self.model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision)
+        epoch_wall = self.sums["time"] + time.perf_counter() - t0
+        if valid["ppl"] < self.best_valid:
+            self.best_valid, self.best_epoch = valid["ppl"], self.epoch
+            self._save("best")
+        record = self._epoch_record(lr, valid["ppl"], self.elapsed + epoch_wall)
+        with open(self.run_dir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+        self.log(f"epoch {self.epoch:3d} | lr {lr:.4f} | train ppl {record['train_ppl']:8.2f} | valid ppl "
+                 f"{valid['ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | {record['epoch_time_s']:.0f} s")
+        self.epoch, self.window, self.state, self.sums, self.elapsed = (
+            self.epoch + 1, 0, None, _zero_sums(), self.elapsed + epoch_wall)
+        self._save("last")
 
     def _train_epoch(self, lr: float) -> None:
         from tqdm import tqdm
@@ -111,12 +121,14 @@ class Trainer:
                    dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 30)
         bad_in_a_row = 0
         start = time.perf_counter() - self.sums["time"]
-        try:
+        with bar:
             for k, x, y in bptt_windows(self.train_data, t.bptt, start=self.window):
                 state = [(h.detach(), c.detach()) for h, c in self.state]
                 with autocast(self.device, self.precision):
                     logits, new_state = self.model(x, state)
                     loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings)
+                if t.loss_reduction == "sum_over_time":
+                    loss = loss * y.size(0)  # sum over time steps, mean over the batch
                 self.optimizer.zero_grad(set_to_none=True)
                 finite = bool(torch.isfinite(loss))
                 if finite:
@@ -151,11 +163,6 @@ class Trainer:
                     self.budget -= 1
                     if self.budget <= 0 and self.window < total:
                         raise KeyboardInterrupt
-        except KeyboardInterrupt:
-            bar.close()
-            self._save("last")
-            raise Interrupted(self.run_dir, self.epoch, self.window) from None
-        bar.close()
 
     # ------------------------------------------------------------------ end of training
     def finish(self) -> dict:
@@ -185,14 +192,14 @@ class Trainer:
         return summary
 
     # ------------------------------------------------------------------ checkpoints
-    def _epoch_record(self, lr: float, valid_ppl: float) -> dict:
+    def _epoch_record(self, lr: float, valid_ppl: float, wall_time: float) -> dict:
         s = self.sums
         return {
             "epoch": self.epoch, "lr": lr, "train_ppl": math.exp(s["ce"] / max(s["tokens"], 1)),
             "train_aug": s["aug"] / max(s["tokens"], 1) if self.cfg.loss.augmented else None,
             "valid_ppl": valid_ppl, "train_tokens": int(s["tokens"]), "skipped_steps": int(s["skipped"]),
             "tokens_per_s": s["tokens"] / s["time"] if s["time"] else 0.0, "epoch_time_s": s["time"],
-            "wall_time_s": self.elapsed,
+            "wall_time_s": wall_time,
         }
 
     def _save(self, which: str) -> None:

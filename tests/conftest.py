@@ -1,0 +1,53 @@
+import os
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def write_tiny_corpus(folder: Path, seed: int = 0, lines=(300, 40, 40)) -> Path:
+    """A small synthetic corpus with a Zipf-like vocabulary, <unk> and some empty lines."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(120)] + ["<unk>"]
+    weights = [1 / (i + 1) for i in range(len(vocab))]
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in zip(("train", "valid", "test"), lines):
+        out = []
+        for _ in range(n):
+            if rng.random() < 0.05:
+                out.append("")
+                continue
+            out.append(" " + " ".join(rng.choices(vocab, weights, k=rng.randint(3, 15))) + " ")
+        (folder / f"{split}.txt").write_text("\n".join(out) + "\n")
+    return folder
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path) -> Path:
+    return write_tiny_corpus(tmp_path / "corpus")
+
+
+@pytest.fixture(autouse=True)
+def _deterministic():
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    yield
+
+
+def tiny_overrides(corpus: Path, **extra) -> list[str]:
+    base = {"data.name": str(corpus), "model.embedding_size": "16", "model.hidden_size": "16",
+            "train.epochs": "2", "train.batch_size": "4", "train.bptt": "8", "train.eval_batch_size": "4",
+            "train.precision": "fp32", "train.threads": "1", "train.decay_start": "2", "train.lr": "1.0"}
+    base.update(extra)
+    return [f"{k}={v}" for k, v in base.items()]
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    root = Path(os.environ.get("TIEDLM_DATA", SHARED_DATA))
+    if not (root / "ptb" / "train.txt").is_file():
+        pytest.skip("the shared PTB copy is not available")
+    return root

@@ -1,0 +1,66 @@
+import torch
+import torch.nn.functional as F
+
+from tiedlm.losses import AugmentedLoss, LanguageModelLoss
+
+
+def _setup(N=6, V=11, d=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(N, V, generator=g, dtype=torch.double, requires_grad=True)
+    emb = torch.randn(V, d, generator=g, dtype=torch.double, requires_grad=True)
+    targets = torch.randint(0, V, (N,), generator=g)
+    return logits, emb, targets
+
+
+def test_gradient_is_yhat_minus_ytilde_over_tau():
+    """Inan et al. eq. (3.4): dJ_aug/d(Wh) = (ŷ − ỹ)/τ (per token; the loss is a mean over N tokens)."""
+    logits, emb, targets = _setup()
+    tau = 3.0
+    loss = AugmentedLoss(tau)(logits, targets, emb)
+    (grad,) = torch.autograd.grad(loss, logits)
+    y_hat = torch.softmax(logits / tau, -1)
+    y_tilde = torch.softmax(emb[targets] @ emb.t() / tau, -1)
+    torch.testing.assert_close(grad, (y_hat - y_tilde).detach() / tau / logits.size(0))
+
+
+def test_kl_value_and_zero_at_match():
+    logits, emb, targets = _setup()
+    tau = 2.0
+    aug = AugmentedLoss(tau)
+    y_tilde = torch.softmax(emb[targets] @ emb.t() / tau, -1)
+    y_hat = torch.softmax(logits / tau, -1)
+    expected = (y_tilde * (y_tilde.log() - y_hat.log())).sum(-1).mean()
+    torch.testing.assert_close(aug(logits, targets, emb), expected)
+    matched = (emb[targets] @ emb.t()).detach()  # logits equal to L^T u give KL = 0
+    assert aug(matched, targets, emb).abs().item() < 1e-12
+
+
+def test_target_gradient_option():
+    logits, emb, targets = _setup()
+    loss = AugmentedLoss(5.0, target_grad=False)(logits, targets, emb)
+    assert torch.autograd.grad(loss, emb, allow_unused=True)[0] is None
+    loss = AugmentedLoss(5.0, target_grad=True)(logits, targets, emb)
+    g = torch.autograd.grad(loss, emb)[0]
+    assert g.abs().sum() > 0
+
+
+def test_total_loss_forms():
+    logits, emb, targets = _setup(V=13)
+    ce = F.cross_entropy(logits, targets)
+    tau, gamma, beta = 4.0, 0.7, 0.3
+    aug = AugmentedLoss(tau)(logits, targets, emb)
+    total, _, _ = LanguageModelLoss(True, tau, gamma, "alpha")(logits, targets, emb)
+    torch.testing.assert_close(total, ce + gamma * tau * aug)  # eq. (3.3), alpha = gamma * tau
+    total, _, _ = LanguageModelLoss(True, tau, gamma, "beta", beta)(logits, targets, emb)
+    torch.testing.assert_close(total, beta * aug * tau**2 * 13 + (1 - beta) * ce)  # eq. (6.1)
+    total, ce2, aug2 = LanguageModelLoss(False)(logits, targets, emb)
+    torch.testing.assert_close(total, ce)
+    assert aug2 is None
+
+
+def test_stable_for_large_logits():
+    logits, emb, targets = _setup()
+    big = (logits * 1e4).detach().requires_grad_()
+    loss = AugmentedLoss(1.0)(big, targets, emb * 30)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(big.grad).all()

@@ -1,0 +1,59 @@
+import pytest
+
+from tiedlm.config import Config, list_presets
+from tiedlm.errors import UsageError
+
+
+def test_all_presets_load_and_validate():
+    names = list_presets()
+    grid = {f"{c}-{s}-{v}" for c in ("ptb", "wt2") for s in ("small", "medium", "large") for v in ("vd", "al", "re", "real")}
+    grid |= {f"wt2half{h}-small-{v}" for h in (1, 2) for v in ("vd", "al", "re", "real")}
+    assert grid <= set(names)
+    for n in names:
+        c = Config.load(n)
+        assert (c.model.output == "tied") == n.endswith(("-re", "-real"))
+        assert c.loss.augmented == n.endswith(("-al", "-real"))
+
+
+def test_paper_hyperparameters_in_presets():
+    s, m, l = Config.load("ptb-small-vd"), Config.load("ptb-medium-vd"), Config.load("ptb-large-vd")
+    assert (s.train.decay_start, m.train.decay_start, l.train.decay_start) == (5, 10, 1)
+    assert (s.train.lr_decay, l.train.lr_decay, l.train.clip) == (0.9, 0.97, 6.0)
+    assert (s.model.dropout, m.model.dropout, l.model.dropout) == (0.3, 0.5, 0.65)
+    assert Config.load("wt2-small-al").loss.gamma * 20 == pytest.approx(25.0)
+
+
+def test_lr_schedule():
+    c = Config.load("ptb-small-vd")
+    assert [round(c.lr_at(e), 4) for e in (1, 4, 5, 6)] == [1.0, 1.0, 0.9, 0.81]
+
+
+def test_overrides_and_errors():
+    c = Config.load("ptb-small-vd").with_overrides(["train.epochs=3", "loss.augmented=true", "model.dropout=0.1"])
+    assert (c.train.epochs, c.loss.augmented, c.model.dropout) == (3, True, 0.1)
+    bad = [("train.epochs=x", "expected a int"), ("model.output=softmax", "one of: full, tied"),
+           ("nope.x=1", "unknown section"), ("model.size=3", "unknown key"), ("train.epochs", "section.key=value"),
+           ("model.dropout=1.5", "drop probability"), ("train.precision=fp16", "fp32, bf16")]
+    for item, msg in bad:
+        with pytest.raises(UsageError, match=msg):
+            Config.load("ptb-small-vd").with_overrides([item])
+
+
+def test_toml_errors(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text("[train]\nepochs = 'ten'\n")
+    with pytest.raises(UsageError, match="train.epochs = 'ten' must be of type int"):
+        Config.load(p)
+    p.write_text("[train\n")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        Config.load(p)
+    with pytest.raises(UsageError, match="does not exist"):
+        Config.load(tmp_path / "absent.toml")
+    with pytest.raises(UsageError, match="unknown preset"):
+        Config.load("ptb-tiny-vd")
+
+
+def test_toml_roundtrip(tmp_path):
+    c = Config.load("wt2-medium-real")
+    (tmp_path / "c.toml").write_text(c.to_toml())
+    assert Config.load(tmp_path / "c.toml") == c

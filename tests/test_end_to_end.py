@@ -1,0 +1,198 @@
+"""Tiny end-to-end runs: train / evaluate / predict / generate / info / resume, and error paths."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiedlm.cli import main
+from tiedlm.config import Config
+from tiedlm.errors import TiedlmError
+from tiedlm.run import load_run
+from tiedlm.train import Interrupted, Trainer, load_checkpoint
+from tiedlm.train.trainer import read_metrics
+
+from conftest import tiny_overrides
+
+
+def _train(corpus, out, *extra, preset="ptb-small-real"):
+    args = ["train", preset, "--out", str(out), "--no-progress"]
+    for o in tiny_overrides(corpus) + list(extra):
+        args += ["--set", o]
+    return main(args)
+
+
+def _cfg(corpus, preset="ptb-small-real", **extra):
+    return Config.load(preset).with_overrides(tiny_overrides(corpus, **extra))
+
+
+def test_train_evaluate_predict_generate_info(tiny_corpus, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert _train(tiny_corpus, run) == 0
+    files = {p.name for p in run.iterdir()}
+    assert {"config.toml", "vocab.txt", "metrics.jsonl", "summary.json", "checkpoints"} <= files
+    summary = json.loads((run / "summary.json").read_text())
+    metrics = read_metrics(run)
+    assert len(metrics) == 2 and all(k in metrics[0] for k in ("train_ppl", "valid_ppl", "lr", "tokens_per_s", "wall_time_s"))
+    assert summary["valid_ppl"] == pytest.approx(min(m["valid_ppl"] for m in metrics), rel=1e-6)
+    assert summary["seed"] == 1111 and summary["parameters"]["output"] == 0 and "torch" in summary["versions"]
+    assert summary["valid_ppl"] < 121  # better than uniform over the tiny vocabulary
+    capsys.readouterr()
+
+    assert main(["evaluate", str(run), "--split", "test", "--json"]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert ev["ppl"] == pytest.approx(summary["test_ppl"], rel=1e-6)
+
+    assert main(["predict", str(run), "w1 w2", "zzz w3", "--top", "4", "--json"]) == 0
+    pr = json.loads(capsys.readouterr().out)
+    assert [len(t["predictions"]) for t in pr["tables"]] == [4, 4] and pr["tables"][1]["unknown"] == ["zzz"]
+    probs = [r["prob"] for r in pr["tables"][0]["predictions"]]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
+
+    assert main(["generate", str(run), "--words", "12", "--seed", "5", "--json"]) == 0
+    g1 = json.loads(capsys.readouterr().out)
+    assert main(["generate", str(run), "--words", "12", "--seed", "5", "--json"]) == 0
+    assert len(g1["tokens"]) == 12 and json.loads(capsys.readouterr().out)["tokens"] == g1["tokens"]
+
+    assert main(["info", str(run), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["parameters"]["total"] == summary["parameters"]["total"]
+
+    r = load_run(run)
+    assert r.model.output.weight is r.model.embedding.weight and not r.model.training
+
+
+def _weights(run):
+    tensors, meta = load_checkpoint(run / "checkpoints" / "last.safetensors")
+    return {k: v for k, v in tensors.items() if k.startswith("model.")}, meta
+
+
+def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path):
+    cfg = _cfg(tiny_corpus, **{"train.epochs": "3", "model.dropout": "0.3"})
+    full = Trainer(cfg, tmp_path / "full", progress=False, log=lambda *a: None)
+    full.setup(False)
+    s_full = full.fit()
+
+    part = Trainer(cfg, tmp_path / "part", progress=False, log=lambda *a: None)
+    part.setup(False)
+    windows_per_epoch = (part.train_data.size(0) - 1 + 7) // 8
+    with pytest.raises(Interrupted):
+        part.fit(budget_windows=windows_per_epoch + 3)  # stops inside epoch 2
+    _, meta = _weights(tmp_path / "part")
+    assert meta["epoch"] == 2 and meta["window"] == 3
+    resumed = Trainer(cfg, tmp_path / "part", progress=False, log=lambda *a: None)
+    resumed.setup(True)
+    s_res = resumed.fit()
+
+    for a, b in zip(read_metrics(tmp_path / "full"), read_metrics(tmp_path / "part")):
+        assert (a["epoch"], a["train_ppl"], a["valid_ppl"]) == (b["epoch"], b["train_ppl"], b["valid_ppl"])
+    assert s_full["test_ppl"] == s_res["test_ppl"]
+    wa, wb = _weights(tmp_path / "full")[0], _weights(tmp_path / "part")[0]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_ctrl_c_saves_and_resume_finishes(tiny_corpus, tmp_path):
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "tiedlm.cli", "train", "ptb-small-vd", "--out", str(run), "--no-progress"]
+    for o in tiny_overrides(tiny_corpus, **{"train.epochs": "200"}):
+        cmd += ["--set", o]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (run / "checkpoints" / "last.safetensors").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "resume with: tiedlm train --resume" in err and "Traceback" not in err
+    _, meta = _weights(run)
+    assert 1 <= meta["epoch"] < 200
+    done = meta["epoch"] - 1
+    assert len(read_metrics(run)) == done
+    assert main(["train", "--resume", str(run), "--set", f"train.epochs={meta['epoch']}", "--no-progress"]) == 0
+    assert len(read_metrics(run)) == meta["epoch"] and (run / "summary.json").exists()
+
+
+def test_non_finite_loss_is_skipped_and_never_saved(tiny_corpus, tmp_path):
+    cfg = _cfg(tiny_corpus, **{"train.epochs": "1"})
+    tr = Trainer(cfg, tmp_path / "run", progress=False, log=lambda *a: None)
+    tr.setup(False)
+    real, calls = tr.loss_fn, {"n": 0}
+
+    def flaky(logits, y, emb):
+        calls["n"] += 1
+        total, ce, aug = real(logits, y, emb)
+        return (total * float("nan"), ce, aug) if calls["n"] == 3 else (total, ce, aug)
+
+    tr.loss_fn = flaky
+    tr.fit()
+    m = read_metrics(tmp_path / "run")[0]
+    assert m["skipped_steps"] == 1 and math.isfinite(m["train_ppl"])
+    assert all(torch.isfinite(v).all() for v in _weights(tmp_path / "run")[0].values())
+
+    tr2 = Trainer(cfg, tmp_path / "run2", progress=False, log=lambda *a: None)
+    tr2.setup(False)
+    tr2.loss_fn = lambda logits, y, emb: (logits.sum() * float("inf"), logits.sum().detach(), None)
+    with pytest.raises(TiedlmError, match="diverged"):
+        tr2.fit()
+    assert not (tmp_path / "run2" / "checkpoints").exists()
+
+
+@pytest.mark.parametrize("preset,expected", [("ptb-small-vd", [47.787742, 44.737652]),
+                                             ("ptb-small-real", [53.668219, 45.181016])])
+def test_regression_pinned_train_ppl(tiny_corpus, tmp_path, preset, expected):
+    """Pins the numbers of a fixed-seed tiny run, so that a refactor that changes the maths fails loudly."""
+    tr = Trainer(_cfg(tiny_corpus, preset), tmp_path / "run", progress=False, log=lambda *a: None)
+    tr.setup(False)
+    tr.fit()
+    got = [m["train_ppl"] for m in read_metrics(tmp_path / "run")]
+    assert got == pytest.approx(expected, rel=1e-4), got
+
+
+def _cli(args, capsys):
+    code = main(args)
+    err = capsys.readouterr().err.strip()
+    return code, err
+
+
+def test_error_paths_are_one_line(tiny_corpus, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TIEDLM_DATA", str(tmp_path / "empty-mirror"))
+    cases = [
+        (["train", "ptb-small-vd", "--out", str(tmp_path / "a")], 1, "ptb/train.txt is missing"),
+        (["train", "ptb-small-vd", "--set", "train.epochs=zero"], 2, "expected a int"),
+        (["train", "ptb-small-re", "--set", "model.hidden_size=100"], 2, "embedding_size == model.hidden_size"),
+        (["train", "nope-preset"], 2, "unknown preset"),
+        (["train"], 2, "give a PRESET"),
+        (["train", "--resume", str(tmp_path)], 2, "no checkpoints/last.safetensors"),
+        (["evaluate", str(tmp_path)], 2, "not a tiedlm run directory"),
+        (["frobnicate"], 2, "invalid choice"),
+    ]
+    for args, code, msg in cases:
+        got, err = _cli(args, capsys)
+        assert got == code and msg in err and len(err.splitlines()) == 1, (args, err)
+    # corrupt mirror file
+    bad = tmp_path / "bad-mirror" / "ptb"
+    bad.mkdir(parents=True)
+    for s in ("train", "valid", "test"):
+        (bad / f"{s}.txt").write_text("x\n")
+    monkeypatch.setenv("TIEDLM_DATA", str(bad.parent))
+    got, err = _cli(["train", "ptb-small-vd", "--out", str(tmp_path / "b")], capsys)
+    assert got == 1 and "does not match the expected" in err and len(err.splitlines()) == 1
+    # empty prompt and an existing run
+    run = tmp_path / "run"
+    assert _train(tiny_corpus, run, "train.epochs=1") == 0
+    capsys.readouterr()
+    got, err = _cli(["predict", str(run), ""], capsys)
+    assert got == 2 and "phrase is empty" in err
+    got, err = _cli(["generate", str(run), "--temperature", "0"], capsys)
+    assert got == 2 and "must be > 0" in err
+    got, err = _cli(["train", "ptb-small-real", "--out", str(run)], capsys)
+    assert got == 2 and "already holds a run" in err
+    got, err = _cli(["train", "--resume", str(run)], capsys)
+    assert got == 2 and "finished all 1 epochs" in err
