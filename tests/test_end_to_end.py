@@ -42,6 +42,8 @@ def test_train_evaluate_predict_generate_info(tiny_corpus, tmp_path, capsys):
     metrics = read_metrics(run)
     assert len(metrics) == 2 and all(k in metrics[0] for k in ("train_ppl", "valid_ppl", "lr", "tokens_per_s", "wall_time_s"))
     assert summary["valid_ppl"] == pytest.approx(min(m["valid_ppl"] for m in metrics), rel=1e-6)
+    saved = Config.load(run / "config.toml")
+    assert (saved.train.precision, saved.train.device) == ("fp32", "cpu")  # resolved, not "auto"
     assert summary["seed"] == 1111 and summary["parameters"]["output"] == 0 and "torch" in summary["versions"]
     assert summary["valid_ppl"] < 121  # better than uniform over the tiny vocabulary
     capsys.readouterr()

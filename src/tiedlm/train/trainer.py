@@ -46,6 +46,8 @@ class Trainer:
         self.device = resolve_device(t.device)
         self.precision = resolve_precision(t.precision, self.device)
         self.ckpt_dir = self.run_dir / "checkpoints"
+        # the saved config is the resolved one: a resumed or repeated run uses the same device and precision
+        cfg.train.precision, cfg.train.device = self.precision, self.device.type
 
     # ------------------------------------------------------------------ set-up
     def setup(self, resume: bool) -> None:
