@@ -100,7 +100,8 @@ def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
-def test_ctrl_c_saves_and_resume_finishes(tiny_corpus, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_saves_and_resume_finishes(tiny_corpus, tmp_path, sig):
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "tiedlm.cli", "train", "ptb-small-vd", "--out", str(run), "--no-progress"]
     for o in tiny_overrides(tiny_corpus, **{"train.epochs": "200"}):
@@ -109,7 +110,7 @@ def test_ctrl_c_saves_and_resume_finishes(tiny_corpus, tmp_path):
     deadline = time.time() + 60
     while not (run / "checkpoints" / "last.safetensors").exists() and time.time() < deadline:
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "resume with: tiedlm train --resume" in err and "Traceback" not in err

@@ -10,7 +10,9 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from .errors import TiedlmError, UsageError
@@ -55,6 +57,7 @@ def cmd_train(args) -> int:
     if not args.resume:
         log(cfg.to_toml())
     command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    _stop_on_sigterm()
     try:
         summary = train(cfg, run_dir, resume=bool(args.resume), command=command, progress=not args.no_progress,
                         log=log)
@@ -64,6 +67,20 @@ def cmd_train(args) -> int:
     _emit(args, {"run_dir": str(run_dir), **summary},
           f"run {run_dir}: valid ppl {summary['valid_ppl']:.2f}, test ppl {summary['test_ppl']:.2f}")
     return 0
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM (schedulers, `kill`) stops training like Ctrl-C: a resumable checkpoint, then exit 130.
+
+    Background jobs started by a non-interactive shell (`nohup tiedlm train ... &`) inherit SIGINT as
+    ignored, so SIGTERM is the signal that reaches them.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
 def cmd_presets(args) -> int:
