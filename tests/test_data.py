@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from tiedlm.data import Vocabulary, batchify, bptt_windows, load_corpus
-from tiedlm.data import corpus as corpus_mod
 from tiedlm.data.corpus import read_tokens, resolve_corpus_dir
 from tiedlm.data.sources import SOURCES, VOCAB_SIZES, CorpusFile, CorpusSource
 from tiedlm.errors import DataError, UsageError
@@ -114,6 +113,3 @@ def test_shared_ptb_and_wikitext2_official_counts(shared_data, monkeypatch):
     assert h1.train.numel() + h2.train.numel() == 2088628 and h1.valid.numel() == 217646
     assert h1.vocab.words == h2.vocab.words
 
-
-def test_corpus_module_env_name():
-    assert corpus_mod.ENV_VAR == "TIEDLM_DATA"

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from .data.batching import batchify, bptt_windows
+from .losses.augmented import at_least_fp32
 from .runtime import autocast
 
 
@@ -28,7 +29,7 @@ def evaluate(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, pre
     for _, x, y in tqdm(windows, total=n, desc=desc, leave=False, disable=not progress, unit="win"):
         with autocast(device, precision):
             logits, state = model(x, state)
-        total += F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum").item()
+        total += F.cross_entropy(at_least_fp32(logits).reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum").item()
         count += y.numel()
     model.train(was_training)
     ce = total / count

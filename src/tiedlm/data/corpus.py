@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 import urllib.error
 import urllib.request
@@ -173,9 +172,3 @@ def load_corpus(name: str, data_dir: str = "", vocab: Vocabulary | None = None) 
         unknown[split] = n_unk
     return Corpus(name=name, folder=folder, vocab=vocab, splits=splits, unknown=unknown)
 
-
-def copy_corpus(src: Path, dest: Path) -> None:
-    """Copy a corpus folder's three split files (used by tests and tools)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for split in SPLITS:
-        shutil.copyfile(src / f"{split}.txt", dest / f"{split}.txt")
