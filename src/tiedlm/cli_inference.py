@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .cli import _emit
 from .errors import UsageError
-
-
-def _emit(args, obj, text):
-    from .cli import _emit as emit
-
-    emit(args, obj, text)
 
 
 def cmd_evaluate(args) -> int:
@@ -68,14 +63,14 @@ def cmd_generate(args) -> int:
 
 def cmd_info(args) -> int:
     from .config import Config
-    from .data.corpus import load_corpus
+    from .data import Vocabulary, load_corpus
     from .data.sources import VOCAB_SIZES
     from .run import count_parameters
 
     target = Path(args.target)
     if (target / "config.toml").is_file():
         cfg = Config.load(target / "config.toml")
-        vocab_size = sum(1 for _ in (target / "vocab.txt").open())
+        vocab_size = len(Vocabulary.load(target / "vocab.txt"))
         kind = "run"
     else:
         cfg = Config.load(args.target)

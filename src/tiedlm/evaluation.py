@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .data.batching import batchify, bptt_windows
+from .data.batching import batchify, bptt_windows, num_windows
 from .losses.augmented import at_least_fp32
 from .runtime import autocast
 
@@ -24,9 +24,7 @@ def evaluate(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, pre
     data = batchify(ids, batch_size).to(device)
     state = model.init_state(batch_size)
     total, count = 0.0, 0
-    windows = bptt_windows(data, bptt)
-    n = (data.size(0) - 1 + bptt - 1) // bptt
-    for _, x, y in tqdm(windows, total=n, desc=desc, leave=False, disable=not progress, unit="win"):
+    for _, x, y in tqdm(bptt_windows(data, bptt), total=num_windows(data, bptt), desc=desc, leave=False, disable=not progress, unit="win"):
         with autocast(device, precision):
             logits, state = model(x, state)
         total += F.cross_entropy(at_least_fp32(logits).reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum").item()

@@ -27,7 +27,7 @@ class Run:
 
 def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> Run:
     """Load ``RUN_DIR/checkpoints/{which}.safetensors`` with the run's config and vocabulary."""
-    from .train.checkpoint import load_checkpoint
+    from .train.checkpoint import load_checkpoint, model_state
 
     path = Path(run_dir)
     if not (path / "config.toml").is_file():
@@ -39,7 +39,7 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> R
         ckpt, which = path / "checkpoints" / "last.safetensors", "last"
     tensors, _ = load_checkpoint(ckpt)
     model = LanguageModel(cfg.model, len(vocab))
-    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    model.load_state_dict(model_state(tensors))
     model.to(resolve_device(device)).eval()
     return Run(path=path, config=cfg, vocab=vocab, model=model, checkpoint=which)
 

@@ -51,6 +51,11 @@ def load_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
     return tensors, json.loads(header["meta"])
 
 
+def model_state(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The model's state dict inside a checkpoint's tensors (stored under the ``model.`` prefix)."""
+    return {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+
+
 def write_json_atomic(path: Path, obj) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w") as f:

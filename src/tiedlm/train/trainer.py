@@ -9,6 +9,7 @@ reproduces an uninterrupted one exactly.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import platform
@@ -27,7 +28,7 @@ from ..evaluation import evaluate
 from ..losses import LanguageModelLoss
 from ..models import LanguageModel
 from ..runtime import autocast, resolve_device, resolve_precision, set_threads
-from .checkpoint import load_checkpoint, save_checkpoint, write_json_atomic
+from .checkpoint import load_checkpoint, model_state, save_checkpoint, write_json_atomic
 
 
 class Interrupted(Exception):
@@ -40,6 +41,7 @@ class Interrupted(Exception):
 
 class Trainer:
     def __init__(self, cfg: Config, run_dir: Path, *, command: str = "", progress: bool = True, log=print):
+        cfg = copy.deepcopy(cfg)  # resolved below; the caller's config is left as it was
         self.cfg, self.run_dir, self.command, self.progress, self.log = cfg, Path(run_dir), command, progress, log
         t = cfg.train
         self.threads = set_threads(t.threads)
@@ -171,7 +173,7 @@ class Trainer:
         t = self.cfg.train
         self.finish_start = time.perf_counter()
         tensors, _ = load_checkpoint(self.ckpt_dir / "best.safetensors")
-        self.model.load_state_dict(_model_tensors(tensors))
+        self.model.load_state_dict(model_state(tensors))
         valid = evaluate(self.model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision)
         test = evaluate(self.model, self.corpus.test, t.eval_batch_size, t.bptt, self.precision)
         records = read_metrics(self.run_dir)
@@ -219,7 +221,7 @@ class Trainer:
 
     def _restore(self, path: Path) -> None:
         tensors, meta = load_checkpoint(path)
-        self.model.load_state_dict(_model_tensors(tensors))
+        self.model.load_state_dict(model_state(tensors))
         torch.set_rng_state(tensors["rng.torch"])
         if "rng.cuda" in tensors and self.device.type == "cuda":
             torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
@@ -237,10 +239,6 @@ class Trainer:
 
 def _zero_sums() -> dict:
     return {"ce": 0.0, "aug": 0.0, "tokens": 0, "all_tokens": 0, "time": 0.0, "skipped": 0}
-
-
-def _model_tensors(tensors: dict) -> dict:
-    return {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
