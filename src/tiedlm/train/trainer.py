@@ -9,11 +9,14 @@ reproduces an uninterrupted one exactly.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
 import platform
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -103,13 +106,14 @@ class Trainer:
             self.best_valid, self.best_epoch = valid["ppl"], self.epoch
             self._save("best")
         record = self._epoch_record(lr, valid["ppl"], self.elapsed + epoch_wall)
-        with open(self.run_dir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(record) + "\n")
-        self.log(f"epoch {self.epoch:3d} | lr {lr:.4f} | train ppl {record['train_ppl']:8.2f} | valid ppl "
+        with _signals_deferred():  # the metrics line and the `last` checkpoint that counts it go together
+            with open(self.run_dir / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+            self.epoch, self.window, self.state, self.sums, self.elapsed = (
+                self.epoch + 1, 0, None, _zero_sums(), self.elapsed + epoch_wall)
+            self._save("last")
+        self.log(f"epoch {record['epoch']:3d} | lr {lr:.4f} | train ppl {record['train_ppl']:8.2f} | valid ppl "
                  f"{valid['ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | {record['epoch_time_s']:.0f} s")
-        self.epoch, self.window, self.state, self.sums, self.elapsed = (
-            self.epoch + 1, 0, None, _zero_sums(), self.elapsed + epoch_wall)
-        self._save("last")
 
     def _train_epoch(self, lr: float) -> None:
         from tqdm import tqdm
@@ -235,6 +239,20 @@ class Trainer:
         # drop metric lines of epochs that the checkpoint has not completed
         records = [r for r in read_metrics(self.run_dir) if r["epoch"] < self.epoch]
         (self.run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Hold SIGINT/SIGTERM until the block is done, so an interruption cannot split it."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _zero_sums() -> dict:
