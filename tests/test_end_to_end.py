@@ -54,8 +54,9 @@ def test_train_evaluate_predict_generate_info(tiny_corpus, tmp_path, capsys):
 
     assert main(["predict", str(run), "w1 w2", "zzz w3", "--top", "4", "--json"]) == 0
     pr = json.loads(capsys.readouterr().out)
-    assert [len(t["predictions"]) for t in pr["tables"]] == [4, 4] and pr["tables"][1]["unknown"] == ["zzz"]
-    probs = [r["prob"] for r in pr["tables"][0]["predictions"]]
+    tables = [t["models"][0] for t in pr["tables"]]
+    assert [len(t["predictions"]) for t in tables] == [4, 4] and tables[1]["unknown"] == ["zzz"]
+    probs = [r["prob"] for r in tables[0]["predictions"]]
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
 
     assert main(["generate", str(run), "--words", "12", "--seed", "5", "--json"]) == 0

@@ -1,4 +1,4 @@
-"""The ``tiedlm`` command line: train, evaluate, predict, generate, info, presets.
+"""The ``tiedlm`` command line: train, evaluate, predict, generate, info, presets, experiment, report.
 
 Every command takes ``--json`` for machine-readable output. Problems a user can fix are one
 line on stderr (``tiedlm: error: ...``) with exit code 2 for usage errors, 1 otherwise.
@@ -123,9 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_more_commands(add) -> None:
-    from . import cli_inference
+    from . import cli_analysis, cli_inference
 
     cli_inference.register(add)
+    cli_analysis.register(add, _Parser)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,21 +33,64 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def _split_runs_and_phrases(items: list[str]) -> tuple[list[str], list[str]]:
+    """Leading arguments that are run directories (hold a config.toml) are runs; the rest are phrases."""
+    runs = []
+    for item in items:
+        if len(runs) < 2 and (Path(item) / "config.toml").is_file():
+            runs.append(item)
+        else:
+            break
+    return runs, items[len(runs):]
+
+
 def cmd_predict(args) -> int:
+    from .analysis.word_stats import PAPER_PHRASES, mean_word_probabilities
+    from .data import load_corpus
     from .inference import next_word_table
     from .run import load_run
+    from .runtime import set_threads
 
-    run = load_run(args.run_dir, device=args.device)
-    if not args.phrases:
-        raise UsageError("give at least one phrase, e.g. tiedlm predict RUN_DIR \"the company said\"")
-    tables = [next_word_table(run.model, run.vocab, p, args.top) for p in args.phrases]
+    set_threads(args.threads)
+    run_dirs, phrases = _split_runs_and_phrases(args.items)
+    if not run_dirs:
+        raise UsageError(f"{args.items[0] if args.items else 'RUN_DIR'} is not a run directory (no config.toml); "
+                         "usage: tiedlm predict RUN_DIR [RUN_DIR_B] \"the company said\"")
+    targets = {}
+    if args.paper_phrases:
+        phrases = phrases + [p for p, _ in PAPER_PHRASES]
+        targets = dict(PAPER_PHRASES)
+    if not phrases and not args.word_stats:
+        raise UsageError("give at least one phrase (e.g. \"the company said\"), --paper-phrases or --word-stats")
+    runs = [load_run(d, device=args.device) for d in run_dirs]
+    result = {"runs": [str(r.path) for r in runs], "tables": []}
     lines = []
-    for t in tables:
-        lines.append(f"{t['phrase']} ...")
-        if t["unknown"]:
-            lines.append(f"  (not in the vocabulary, read as <unk>: {', '.join(t['unknown'])})")
-        lines += [f"  {i + 1:2d}. {r['word']:15s} {r['prob']:.3f}" for i, r in enumerate(t["predictions"])]
-    _emit(args, {"run_dir": str(run.path), "tables": tables}, "\n".join(lines))
+    for phrase in phrases:
+        tables = [next_word_table(r.model, r.vocab, phrase, args.top) for r in runs]
+        result["tables"].append({"phrase": phrase, "next": targets.get(phrase), "models": tables})
+        lines.append(f"{phrase} ..." + (f"  [+ {targets[phrase]}]" if phrase in targets else ""))
+        for t, r in zip(tables, runs):
+            if t["unknown"]:
+                lines.append(f"  ({r.path.name}: not in the vocabulary, read as <unk>: {', '.join(t['unknown'])})")
+        lines.append("      " + "".join(f"{r.path.name[:24]:<26s}" for r in runs))
+        for i in range(args.top):
+            cells = [f"{t['predictions'][i]['word'][:15]:15s} {t['predictions'][i]['prob']:.3f}    "
+                     if i < len(t["predictions"]) else " " * 26 for t in tables]
+            lines.append(f"  {i + 1:2d}. " + "".join(cells))
+        lines.append("")
+    if args.word_stats:
+        result["word_stats"] = {}
+        lines.append(f"mean probability given to each word over {args.split} (and how often it is the next word):")
+        for r in runs:
+            corpus = load_corpus(r.config.data.name, r.config.data.data_dir, vocab=r.vocab)
+            stats = mean_word_probabilities(r.model, r.vocab, corpus.splits[args.split],
+                                            batch_size=r.config.train.eval_batch_size, bptt=r.config.train.bptt,
+                                            precision=r.config.train.precision, progress=not args.json)
+            result["word_stats"][str(r.path)] = stats
+            cells = ", ".join(f"{w} {v['mean_prob']:.4f} (freq {v['frequency']:.4f})"
+                              for w, v in stats.items() if not w.startswith("_"))
+            lines.append(f"  {r.path.name}: {cells}")
+    _emit(args, result, "\n".join(lines).rstrip())
     return 0
 
 
@@ -99,11 +142,17 @@ def register(add) -> None:
     e.add_argument("--device", default="cpu")
     e.add_argument("--threads", type=int, default=0)
 
-    p = add("predict", cmd_predict, "top next-word predictions with probabilities (Inan et al. Table 3)")
-    p.add_argument("run_dir")
-    p.add_argument("phrases", nargs="*", metavar="PHRASE")
+    p = add("predict", cmd_predict, "top next-word predictions of one or two runs side by side "
+                                    "(Inan et al. Table 3/4)")
+    p.add_argument("items", nargs="+", metavar="RUN_DIR [RUN_DIR_B] PHRASE",
+                   help="one or two run directories, then phrases")
     p.add_argument("--top", type=int, default=10)
+    p.add_argument("--paper-phrases", action="store_true", help="add the four PTB test phrases of the paper's table")
+    p.add_argument("--word-stats", action="store_true",
+                   help="mean probability each model gives to <unk>, a, an, the over a split (paper §6.4)")
+    p.add_argument("--split", choices=["train", "valid", "test"], default="test", help="split for --word-stats")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=0)
 
     g = add("generate", cmd_generate, "sample text from a trained run")
     g.add_argument("run_dir")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -12,10 +13,10 @@ from .losses.augmented import at_least_fp32
 from .runtime import autocast
 
 
-@torch.inference_mode()
-def evaluate(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, precision: str = "fp32",
-             progress: bool = False, desc: str = "eval") -> dict:
-    """Mean cross-entropy (nats/token) and perplexity of ``model`` on the 1-D id stream ``ids``."""
+def stream_logits(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, precision: str = "fp32",
+                  progress: bool = False, desc: str = "eval") -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Run ``model`` over the 1-D id stream ``ids`` in eval mode; yield (fp32 logits (N, |V|), targets (N,))
+    per BPTT window. Call under ``torch.inference_mode()``; the model's train/eval mode is restored after."""
     from tqdm import tqdm
 
     device = model.embedding.weight.device
@@ -23,12 +24,23 @@ def evaluate(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, pre
     model.eval()
     data = batchify(ids, batch_size).to(device)
     state = model.init_state(batch_size)
+    try:
+        for _, x, y in tqdm(bptt_windows(data, bptt), total=num_windows(data, bptt), desc=desc, leave=False,
+                            disable=not progress, unit="win"):
+            with autocast(device, precision):
+                logits, state = model(x, state)
+            yield at_least_fp32(logits).reshape(-1, logits.size(-1)), y.reshape(-1)
+    finally:
+        model.train(was_training)
+
+
+@torch.inference_mode()
+def evaluate(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, precision: str = "fp32",
+             progress: bool = False, desc: str = "eval") -> dict:
+    """Mean cross-entropy (nats/token) and perplexity of ``model`` on the 1-D id stream ``ids``."""
     total, count = 0.0, 0
-    for _, x, y in tqdm(bptt_windows(data, bptt), total=num_windows(data, bptt), desc=desc, leave=False, disable=not progress, unit="win"):
-        with autocast(device, precision):
-            logits, state = model(x, state)
-        total += F.cross_entropy(at_least_fp32(logits).reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum").item()
+    for logits, y in stream_logits(model, ids, batch_size, bptt, precision, progress, desc):
+        total += F.cross_entropy(logits, y, reduction="sum").item()
         count += y.numel()
-    model.train(was_training)
     ce = total / count
     return {"loss": ce, "ppl": math.exp(ce), "tokens": count}

@@ -12,6 +12,35 @@ def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
 
 
+class _FixedTargetKL(torch.autograd.Function):
+    """Mean over tokens of KL(ỹ_t ‖ softmax(z_t/τ)) with ỹ a fixed target, fused (eqs. 3.2, 3.4, 3.7).
+
+    ỹ depends only on the target word, so it is computed once per *distinct* target in the batch
+    (U ≤ N rows of |V|), and the backward pass is the closed form (ŷ − ỹ)/τ of eq. (3.4) instead of an
+    autograd graph through division, log-softmax and KL: fewer |V|-sized passes and tensors.
+    """
+
+    @staticmethod
+    def forward(ctx, logits, targets, embeddings, tau):
+        words, inverse = torch.unique(targets, return_inverse=True)
+        scores = embeddings[words] @ embeddings.t()  # (U, |V|): Lᵀ u for each distinct target (3.6, 3.7)
+        log_tgt = F.log_softmax(at_least_fp32(scores) / tau, dim=-1)
+        tgt = log_tgt.exp()
+        neg_entropy = (tgt * log_tgt).sum(-1)  # Σ ỹ log ỹ per distinct target
+        log_pred = F.log_softmax(at_least_fp32(logits) / tau, dim=-1)  # (N, |V|), eq. (3.1)
+        cross = (tgt.index_select(0, inverse) * log_pred).sum()
+        n = logits.size(0)
+        ctx.save_for_backward(log_pred, tgt, inverse)
+        ctx.tau, ctx.n, ctx.dtype = tau, n, logits.dtype
+        return (neg_entropy.index_select(0, inverse).sum() - cross) / n
+
+    @staticmethod
+    def backward(ctx, grad):
+        log_pred, tgt, inverse = ctx.saved_tensors
+        g = log_pred.exp_().sub_(tgt.index_select(0, inverse)).mul_(grad / (ctx.tau * ctx.n))  # (ŷ − ỹ)/τ (3.4)
+        return g.to(ctx.dtype), None, None, None
+
+
 class AugmentedLoss(nn.Module):
     """J_aug = KL(ỹ ‖ ŷ), Inan et al. (2017) eq. (3.2), averaged over tokens.
 
@@ -37,12 +66,10 @@ class AugmentedLoss(nn.Module):
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
         """logits (N, |V|), targets (N,), embeddings (|V|, d) -> scalar mean KL(ỹ ‖ ŷ)."""
+        if not self.target_grad:
+            return _FixedTargetKL.apply(logits, targets, embeddings.detach(), self.tau)
         log_pred = F.log_softmax(at_least_fp32(logits) / self.tau, dim=-1)
-        if self.target_grad:
-            log_tgt = self.target_log_probs(targets, embeddings)
-        else:
-            with torch.no_grad():
-                log_tgt = self.target_log_probs(targets, embeddings.detach())
+        log_tgt = self.target_log_probs(targets, embeddings)
         # KL(ỹ‖ŷ) = Σ ỹ (log ỹ − log ŷ), per token, then mean over tokens
         return F.kl_div(log_pred, log_tgt, reduction="sum", log_target=True) / logits.size(0)
 

@@ -1,0 +1,96 @@
+"""``tiedlm report``: one markdown page (and PNGs) collecting finished or running training runs.
+
+For each run: validation perplexity per epoch (all runs on one plot, as the paper's Figure 2), a table
+of valid/test perplexity and parameters beside the paper's Table 1/2 numbers for the matching preset,
+and each run's command, seed, wall time and tokens/s.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..config import Config
+from ..errors import UsageError
+from .paper import paper_results, paper_row, variant_name
+
+
+def read_run(run_dir: Path) -> dict:
+    """Config, per-epoch metrics and (if the run finished) summary of a run directory."""
+    if not (run_dir / "config.toml").is_file():
+        raise UsageError(f"{run_dir} is not a tiedlm run directory (no config.toml)")
+    cfg = Config.load(run_dir / "config.toml")
+    metrics_path = run_dir / "metrics.jsonl"
+    metrics = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()] \
+        if metrics_path.exists() else []
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+    return {"dir": run_dir, "name": run_dir.name, "config": cfg, "metrics": metrics, "summary": summary}
+
+
+def plot_curves(runs: list[dict], path: Path, log_y: bool = True) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for r in runs:
+        if r["metrics"]:
+            ax.plot([m["epoch"] for m in r["metrics"]], [m["valid_ppl"] for m in r["metrics"]], marker=".",
+                    label=r["name"])
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation perplexity")
+    if log_y:
+        ax.set_yscale("log")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    ax.set_title("Validation perplexity during training (cf. Inan et al. 2017, Figure 2)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _fmt(x, spec=".2f") -> str:
+    return "–" if x is None else format(x, spec)
+
+
+def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:
+    """Write ``out/report.md`` and ``out/valid_ppl.png``; return the markdown path."""
+    if not run_dirs:
+        raise UsageError("give at least one run directory, e.g. tiedlm report runs/ptb-small-vd runs/ptb-small-real")
+    runs = [read_run(Path(d)) for d in run_dirs]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    plot_curves(runs, out / "valid_ppl.png")
+    lines = ["# tiedlm report", "", "![validation perplexity per epoch](valid_ppl.png)", "",
+             "| run | data | model | params | epochs | best valid | test | paper valid | paper test | status |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        cfg, s, m = r["config"], r["summary"], r["metrics"]
+        paper = paper_row(cfg) or {}
+        model = f"{cfg.model.layers}x{cfg.model.hidden_size} {variant_name(cfg.loss.augmented, cfg.model.output)}"
+        params = f"{s['parameters']['total'] / 1e6:.2f}M" if s else "–"
+        best = min((e["valid_ppl"] for e in m), default=None)
+        status = "finished" if s else (f"running/stopped at epoch {m[-1]['epoch']}/{cfg.train.epochs}" if m
+                                       else "no epoch finished")
+        lines.append(f"| {r['name']} | {cfg.data.name} | {model} | {params} | {len(m)} | {_fmt(best)} | "
+                     f"{_fmt(s and s['test_ppl'])} | {_fmt(paper.get('valid'), 'g')} | {_fmt(paper.get('test'), 'g')} "
+                     f"| {status} |")
+    lines += ["", f"Paper numbers: {paper_results()['source']}", "", "## Runs", ""]
+    for r in runs:
+        cfg, s, m = r["config"], r["summary"], r["metrics"]
+        lines.append(f"### {r['name']}")
+        if s:
+            lines += [f"- command: `{s['command']}`", f"- seed {s['seed']}, device {s['device']}, precision "
+                      f"{s['precision']}, threads {s['threads']}",
+                      f"- wall time {s['wall_time_s'] / 3600:.2f} h, training {s['tokens_per_s']:,.0f} tokens/s, "
+                      f"best epoch {s['best_epoch']}: valid {s['valid_ppl']:.2f}, test {s['test_ppl']:.2f}"]
+        elif m:
+            tps = sum(e["train_tokens"] for e in m) / max(sum(e["epoch_time_s"] for e in m), 1e-9)
+            lines += [f"- not finished: {len(m)} of {cfg.train.epochs} epochs, {m[-1]['wall_time_s'] / 3600:.2f} h "
+                      f"so far, {tps:,.0f} tokens/s, seed {cfg.train.seed}"]
+        lines += ["", "```toml", cfg.to_toml().strip(), "```", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,69 @@
+"""CLI commands for the papers' analyses: ``experiment subspace`` and ``report``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .cli import _emit
+
+
+def cmd_experiment_subspace(args) -> int:
+    from .experiments.subspace_validation import SubspaceExperimentConfig, run_experiment
+
+    cfg = SubspaceExperimentConfig(runs=args.runs, seed=args.seed, epochs=args.epochs, vocab=args.vocab,
+                                   slice_words=args.slice_words, optimizer=args.optimizer, lr=args.lr,
+                                   momentum=args.momentum, precision=args.precision,
+                                   threads=args.threads, data_dir=args.data_dir or "")
+    if args.betas:
+        cfg.betas = args.betas
+    if args.taus:
+        cfg.taus = args.taus
+    log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+    out = Path(args.out)
+    summary = run_experiment(cfg, out, progress=not args.no_progress, log=log)
+    _emit(args, summary, (out / "summary.md").read_text() + f"\nwrote {out}/subspace.csv, subspace.png, summary.md")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .analysis.report import make_report
+
+    path = make_report(args.runs, args.out)
+    _emit(args, {"report": str(path)}, f"wrote {path} and {path.parent / 'valid_ppl.png'}")
+    return 0
+
+
+def register(add, sub_parser_class) -> None:
+    from .experiments.subspace_validation import SubspaceExperimentConfig
+
+    d = SubspaceExperimentConfig()
+    e = add("experiment", None, "run a paper's experiment end to end")
+    esub = e.add_subparsers(dest="experiment", parser_class=sub_parser_class, metavar="NAME", required=True)
+    s = esub.add_parser("subspace", help="Inan et al. §6.2 / Figure 1: subspace distance between L^T and W",
+                        description="Inan et al. (2017) §6.2: train LSTM LMs with loss (6.1) over a beta sweep "
+                                    "(tau = 10) and a tau sweep (beta = 1); report subspace_distance(L^T, W).")
+    s.set_defaults(func=cmd_experiment_subspace)
+    s.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    s.add_argument("--out", default="experiments/results/subspace", help="folder for the CSV, PNG and summary")
+    s.add_argument("--runs", type=int, default=d.runs, help="seeds per point (the paper: 10)")
+    s.add_argument("--seed", type=int, default=d.seed, help="run r uses seed SEED + r for its slice and its weights")
+    s.add_argument("--epochs", type=int, default=d.epochs)
+    s.add_argument("--optimizer", choices=["sgd", "adam"], default=d.optimizer,
+                   help="sgd: updates stay in the span of the gradients, which the theory of §4 relies on")
+    s.add_argument("--lr", type=float, default=d.lr)
+    s.add_argument("--momentum", type=float, default=d.momentum, help="SGD momentum")
+    s.add_argument("--vocab", choices=["full", "slice"], default=d.vocab,
+                   help="softmax over PTB's 10k words (full) or over the words of each slice (slice: ~3x faster)")
+    s.add_argument("--slice-words", type=int, default=d.slice_words)
+    s.add_argument("--betas", type=float, nargs="+", help="beta sweep (default 0, 0.1, ..., 1)")
+    s.add_argument("--taus", type=float, nargs="+", help="tau sweep (default 1 2 5 10 20 40)")
+    s.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
+    s.add_argument("--threads", type=int, default=0)
+    s.add_argument("--data-dir", help="folder holding PTB's train.txt/valid.txt/test.txt")
+    s.add_argument("--no-progress", action="store_true")
+
+    r = add("report", cmd_report, "markdown report with plots for finished (or running) runs")
+    r.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    r.add_argument("--out", default="report", help="output folder (report.md, valid_ppl.png)")
+

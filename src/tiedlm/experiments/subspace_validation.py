@@ -1,0 +1,291 @@
+"""Inan et al. (2017) §6.2 / Figure 1: does the augmented loss pull W towards the span of Lᵀ?
+
+Each run trains a 2-layer LSTM LM with an *untied* output layer on a random contiguous slice of PTB
+train, with no regularisation, every input-embedding row renormalised to unit norm after each
+update, and loss (6.1) J_tot = β·J_aug·τ²|V| + (1−β)·J; it then measures
+``subspace_distance(Lᵀ, W)``. Two sweeps, each point averaged over ``runs`` seeds:
+(a) β ∈ {0, 0.1, …, 1} at τ = 10; (b) τ ∈ {1, 2, 5, 10, 20, 40} at β = 1.
+
+Choices the paper leaves open (recorded in every CSV row's settings and in the summary):
+the optimiser (SGD by default, with the loss summed over the BPTT steps as in the LM presets: SGD's
+updates are sums of gradients, so they stay in the span the theory of §4 reasons about; Adam's
+per-coordinate scaling does not), epochs, batch, BPTT and init range.
+Run r uses seed ``seed + r`` for both its slice and its initialisation, so every point of a
+sweep sees the same r slices (paired comparison).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..analysis import subspace_distance
+from ..config import ModelConfig
+from ..data import batchify, bptt_windows, load_corpus
+from ..errors import UsageError
+from ..losses import LanguageModelLoss
+from ..models import LanguageModel
+from ..runtime import autocast, resolve_precision, set_threads
+
+PAPER_CLAIMS = {"beta0_tau10": 1.0, "beta1_tau10": 0.06}  # Inan et al. §6.2, Figure 1 ("almost 1", "around 0.06")
+CSV_FIELDS = ["sweep_point", "beta", "tau", "run", "seed", "slice_start", "distance", "train_ppl", "train_aug",
+              "vocab_size", "epochs", "seconds", "settings"]
+
+
+@dataclass
+class SubspaceExperimentConfig:
+    runs: int = 3
+    seed: int = 1
+    betas: list[float] = field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)])
+    beta_sweep_tau: float = 10.0
+    taus: list[float] = field(default_factory=lambda: [1.0, 2.0, 5.0, 10.0, 20.0, 40.0])
+    tau_sweep_beta: float = 1.0
+    slice_words: int = 20_000
+    vocab: str = "slice"  # slice: only the words of each slice (~3x faster) | full: PTB's 10k words
+    hidden_size: int = 300
+    layers: int = 2
+    epochs: int = 25
+    batch_size: int = 20
+    bptt: int = 35
+    optimizer: str = "sgd"  # sgd (loss summed over BPTT steps, as the LM presets) | adam
+    lr: float = 1.0
+    momentum: float = 0.0  # SGD momentum: its updates stay in the span of the gradients, unlike Adam's
+    clip: float = 5.0
+    init_range: float = 0.1
+    precision: str = "auto"
+    threads: int = 0
+    corpus: str = "ptb"  # a corpus name or folder (the paper: PTB)
+    data_dir: str = ""
+
+    def validate(self) -> None:
+        if self.runs < 1 or self.epochs < 1:
+            raise UsageError("--runs and --epochs must be >= 1")
+        if self.optimizer not in ("sgd", "adam"):
+            raise UsageError(f"--optimizer {self.optimizer!r}: use sgd or adam")
+        if self.vocab not in ("full", "slice"):
+            raise UsageError(f"--vocab {self.vocab!r}: use full or slice")
+        if not all(0.0 <= b <= 1.0 for b in self.betas) or not (0.0 <= self.tau_sweep_beta <= 1.0):
+            raise UsageError("beta values must lie in [0, 1]")
+        if not all(t > 0 for t in [*self.taus, self.beta_sweep_tau]):
+            raise UsageError("temperatures must be > 0")
+        if self.slice_words < self.batch_size * (self.bptt + 1):
+            raise UsageError(f"--slice-words {self.slice_words} is too small for batch {self.batch_size} x bptt {self.bptt}")
+
+    def points(self) -> list[tuple[float, float]]:
+        """Unique (beta, tau) points of both sweeps, in sweep order."""
+        pts = [(b, self.beta_sweep_tau) for b in self.betas] + [(self.tau_sweep_beta, t) for t in self.taus]
+        return list(dict.fromkeys(pts))
+
+    def settings(self) -> str:
+        keep = ("corpus", "slice_words", "vocab", "hidden_size", "layers", "epochs", "batch_size", "bptt", "optimizer",
+                "lr", "momentum", "clip",
+                "init_range")
+        return json.dumps({k: getattr(self, k) for k in keep}, sort_keys=True)
+
+
+def renormalise_rows_(weight: torch.Tensor) -> None:
+    """Constrain every input-embedding row to unit L2 norm (§6.2), in place."""
+    with torch.no_grad():
+        weight.div_(weight.norm(dim=1, keepdim=True).clamp_min(1e-12))
+
+
+def draw_slice(train: torch.Tensor, words: int, seed: int) -> tuple[int, torch.Tensor]:
+    """A random contiguous ``words``-token slice of ``train`` (seeded)."""
+    if words > train.numel():
+        raise UsageError(f"--slice-words {words} exceeds the training set ({train.numel()} tokens)")
+    start = int(np.random.default_rng(seed).integers(0, train.numel() - words + 1))
+    return start, train[start:start + words]
+
+
+def train_point(tokens: torch.Tensor, vocab_size: int, beta: float, tau: float, seed: int,
+                cfg: SubspaceExperimentConfig, precision: str, on_epoch=None) -> dict:
+    """Train one model on ``tokens`` with loss (6.1) and return its subspace distance and final training fit."""
+    torch.manual_seed(seed)
+    mcfg = ModelConfig(embedding_size=cfg.hidden_size, hidden_size=cfg.hidden_size, layers=cfg.layers, dropout=0.0,
+                       init_range=cfg.init_range, output="full")
+    model = LanguageModel(mcfg, vocab_size)
+    renormalise_rows_(model.embedding.weight)
+    loss_fn = LanguageModelLoss(augmented=beta > 0, tau=tau, form="beta", beta=beta)
+    if cfg.optimizer == "adam":
+        opt, scale = torch.optim.Adam(model.parameters(), lr=cfg.lr), 1.0
+    else:  # SGD on the loss summed over the BPTT steps and averaged over the batch (Zaremba et al.'s convention)
+        opt, scale = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum), float(cfg.bptt)
+    data = batchify(tokens, cfg.batch_size)
+    device = torch.device("cpu")
+    t0 = time.perf_counter()
+    for epoch in range(cfg.epochs):
+        model.train()
+        state = model.init_state(cfg.batch_size)
+        for _, x, y in bptt_windows(data, cfg.bptt):
+            state = [(h.detach(), c.detach()) for h, c in state]
+            with autocast(device, precision):
+                logits, state = model(x, state)
+            total, _, _ = loss_fn(logits, y, model.input_embeddings)
+            opt.zero_grad(set_to_none=True)
+            (total * scale).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+            opt.step()
+            renormalise_rows_(model.embedding.weight)
+        if on_epoch:
+            on_epoch()
+    ce, aug = _fit(model, data, cfg.bptt, tau, precision)
+    distance = subspace_distance(model.input_embeddings, model.output.weight)
+    return {"distance": distance, "train_ppl": math.exp(ce), "train_aug": aug, "seconds": time.perf_counter() - t0}
+
+
+@torch.inference_mode()
+def _fit(model, data, bptt: int, tau: float, precision: str) -> tuple[float, float]:
+    """Mean cross-entropy and mean KL(ỹ‖ŷ) at temperature τ over the training slice, in eval mode."""
+    model.eval()
+    aug_loss = LanguageModelLoss(augmented=True, tau=tau)
+    state = model.init_state(data.size(1))
+    ce_sum = aug_sum = 0.0
+    n = 0
+    for _, x, y in bptt_windows(data, bptt):
+        with autocast(torch.device("cpu"), precision):
+            logits, state = model(x, state)
+        _, ce, aug = aug_loss(logits, y, model.input_embeddings)
+        ce_sum += float(ce) * y.numel()
+        aug_sum += float(aug) * y.numel()
+        n += y.numel()
+    return ce_sum / n, aug_sum / n
+
+
+def _done_rows(csv_path: Path, settings: str) -> dict[tuple, dict]:
+    if not csv_path.exists():
+        return {}
+    with csv_path.open() as f:
+        rows = [r for r in csv.DictReader(f) if r.get("settings") == settings]
+    return {(float(r["beta"]), float(r["tau"]), int(r["run"])): r for r in rows}
+
+
+def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = True, log=print) -> dict:
+    """Run (or finish) both sweeps; rows go to ``out/subspace.csv`` as each run ends, so an interrupted
+    experiment resumes where it stopped. Returns the aggregated summary (also written as JSON/markdown/PNG)."""
+    from tqdm import tqdm
+
+    cfg.validate()
+    set_threads(cfg.threads)
+    precision = resolve_precision(cfg.precision, torch.device("cpu"))
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "subspace.csv"
+    settings = cfg.settings()
+    done = _done_rows(csv_path, settings)
+    corpus = load_corpus(cfg.corpus, cfg.data_dir)
+    todo = [(b, t, r) for r in range(cfg.runs) for (b, t) in cfg.points() if (b, t, r) not in done]
+    log(f"subspace experiment: {len(cfg.points())} points x {cfg.runs} runs, {len(done)} already in {csv_path}, "
+        f"{len(todo)} to train ({cfg.epochs} epochs each, precision {precision})")
+    new_file = not csv_path.exists()
+    bar = tqdm(total=len(todo) * cfg.epochs, unit="epoch", disable=not progress, dynamic_ncols=True)
+    with csv_path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        if new_file:
+            writer.writeheader()
+        for beta, tau, r in todo:
+            seed = cfg.seed + r
+            start, tokens = draw_slice(corpus.train, cfg.slice_words, seed)
+            vocab_size = len(corpus.vocab)
+            if cfg.vocab == "slice":
+                ids, tokens = torch.unique(tokens, return_inverse=True)
+                vocab_size = ids.numel()
+            bar.set_description(f"beta={beta:g} tau={tau:g} run {r + 1}/{cfg.runs}")
+            res = train_point(tokens, vocab_size, beta, tau, seed, cfg, precision, on_epoch=lambda: bar.update(1))
+            bar.set_postfix(distance=f"{res['distance']:.3f}", train_ppl=f"{res['train_ppl']:.1f}")
+            writer.writerow({"sweep_point": f"beta={beta:g},tau={tau:g}", "beta": beta, "tau": tau, "run": r,
+                             "seed": seed, "slice_start": start, "distance": f"{res['distance']:.6f}",
+                             "train_ppl": f"{res['train_ppl']:.4f}", "train_aug": f"{res['train_aug']:.6g}",
+                             "vocab_size": vocab_size, "epochs": cfg.epochs, "seconds": f"{res['seconds']:.1f}",
+                             "settings": settings})
+            f.flush()
+    bar.close()
+    return summarise(cfg, out)
+
+
+def summarise(cfg: SubspaceExperimentConfig, out: Path) -> dict:
+    """Aggregate ``subspace.csv`` into ``summary.json``, ``subspace.png`` (Figure 1) and ``summary.md``."""
+    rows = _done_rows(out / "subspace.csv", cfg.settings())
+
+    def stats(beta, tau):
+        vals = [float(r["distance"]) for (b, t, _), r in rows.items() if b == beta and t == tau]
+        ppl = [float(r["train_ppl"]) for (b, t, _), r in rows.items() if b == beta and t == tau]
+        if not vals:
+            return None
+        return {"beta": beta, "tau": tau, "n": len(vals), "mean": float(np.mean(vals)),
+                "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0, "min": min(vals), "max": max(vals),
+                "train_ppl_mean": float(np.mean(ppl))}
+
+    sweep_a = [s for b in cfg.betas if (s := stats(b, cfg.beta_sweep_tau))]
+    sweep_b = [s for t in cfg.taus if (s := stats(cfg.tau_sweep_beta, t))]
+    seconds = sum(float(r["seconds"]) for r in rows.values())
+    summary = {"config": asdict(cfg), "beta_sweep": sweep_a, "tau_sweep": sweep_b, "paper_claims": PAPER_CLAIMS,
+               "train_seconds": seconds, "runs_in_csv": len(rows)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    _plot(summary, out / "subspace.png")
+    (out / "summary.md").write_text(_markdown(summary))
+    return summary
+
+
+def _plot(summary: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cfg = summary["config"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, key, x, label, title in (
+        (axes[0], "beta_sweep", "beta", "β (share of the augmented loss)", f"(a) τ = {cfg['beta_sweep_tau']:g}"),
+        (axes[1], "tau_sweep", "tau", "τ (temperature)", f"(b) β = {cfg['tau_sweep_beta']:g}"),
+    ):
+        pts = summary[key]
+        if pts:
+            xs = [p[x] for p in pts]
+            ax.errorbar(xs, [p["mean"] for p in pts], yerr=[p["std"] for p in pts], marker="o", capsize=3,
+                        label=f"tiedlm (mean ± sd over {max(p['n'] for p in pts)} runs)")
+        if key == "beta_sweep":
+            ax.scatter([0, 1], [PAPER_CLAIMS["beta0_tau10"], PAPER_CLAIMS["beta1_tau10"]], marker="x", color="red",
+                       zorder=3, label="paper (text of §6.2)")
+        else:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(label)
+        ax.set_ylabel("subspace distance d(Lᵀ, W)")
+        ax.set_ylim(0, 1.05)
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Inan et al. (2017) Figure 1: subspace distance between input embedding and output projection")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _markdown(summary: dict) -> str:
+    cfg = summary["config"]
+    lines = ["# Subspace validation experiment (Inan et al. 2017, §6.2 / Figure 1)", "",
+             f"{summary['runs_in_csv']} trained models, {summary['train_seconds'] / 60:.1f} min of training. "
+             f"Settings: slice {cfg['slice_words']} words of PTB train, vocabulary {cfg['vocab']}, "
+             f"{cfg['layers']}x{cfg['hidden_size']} LSTM, untied output, no dropout, unit-norm input rows, "
+             f"{cfg['optimizer']} lr {cfg['lr']} (momentum {cfg['momentum']}), clip {cfg['clip']}, {cfg['epochs']} epochs, batch {cfg['batch_size']}, "
+             f"BPTT {cfg['bptt']}, seeds {cfg['seed']}..{cfg['seed'] + cfg['runs'] - 1}.", "",
+             "| sweep | β | τ | runs | distance mean | sd | min | max | train ppl (mean) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key, name in (("beta_sweep", "a"), ("tau_sweep", "b")):
+        for p in summary[key]:
+            lines.append(f"| {name} | {p['beta']:g} | {p['tau']:g} | {p['n']} | {p['mean']:.3f} | {p['std']:.3f} | "
+                         f"{p['min']:.3f} | {p['max']:.3f} | {p['train_ppl_mean']:.2f} |")
+    by = {(p["beta"], p["tau"]): p for p in summary["beta_sweep"] + summary["tau_sweep"]}
+    lines += ["", "Paper (§6.2 text): distance ≈ 1 at β = 0 and ≈ 0.06 at β = 1 (τ = 10); already low at τ = 2."]
+    b0, b1 = by.get((0.0, cfg["beta_sweep_tau"])), by.get((1.0, cfg["beta_sweep_tau"]))
+    if b0 and b1:
+        lines.append(f"Measured: {b0['mean']:.3f} at β = 0 and {b1['mean']:.3f} at β = 1 (τ = {cfg['beta_sweep_tau']:g}).")
+    t2 = by.get((cfg["tau_sweep_beta"], 2.0))
+    if t2:
+        lines.append(f"Measured at τ = 2, β = {cfg['tau_sweep_beta']:g}: {t2['mean']:.3f}.")
+    return "\n".join(lines) + "\n"

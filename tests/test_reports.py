@@ -1,0 +1,73 @@
+"""predict with two runs side by side, the §6.4 word statistics, and ``tiedlm report``."""
+
+import json
+
+import pytest
+import torch
+
+from tiedlm.analysis.paper import paper_row, variant_name
+from tiedlm.analysis.word_stats import mean_word_probabilities
+from tiedlm.cli import main
+from tiedlm.config import Config
+from tiedlm.run import load_run
+
+from conftest import tiny_overrides
+
+
+@pytest.fixture
+def two_runs(tiny_corpus, tmp_path):
+    runs = []
+    for preset in ("ptb-small-vd", "ptb-small-real"):
+        out = tmp_path / preset
+        args = ["train", preset, "--out", str(out), "--no-progress"]
+        for o in tiny_overrides(tiny_corpus):
+            args += ["--set", o]
+        assert main(args) == 0
+        runs.append(out)
+    return runs
+
+
+def test_predict_two_runs_side_by_side_with_word_stats(two_runs, capsys):
+    capsys.readouterr()
+    a, b = map(str, two_runs)
+    assert main(["predict", a, b, "w1 w2", "--top", "3", "--word-stats", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (table,) = out["tables"]
+    assert [len(m["predictions"]) for m in table["models"]] == [3, 3]
+    stats = out["word_stats"][b]
+    assert set(stats) == {"<unk>", "_tokens"}  # the tiny corpus has <unk> but no "a"/"an"/"the"
+    assert 0 < stats["<unk>"]["mean_prob"] < 1 and 0 <= stats["<unk>"]["frequency"] < 1
+    assert main(["predict", a, b, "w1 w2", "--top", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "ptb-small-vd" in text and "ptb-small-real" in text and " 3. " in text
+
+
+def test_mean_word_probabilities_equal_a_direct_softmax_average(two_runs):
+    run = load_run(two_runs[0])
+    ids = torch.randint(0, len(run.vocab), (4 * 9 + 1,))
+    stats = mean_word_probabilities(run.model, run.vocab, ids, words=("w0", "w1"), batch_size=4, bptt=5)
+    # direct: the same streams, one long window each
+    data = ids[: (ids.numel() // 4) * 4].view(4, -1).t()
+    with torch.no_grad():
+        logits, _ = run.model(data[:-1], run.model.init_state(4))
+    p = torch.softmax(logits.float(), -1)[..., [run.vocab.index["w0"], run.vocab.index["w1"]]].reshape(-1, 2)
+    assert stats["_tokens"] == p.size(0)
+    assert stats["w0"]["mean_prob"] == pytest.approx(p[:, 0].mean().item(), rel=1e-4)
+    assert stats["w1"]["mean_prob"] == pytest.approx(p[:, 1].mean().item(), rel=1e-4)
+
+
+def test_predict_errors_are_one_line(tmp_path, capsys):
+    assert main(["predict", str(tmp_path), "the company"]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def test_report_collects_runs_with_paper_numbers(two_runs, tmp_path):
+    out = tmp_path / "report"
+    assert main(["report", *map(str, two_runs), "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert (out / "valid_ppl.png").stat().st_size > 1000
+    assert "| ptb-small-vd |" in md and "| ptb-small-real |" in md and "finished" in md
+    # the tiny runs read as data = the corpus folder, so no paper row matches them
+    cfg = Config.load("ptb-small-real")
+    assert paper_row(cfg)["test"] == pytest.approx(82.7) and variant_name(True, "tied") == "REAL"
+    assert paper_row(Config.load("ptb-medium-vd"))["valid"] == pytest.approx(82.0)
