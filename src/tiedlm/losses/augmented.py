@@ -24,7 +24,7 @@ class _FixedTargetKL(torch.autograd.Function):
     def forward(ctx, logits, targets, embeddings, tau):
         words, inverse = torch.unique(targets, return_inverse=True)
         scores = embeddings[words] @ embeddings.t()  # (U, |V|): Lᵀ u for each distinct target (3.6, 3.7)
-        log_tgt = F.log_softmax(at_least_fp32(scores) / tau, dim=-1)
+        log_tgt = F.log_softmax(at_least_fp32(scores).div_(tau), dim=-1)  # scores is a temporary: divide in place
         tgt = log_tgt.exp()
         neg_entropy = (tgt * log_tgt).sum(-1)  # Σ ỹ log ỹ per distinct target
         log_pred = F.log_softmax(at_least_fp32(logits) / tau, dim=-1)  # (N, |V|), eq. (3.1)
@@ -93,9 +93,9 @@ class LanguageModelLoss(nn.Module):
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor | None = None):
         """logits (..., |V|), targets (...) -> (total, ce, aug); ce and aug are detached floats-as-tensors."""
-        logits = logits.reshape(-1, logits.size(-1))
+        logits = at_least_fp32(logits.reshape(-1, logits.size(-1)))  # one fp32 copy, shared by J and J_aug
         targets = targets.reshape(-1)
-        ce = F.cross_entropy(at_least_fp32(logits), targets)
+        ce = F.cross_entropy(logits, targets)
         if self.aug is None:
             return ce, ce.detach(), None
         if embeddings is None:

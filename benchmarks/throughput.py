@@ -1,0 +1,155 @@
+"""Training throughput of tiedlm's VD-LSTM against a fused nn.LSTM baseline, measured side by side.
+
+One run on one machine measures: the matmul peak (fp32 and bf16 GFLOP/s), training tokens/s for the
+small and medium VD-LSTM (fp32 / bf16, without / with the augmented loss), and for a plain fused
+``nn.LSTM`` LM of the same size written below (no recurrent dropout, as PyTorch's word_language_model
+example); then the ratios, the augmented-loss overhead, the fraction of the bf16 matmul peak and the
+peak resident memory of each configuration (each one runs in its own subprocess).
+
+    python benchmarks/throughput.py                 # all cores, small + medium
+    python benchmarks/throughput.py --sizes small --steps 20 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+from torch import nn
+
+VOCAB, BATCH, BPTT = 10_000, 20, 35
+HIDDEN = {"small": 200, "medium": 650}
+
+
+def flops_per_token(h: int, layers: int = 2, vocab: int = VOCAB) -> float:
+    """Forward + backward (3x forward) FLOPs per token of the matmuls: LSTM gates and the softmax layer."""
+    return 3 * 2 * (layers * 4 * h * (h + h) + h * vocab)
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    for _ in range(2):
+        a @ b
+    t = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * n ** 3 * reps / (time.perf_counter() - t) / 1e9
+
+
+class FusedLSTMLM(nn.Module):
+    """The baseline: embedding -> fused nn.LSTM -> linear, dropout only between layers' outputs."""
+
+    def __init__(self, h: int, vocab: int = VOCAB, dropout: float = 0.3):
+        super().__init__()
+        self.emb, self.drop = nn.Embedding(vocab, h), nn.Dropout(dropout)
+        self.lstm = nn.LSTM(h, h, 2, dropout=dropout)
+        self.out = nn.Linear(h, vocab)
+
+    def forward(self, x, state):
+        y, state = self.lstm(self.emb(x), state)
+        return self.out(self.drop(y)), state
+
+
+def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int, threads: int) -> dict:
+    """Tokens/s of ``steps`` SGD training steps (after 3 warm-up steps) of one configuration."""
+    from tiedlm.config import ModelConfig
+    from tiedlm.losses import LanguageModelLoss
+    from tiedlm.models import LanguageModel
+    from tiedlm.runtime import autocast, set_threads
+
+    set_threads(threads)
+    torch.manual_seed(0)
+    h = HIDDEN[size]
+    dev = torch.device("cpu")
+    loss_fn = LanguageModelLoss(augmented=augmented, tau=20.0, gamma=0.65)
+    if impl == "tiedlm":
+        model = LanguageModel(ModelConfig(h, h, 2, 0.3, 0.1, "full"), VOCAB)  # same output layer with and without AL
+        state0 = model.init_state(BATCH)
+        emb = lambda: model.input_embeddings  # noqa: E731
+    else:
+        model = FusedLSTMLM(h)
+        z = torch.zeros(2, BATCH, h)
+        state0 = (z, z)
+        emb = lambda: model.emb.weight  # noqa: E731
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    # Zipf-distributed word ids (p ∝ 1/rank, like PTB's frequency-sorted vocabulary): a window then holds a
+    # realistic number of distinct targets (~300 of 700), which the augmented loss's cost depends on
+    zipf = 1.0 / torch.arange(1, VOCAB + 1, dtype=torch.float64)
+    data = torch.multinomial(zipf / zipf.sum(), (BPTT + 1) * BATCH, replacement=True).view(BPTT + 1, BATCH)
+
+    def step():
+        with autocast(dev, precision):
+            logits, _ = model(data[:-1], state0)
+            loss, _, _ = loss_fn(logits, data[1:], emb())
+        opt.zero_grad(set_to_none=True)
+        (loss * BPTT).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+
+    for _ in range(3):
+        step()
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sec = time.perf_counter() - t
+    return {"tokens_per_s": steps * BATCH * BPTT / sec, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", nargs="+", default=["small", "medium"], choices=list(HIDDEN))
+    p.add_argument("--steps", type=int, default=15)
+    p.add_argument("--threads", type=int, default=0, help="0: all cores")
+    p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--_one", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args._one:  # child process: one configuration
+        size, impl, precision, aug = args._one.split(",")
+        print(json.dumps(run_config(size, impl, precision, aug == "al", args.steps, args.threads)))
+        return
+
+    from tiedlm.runtime import cpu_supports_bf16, set_threads
+
+    threads = set_threads(args.threads)
+    peak32, peak16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16) if cpu_supports_bf16() else None
+    print(f"machine: {os.cpu_count()} CPUs visible, {threads} threads, torch {torch.__version__}")
+    print(f"matmul peak (2048^3): fp32 {peak32:.0f} GFLOP/s, bf16 {peak16 or 0:.0f} GFLOP/s")
+    precisions = ["fp32", "bf16"] if peak16 else ["fp32"]
+    results = []
+    for size in args.sizes:
+        for impl, augs in (("baseline", ["ce"]), ("tiedlm", ["ce", "al"])):
+            for precision in precisions:
+                for aug in augs:
+                    cmd = [sys.executable, __file__, "--_one", f"{size},{impl},{precision},{aug}", "--steps",
+                           str(args.steps), "--threads", str(threads)]
+                    r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+                    r.update(size=size, impl=impl, precision=precision, loss=aug)
+                    r["gflops"] = r["tokens_per_s"] * flops_per_token(HIDDEN[size]) / 1e9
+                    results.append(r)
+                    name = f"{size:6s} {impl:8s} {precision} {'CE+AL' if aug == 'al' else 'CE':5s}"
+                    frac = f"{r['gflops'] / peak16:5.1%} of bf16 peak" if peak16 else ""
+                    print(f"{name}  {r['tokens_per_s']:8,.0f} tok/s  {r['gflops']:6.1f} GFLOP/s  {frac}  "
+                          f"peak RSS {r['peak_rss_mb']:,.0f} MB", flush=True)
+    get = {(r["size"], r["impl"], r["precision"], r["loss"]): r["tokens_per_s"] for r in results}
+    print("\nratios:")
+    for size in args.sizes:
+        base = get[(size, "baseline", "fp32", "ce")]
+        for precision in precisions:
+            ours = get[(size, "tiedlm", precision, "ce")]
+            al = get[(size, "tiedlm", precision, "al")]
+            print(f"  {size:6s} tiedlm {precision} / fused nn.LSTM fp32: {ours / base:.2f}x   "
+                  f"augmented-loss step time overhead ({precision}): {ours / al - 1:+.0%}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"matmul_peak_gflops": {"fp32": peak32, "bf16": peak16}, "threads": threads,
+                       "results": results}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
