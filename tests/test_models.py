@@ -99,3 +99,16 @@ def test_parameter_counts_match_paper(preset, paper):
     """
     total = count_parameters(Config.load(preset), 10000)["total"]
     assert abs(total - paper) / paper < 0.06
+
+
+def test_tied_with_learnable_bias_option():
+    cfg = ModelConfig(embedding_size=8, hidden_size=8, output="tied", tied_bias=True)
+    m = LanguageModel(cfg, 50)
+    assert m.output.weight is m.embedding.weight and m.parameter_counts()["output"] == 50
+    h = torch.randn(3, 8)
+    assert torch.allclose(m.output(h), h @ m.embedding.weight.t() + m.output.bias)
+    m.output(h).sum().backward()
+    assert m.output.bias.grad is not None
+    assert LanguageModel(ModelConfig(embedding_size=8, hidden_size=8, output="tied"), 50).output.bias is None
+    with pytest.raises(UsageError, match="tied_bias"):
+        Config.load("ptb-small-vd").with_overrides(["model.tied_bias=true"])

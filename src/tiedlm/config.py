@@ -34,6 +34,7 @@ class ModelConfig:
     dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015)
     init_range: float = 0.1
     output: str = "full"  # full (untied W, b) | tied (RE: W = L^T, b = 0)
+    tied_bias: bool = False  # tied only: a learnable output bias b (the paper's RE fixes b = 0)
 
 
 @dataclass
@@ -125,6 +126,8 @@ class Config:
         _check(0.0 <= m.dropout < 1.0, "model.dropout", m.dropout, "a drop probability in [0, 1)")
         _check(m.init_range > 0, "model.init_range", m.init_range, "a number > 0")
         _check(m.output in ("full", "tied"), "model.output", m.output, "one of: full, tied")
+        _check(not m.tied_bias or m.output == "tied", "model.tied_bias", m.tied_bias,
+               "true only with model.output = 'tied' (the full output layer always has a bias)")
         if m.output == "tied" and m.embedding_size != m.hidden_size:
             raise UsageError(
                 f"model.output = 'tied' (RE) needs model.embedding_size == model.hidden_size, "

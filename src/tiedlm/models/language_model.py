@@ -25,7 +25,7 @@ class LanguageModel(nn.Module):
         self.embedding = nn.Embedding(vocab_size, cfg.embedding_size)
         self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout)
         if cfg.output == "tied":
-            self.output = TiedOutput(self.embedding)
+            self.output = TiedOutput(self.embedding, bias=cfg.tied_bias)
         else:
             self.output = FullSoftmaxOutput(cfg.hidden_size, vocab_size)
         self.reset_parameters()

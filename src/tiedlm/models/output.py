@@ -33,14 +33,17 @@ class FullSoftmaxOutput(nn.Module):
 class TiedOutput(nn.Module):
     """Reused embeddings (RE), Inan et al. §4–5: W = L^T (the input embedding, one shared tensor), b = 0.
 
-    Holds no parameter of its own: ``weight`` *is* the embedding module's weight.
+    ``weight`` *is* the embedding module's weight. With ``bias=True`` the layer owns a learnable
+    bias b (|V| parameters) — not the paper's RE, which fixes b = 0, but a common variant
+    (Press & Wolf 2017) and DRILL's "tied" layer with bias.
     """
 
     tied = True
 
-    def __init__(self, embedding: nn.Embedding):
+    def __init__(self, embedding: nn.Embedding, bias: bool = False):
         super().__init__()
         self.embedding = [embedding]  # a list, so the shared weight is not registered twice
+        self.bias = nn.Parameter(torch.zeros(embedding.num_embeddings)) if bias else None
 
     @property
     def weight(self) -> torch.Tensor:
@@ -51,4 +54,4 @@ class TiedOutput(nn.Module):
         return self.weight
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return h @ self.weight.t()
+        return torch.nn.functional.linear(h, self.weight, self.bias)
