@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..errors import UsageError
+from ..train.trainer import read_metrics
 from .paper import paper_results, paper_row, variant_name
 
 
@@ -20,9 +21,7 @@ def read_run(run_dir: Path) -> dict:
     if not (run_dir / "config.toml").is_file():
         raise UsageError(f"{run_dir} is not a tiedlm run directory (no config.toml)")
     cfg = Config.load(run_dir / "config.toml")
-    metrics_path = run_dir / "metrics.jsonl"
-    metrics = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()] \
-        if metrics_path.exists() else []
+    metrics = read_metrics(run_dir)
     summary_path = run_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
     return {"dir": run_dir, "name": run_dir.name, "config": cfg, "metrics": metrics, "summary": summary}

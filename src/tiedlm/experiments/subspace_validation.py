@@ -30,6 +30,7 @@ from ..analysis import subspace_distance
 from ..config import ModelConfig
 from ..data import batchify, bptt_windows, load_corpus
 from ..errors import UsageError
+from ..evaluation import stream_logits
 from ..losses import LanguageModelLoss
 from ..models import LanguageModel
 from ..runtime import autocast, resolve_precision, set_threads
@@ -135,22 +136,18 @@ def train_point(tokens: torch.Tensor, vocab_size: int, beta: float, tau: float, 
             renormalise_rows_(model.embedding.weight)
         if on_epoch:
             on_epoch()
-    ce, aug = _fit(model, data, cfg.bptt, tau, precision)
+    ce, aug = _fit(model, tokens, cfg.batch_size, cfg.bptt, tau, precision)
     distance = subspace_distance(model.input_embeddings, model.output.weight)
     return {"distance": distance, "train_ppl": math.exp(ce), "train_aug": aug, "seconds": time.perf_counter() - t0}
 
 
 @torch.inference_mode()
-def _fit(model, data, bptt: int, tau: float, precision: str) -> tuple[float, float]:
+def _fit(model, tokens: torch.Tensor, batch_size: int, bptt: int, tau: float, precision: str) -> tuple[float, float]:
     """Mean cross-entropy and mean KL(ỹ‖ŷ) at temperature τ over the training slice, in eval mode."""
-    model.eval()
     aug_loss = LanguageModelLoss(augmented=True, tau=tau)
-    state = model.init_state(data.size(1))
     ce_sum = aug_sum = 0.0
     n = 0
-    for _, x, y in bptt_windows(data, bptt):
-        with autocast(torch.device("cpu"), precision):
-            logits, state = model(x, state)
+    for logits, y in stream_logits(model, tokens, batch_size, bptt, precision):
         _, ce, aug = aug_loss(logits, y, model.input_embeddings)
         ce_sum += float(ce) * y.numel()
         aug_sum += float(aug) * y.numel()
