@@ -44,11 +44,15 @@ def test_tied_output_is_one_tensor():
     assert m.embedding.weight.grad is not None
 
 
-def test_tied_needs_equal_sizes():
-    with pytest.raises(UsageError, match="embedding_size == hidden_size"):
-        LanguageModel(ModelConfig(embedding_size=8, hidden_size=9, output="tied"), 30)
-    with pytest.raises(UsageError, match="embedding_size == model.hidden_size"):
-        Config.from_dict({"model": {"embedding_size": 8, "hidden_size": 9, "output": "tied"}})
+def test_tied_and_drill_need_equal_sizes():
+    for output in ("tied", "drill"):
+        with pytest.raises(UsageError, match="needs an encoder output of size embedding_size = 8"):
+            LanguageModel(ModelConfig(embedding_size=8, hidden_size=9, output=output), 30)
+        with pytest.raises(UsageError, match="needs model.hidden_size == model.embedding_size"):
+            Config.from_dict({"model": {"embedding_size": 8, "hidden_size": 9, "output": output}})
+    with pytest.raises(UsageError, match="needs model.last_hidden_size == model.embedding_size"):
+        Config.from_dict({"model": {"encoder": "awd-lstm", "embedding_size": 8, "last_hidden_size": 9,
+                                    "output": "drill"}})
 
 
 def test_variational_masks_constant_over_time_and_shared():
@@ -106,8 +110,8 @@ def test_tied_with_learnable_bias_option():
     m = LanguageModel(cfg, 50)
     assert m.output.weight is m.embedding.weight and m.parameter_counts()["output"] == 50
     h = torch.randn(3, 8)
-    assert torch.allclose(m.output(h), h @ m.embedding.weight.t() + m.output.bias)
-    m.output(h).sum().backward()
+    assert torch.allclose(m.output(h)[0], h @ m.embedding.weight.t() + m.output.bias)
+    m.output(h)[0].sum().backward()
     assert m.output.bias.grad is not None
     assert LanguageModel(ModelConfig(embedding_size=8, hidden_size=8, output="tied"), 50).output.bias is None
     with pytest.raises(UsageError, match="tied_bias"):

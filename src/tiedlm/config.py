@@ -26,15 +26,44 @@ class DataConfig:
     data_dir: str = ""  # explicit folder holding train.txt/valid.txt/test.txt (overrides TIEDLM_DATA)
 
 
+ENCODERS = ("vd-lstm", "awd-lstm")
+OUTPUTS = ("full", "tied", "bilinear", "dual", "drill")
+ACTIVATIONS = ("sigmoid", "relu", "tanh", "identity")
+
+
 @dataclass
 class ModelConfig:
+    encoder: str = "vd-lstm"  # vd-lstm (Inan et al. 2017) | awd-lstm (Merity et al. 2017)
     embedding_size: int = 200
     hidden_size: int = 200
     layers: int = 2
-    dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015)
+    dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015); awd-lstm: on the output
     init_range: float = 0.1
-    output: str = "full"  # full (untied W, b) | tied (RE: W = L^T, b = 0)
-    tied_bias: bool = False  # tied only: a learnable output bias b (the paper's RE fixes b = 0)
+    # awd-lstm only
+    last_hidden_size: int = 0  # size of the last LSTM layer; 0: embedding_size, or hidden_size for output = full
+    dropout_input: float = 0.0  # locked dropout on the embeddings (AWD dropouti)
+    dropout_hidden: float = 0.0  # locked dropout between LSTM layers (AWD dropouth)
+    dropout_embedding: float = 0.0  # word types dropped from the embedding (AWD dropoute)
+    weight_drop: float = 0.0  # DropConnect on the hidden-to-hidden weights (AWD wdrop)
+    # output layer (Pappas & Henderson 2019): full | tied | bilinear | dual | drill
+    output: str = "full"
+    tied_bias: bool = False  # tied only: a learnable output bias b (Inan et al.'s RE fixes b = 0)
+    joint_size: int = 0  # dual only: d_j; 0 = embedding_size
+    drill_depth: int = 1  # drill: label-encoder depth k
+    drill_activation: str = "sigmoid"  # sigmoid | relu | tanh | identity
+    drill_dropout: float = 0.0  # dropout on each label-encoder layer's input
+    drill_variational: bool = True  # one dropout mask over the d dimensions per pass, shared by all labels
+    drill_residual_embedding: bool = True  # + E after every layer (eq. 10)
+    drill_residual_previous: bool = False  # + the layer's input as well
+    drill_init_range: float = 0.1
+
+    def encoder_output_size(self) -> int:
+        """Size of h_t that reaches the output layer."""
+        if self.encoder == "vd-lstm":
+            return self.hidden_size
+        if self.last_hidden_size:
+            return self.last_hidden_size
+        return self.hidden_size if self.output == "full" else self.embedding_size
 
 
 @dataclass
@@ -45,6 +74,8 @@ class LossConfig:
     form: str = "alpha"  # alpha: J + gamma*tau*J_aug (3.3) | beta: beta*J_aug*tau^2*|V| + (1-beta)*J (6.1)
     beta: float = 0.5
     target_grad: bool = False  # let gradients flow through the target distribution y~ into L
+    ar: float = 0.0  # activation regularisation alpha (awd-lstm, Merity et al. 2017 §4.6)
+    tar: float = 0.0  # temporal activation regularisation beta (awd-lstm)
 
 
 @dataclass
@@ -60,6 +91,11 @@ class TrainConfig:
     # batch (Zaremba et al.'s TensorFlow code, which Inan et al. follow; lr = 1 assumes it). mean: per token.
     loss_reduction: str = "sum_over_time"
     seed: int = 1111
+    optimizer: str = "sgd"  # sgd | nt-asgd (non-monotonically triggered averaged SGD, Merity et al. 2017)
+    nonmono: int = 5  # nt-asgd: average once valid has not improved on the value `nonmono` epochs back
+    weight_decay: float = 0.0
+    variable_bptt: bool = False  # AWD-LSTM's random window lengths around bptt (lr scaled by length / bptt)
+    finetune_epochs: int = 0  # nt-asgd: after `epochs`, restart averaging from the best weights for N epochs
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto | cpu | cuda
     eval_batch_size: int = 10
@@ -125,18 +161,37 @@ class Config:
         _check(m.layers >= 1, "model.layers", m.layers, "an integer >= 1")
         _check(0.0 <= m.dropout < 1.0, "model.dropout", m.dropout, "a drop probability in [0, 1)")
         _check(m.init_range > 0, "model.init_range", m.init_range, "a number > 0")
-        _check(m.output in ("full", "tied"), "model.output", m.output, "one of: full, tied")
+        _check(m.encoder in ENCODERS, "model.encoder", m.encoder, "one of: " + ", ".join(ENCODERS))
+        _check(m.output in OUTPUTS, "model.output", m.output, "one of: " + ", ".join(OUTPUTS))
         _check(not m.tied_bias or m.output == "tied", "model.tied_bias", m.tied_bias,
-               "true only with model.output = 'tied' (the full output layer always has a bias)")
-        if m.output == "tied" and m.embedding_size != m.hidden_size:
+               "true only with model.output = 'tied' (the other output layers always have a bias)")
+        for key in ("dropout_input", "dropout_hidden", "dropout_embedding", "weight_drop", "drill_dropout"):
+            _check(0.0 <= getattr(m, key) < 1.0, f"model.{key}", getattr(m, key), "a drop probability in [0, 1)")
+        if m.encoder == "vd-lstm":
+            for key in ("dropout_input", "dropout_hidden", "dropout_embedding", "weight_drop", "last_hidden_size"):
+                _check(not getattr(m, key), f"model.{key}", getattr(m, key),
+                       "0 with model.encoder = 'vd-lstm' (it is an awd-lstm setting)")
+        _check(m.last_hidden_size >= 0, "model.last_hidden_size", m.last_hidden_size, "an integer >= 0 (0 = auto)")
+        _check(m.joint_size >= 0, "model.joint_size", m.joint_size, "an integer >= 0 (0 = embedding_size)")
+        _check(m.drill_depth >= 1, "model.drill_depth", m.drill_depth, "an integer >= 1")
+        _check(m.drill_activation in ACTIVATIONS, "model.drill_activation", m.drill_activation,
+               "one of: " + ", ".join(ACTIVATIONS))
+        _check(m.drill_init_range > 0, "model.drill_init_range", m.drill_init_range, "a number > 0")
+        size_key = "hidden_size" if m.encoder == "vd-lstm" else "last_hidden_size"
+        if m.output in ("tied", "drill") and m.embedding_size != m.encoder_output_size():
             raise UsageError(
-                f"model.output = 'tied' (RE) needs model.embedding_size == model.hidden_size, "
-                f"got {m.embedding_size} != {m.hidden_size}; set both to the same value or use output = 'full'"
+                f"model.output = {m.output!r} scores h_t against the embeddings, so it needs model.{size_key} == "
+                f"model.embedding_size, got {m.encoder_output_size()} != {m.embedding_size}; set them equal or use "
+                f"output = 'bilinear' or 'dual' (any sizes)"
             )
         _check(l.tau > 0, "loss.tau", l.tau, "a temperature > 0")
         _check(l.gamma >= 0, "loss.gamma", l.gamma, "a number >= 0")
         _check(l.form in ("alpha", "beta"), "loss.form", l.form, "one of: alpha (eq. 3.3), beta (eq. 6.1)")
         _check(0.0 <= l.beta <= 1.0, "loss.beta", l.beta, "a number in [0, 1]")
+        _check(l.ar >= 0 and l.tar >= 0, "loss.ar/tar", (l.ar, l.tar), "numbers >= 0")
+        if m.encoder == "vd-lstm" and (l.ar or l.tar):
+            raise UsageError("loss.ar / loss.tar regularise AWD-LSTM activations; set model.encoder = 'awd-lstm' or "
+                             "leave them at 0")
         _check(t.epochs >= 1, "train.epochs", t.epochs, "an integer >= 1")
         _check(t.batch_size >= 1, "train.batch_size", t.batch_size, "an integer >= 1")
         _check(t.eval_batch_size >= 1, "train.eval_batch_size", t.eval_batch_size, "an integer >= 1")
@@ -151,6 +206,12 @@ class Config:
         _check(t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"), "train.device", t.device,
                "one of: auto, cpu, cuda, cuda:N")
         _check(t.threads >= 0, "train.threads", t.threads, "an integer >= 0 (0 = all cores)")
+        _check(t.optimizer in ("sgd", "nt-asgd"), "train.optimizer", t.optimizer, "one of: sgd, nt-asgd")
+        _check(t.nonmono >= 1, "train.nonmono", t.nonmono, "an integer >= 1")
+        _check(t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "a number >= 0")
+        _check(t.finetune_epochs >= 0, "train.finetune_epochs", t.finetune_epochs, "an integer >= 0")
+        _check(not t.finetune_epochs or t.optimizer == "nt-asgd", "train.finetune_epochs", t.finetune_epochs,
+               "0 unless train.optimizer = 'nt-asgd' (the finetune stage restarts averaged SGD)")
         _check(t.max_nonfinite >= 1, "train.max_nonfinite", t.max_nonfinite, "an integer >= 1")
 
     def lr_at(self, epoch: int) -> float:

@@ -1,4 +1,4 @@
-"""The language model: embedding -> encoder -> output layer (Inan et al. eqs. 2.1–2.3)."""
+"""The language model: embedding -> encoder -> output layer (Inan et al. eqs. 2.1–2.3; DRILL eq. 7)."""
 
 from __future__ import annotations
 
@@ -7,34 +7,64 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..errors import UsageError
-from .output import FullSoftmaxOutput, TiedOutput
+from .awd_lstm import AWDLSTM, embedding_dropout
+from .drill import DrillOutput
+from .output import BilinearOutput, DualOutput, FullSoftmaxOutput, OutputLayer, TiedOutput
 from .vd_lstm import VDLSTM
 
 
+def build_output(cfg: ModelConfig, embedding: nn.Embedding, hidden_size: int) -> OutputLayer:
+    """The output layer named by ``cfg.output`` over encoder states of size ``hidden_size``."""
+    vocab, d = embedding.num_embeddings, embedding.embedding_dim
+    if cfg.output in ("tied", "drill") and hidden_size != d:
+        raise UsageError(f"output layer {cfg.output!r} needs an encoder output of size embedding_size = {d}, "
+                         f"got {hidden_size}; use output = 'bilinear' or 'dual' for other sizes")
+    if cfg.output == "full":
+        return FullSoftmaxOutput(hidden_size, vocab)
+    if cfg.output == "tied":
+        return TiedOutput(embedding, bias=cfg.tied_bias)
+    if cfg.output == "bilinear":
+        return BilinearOutput(embedding, hidden_size)
+    if cfg.output == "dual":
+        return DualOutput(embedding, hidden_size, cfg.joint_size or d)
+    if cfg.output == "drill":
+        return DrillOutput(embedding, cfg.drill_depth, activation=cfg.drill_activation, dropout=cfg.drill_dropout,
+                           variational=cfg.drill_variational, residual_embedding=cfg.drill_residual_embedding,
+                           residual_previous=cfg.drill_residual_previous, init_range=cfg.drill_init_range)
+    raise UsageError(f"unknown model.output {cfg.output!r}")
+
+
 class LanguageModel(nn.Module):
-    """x_t = L y*_{t-1} (2.1); h_t = f(x_t, h_{t-1}) (2.2); logits_t = W h_t + b (2.3)."""
+    """x_t = L y*_{t-1} (2.1); h_t = f(x_t, h_{t-1}) (2.2); logits_t = g_out(E) g_in(h_t) + b (DRILL eq. 7)."""
 
     def __init__(self, cfg: ModelConfig, vocab_size: int):
         super().__init__()
-        if cfg.output == "tied" and cfg.embedding_size != cfg.hidden_size:
-            raise UsageError(
-                f"reused embeddings need embedding_size == hidden_size (got {cfg.embedding_size} and "
-                f"{cfg.hidden_size}); set both equal or use model.output = 'full'"
-            )
         self.cfg, self.vocab_size = cfg, vocab_size
         self.embedding = nn.Embedding(vocab_size, cfg.embedding_size)
-        self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout)
-        if cfg.output == "tied":
-            self.output = TiedOutput(self.embedding, bias=cfg.tied_bias)
+        if cfg.encoder == "awd-lstm":
+            self.encoder = AWDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.encoder_output_size(),
+                                   dropout=cfg.dropout, dropout_input=cfg.dropout_input,
+                                   dropout_hidden=cfg.dropout_hidden, weight_drop=cfg.weight_drop)
         else:
-            self.output = FullSoftmaxOutput(cfg.hidden_size, vocab_size)
+            self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout)
+        self.output = build_output(cfg, self.embedding, self.encoder.output_size)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Uniform initialisation in ±init_range for every parameter (as Zaremba et al. 2014)."""
+        """VD-LSTM: every parameter uniform in ±init_range (Zaremba et al. 2014, Inan et al.).
+
+        AWD-LSTM: the embedding uniform in ±init_range, the LSTM layers ±1/sqrt(H) (nn.LSTM's rule, as the
+        reference code), the output layer its own rule (bias 0; DRILL's label encoder ±drill_init_range).
+        """
         r = self.cfg.init_range
-        for p in self.parameters():
-            nn.init.uniform_(p, -r, r)
+        if self.cfg.encoder == "vd-lstm":
+            for p in self.parameters():
+                nn.init.uniform_(p, -r, r)
+            return
+        nn.init.uniform_(self.embedding.weight, -r, r)
+        for layer in self.encoder.layers:
+            layer.reset_parameters()
+        self.output.reset_parameters()
 
     @property
     def input_embeddings(self) -> torch.Tensor:
@@ -44,17 +74,30 @@ class LanguageModel(nn.Module):
     def init_state(self, batch: int):
         return self.encoder.init_state(batch, self.embedding.weight)
 
-    def forward(self, inputs: torch.Tensor, state):
-        """inputs (T,B) ids -> logits (T,B,|V|) and the new encoder state."""
-        h, state = self.encoder(self.embedding(inputs), state)
-        return self.output(h), state
+    def embed(self, inputs: torch.Tensor) -> torch.Tensor:
+        return embedding_dropout(self.embedding, inputs, self.cfg.dropout_embedding, self.training)
+
+    def forward(self, inputs: torch.Tensor, state, return_labels: bool = False):
+        """inputs (T,B) ids -> logits (T,B,|V|) and the new encoder state (and the label embeddings used)."""
+        h, state = self.encoder(self.embed(inputs), state)
+        logits, labels = self.output(h)
+        return (logits, state, labels) if return_labels else (logits, state)
+
+    def regularization(self, ar: float, tar: float) -> torch.Tensor | None:
+        """AWD-LSTM's AR + TAR on the last training forward pass; None for encoders without them."""
+        from ..losses import activation_regularization
+
+        outputs = getattr(self.encoder, "last_outputs", None)
+        if outputs is None or not (ar or tar):
+            return None
+        return activation_regularization(*outputs, ar, tar)
 
     def parameter_counts(self) -> dict[str, int]:
         """Trainable parameters per component; shared tensors are counted once (under embedding)."""
         counts = {
             "embedding": self.embedding.weight.numel(),
             "encoder": sum(p.numel() for p in self.encoder.parameters()),
-            "output": sum(p.numel() for p in self.output.parameters()),
+            "output": self.output.dedicated_parameters(),
         }
         counts["total"] = sum(counts.values())
         return counts

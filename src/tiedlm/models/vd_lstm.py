@@ -22,9 +22,9 @@ class VDLSTMLayer(nn.Module):
     [input, forget, output, cell]. The input projections of all time steps are one matmul.
     """
 
-    def __init__(self, input_size: int, hidden_size: int):
+    def __init__(self, input_size: int, hidden_size: int, weight_drop: float = 0.0):
         super().__init__()
-        self.input_size, self.hidden_size = input_size, hidden_size
+        self.input_size, self.hidden_size, self.weight_drop = input_size, hidden_size, weight_drop
         self.weight_ih = nn.Parameter(torch.empty(4 * hidden_size, input_size))
         self.weight_hh = nn.Parameter(torch.empty(4 * hidden_size, hidden_size))
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))
@@ -37,10 +37,18 @@ class VDLSTMLayer(nn.Module):
             nn.init.uniform_(p, -r, r)
 
     def forward(self, x, state, mask=None):
-        """x (T,B,I); state (h, c) each (B,H); mask (B,H) or None. Returns masked outputs (T,B,H), new state."""
+        """x (T,B,I); state (h, c) each (B,H); mask (B,H) or None. Returns masked outputs (T,B,H), new state.
+
+        With ``weight_drop`` > 0 (AWD-LSTM's DropConnect, Wan et al. 2013) a dropped copy of W_hh is made
+        once per forward pass, in training, shared by every sequence and time step; the parameter itself
+        is never replaced, so nothing is re-registered.
+        """
         h0, c0 = state
         xproj = torch.nn.functional.linear(x, self.weight_ih, self.bias)
-        hs, hT, cT = lstm_recurrence(xproj, h0, c0, self.weight_hh, mask)
+        w_hh = self.weight_hh
+        if self.training and self.weight_drop > 0:
+            w_hh = torch.nn.functional.dropout(w_hh, self.weight_drop, training=True)
+        hs, hT, cT = lstm_recurrence(xproj, h0, c0, w_hh, mask)
         out = hs * mask if mask is not None else hs
         return out, (hT, cT)
 

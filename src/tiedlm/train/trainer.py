@@ -217,7 +217,7 @@ class Trainer:
             tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
         if which == "last" and self.state is not None:
             for i, (h, c) in enumerate(self.state):
-                tensors[f"state.{i}.h"], tensors[f"state.{i}.c"] = h, c
+                tensors[f"state.{i}.h"], tensors[f"state.{i}.c"] = h.clone(), c.clone()  # initial states share memory
         meta = {"which": which, "epoch": self.epoch, "window": self.window, "best_valid": self.best_valid,
                 "best_epoch": self.best_epoch, "elapsed": self.elapsed, "sums": self.sums,  # elapsed: finished epochs
                 "vocab_size": len(self.vocab), "config": self.cfg.to_dict()}
