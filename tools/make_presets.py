@@ -1,4 +1,5 @@
-"""Write src/tiedlm/presets/*.toml: the grid of Inan et al. (2017), Table 1 / Table 2 / Appendix A.
+"""Write src/tiedlm/presets/*.toml: the grid of Inan et al. (2017), Table 1 / Table 2 / Appendix A, and the
+AWD-LSTM presets of Pappas & Henderson (2019), Table 4 (hyperparameters of Merity et al. 2017).
 
 Run from the repository root: python tools/make_presets.py
 """
@@ -61,6 +62,72 @@ seed = 1111
 """
 
 
+# AWD-LSTM (Merity et al. 2017, the reference code's PTB / WikiText-2 commands) + DRILL (Pappas & Henderson 2019)
+AWD = {
+    "ptb": dict(corpus="ptb", batch=20, dropout_input=0.4, dropout_hidden=0.25, seed=141, epochs=500,
+                drill_activation="sigmoid", drill_variational="true"),
+    "wt2": dict(corpus="wikitext-2", batch=80, dropout_input=0.65, dropout_hidden=0.2, seed=1882, epochs=750,
+                drill_activation="relu", drill_variational="false"),
+}
+AWD_OUTPUTS = {"tied": "output = \"tied\"\ntied_bias = true", "full": "output = \"full\"",
+               "bilinear": "output = \"bilinear\"", "dual": "output = \"dual\"\njoint_size = 400",
+               "drill": "output = \"drill\""}
+# CPU budget: the same recipe, narrower (hidden 400, embedding 200) and short (epochs sized to ~1 h here)
+BUDGET = dict(embedding=200, hidden=400, epochs=6, bptt=35, finetune=0)
+
+
+def awd_preset(corpus_key: str, output: str, budget: bool) -> str:
+    a = AWD[corpus_key]
+    emb, hidden = (BUDGET["embedding"], BUDGET["hidden"]) if budget else (400, 1150)
+    epochs, bptt = (BUDGET["epochs"], BUDGET["bptt"]) if budget else (a["epochs"], 70)
+    finetune = BUDGET["finetune"] if budget else a["epochs"]
+    joint = AWD_OUTPUTS[output].replace("joint_size = 400", f"joint_size = {emb}")
+    drill = (f"drill_depth = 4\ndrill_activation = \"{a['drill_activation']}\"\ndrill_dropout = 0.6\n"
+             f"drill_variational = {a['drill_variational']}\ndrill_residual_embedding = true\n"
+             f"drill_init_range = 0.1\n") if output == "drill" else ""
+    what = ("CPU budget variant: narrower and a few epochs (about an hour on a 2-core AVX-512 CPU), same recipe"
+            if budget else "the papers' settings: a 500-1000-epoch GPU run")
+    return f"""# {corpus_key}-awd-{output}{'-budget' if budget else ''}: AWD-LSTM + {output} output layer on {a['corpus']}
+# Encoder and training: Merity et al. (2017) reference commands; output layer: Pappas & Henderson (2019) §4.
+# {what}.
+
+[data]
+name = "{a['corpus']}"
+
+[model]
+encoder = "awd-lstm"
+embedding_size = {emb}
+hidden_size = {hidden}
+layers = 3
+dropout = 0.4
+dropout_input = {a['dropout_input']}
+dropout_hidden = {a['dropout_hidden']}
+dropout_embedding = 0.1
+weight_drop = 0.5
+init_range = 0.1
+{joint}
+{drill}
+[loss]
+ar = 2.0
+tar = 1.0
+
+[train]
+epochs = {epochs}
+finetune_epochs = {finetune}
+batch_size = {a['batch']}
+bptt = {bptt}
+variable_bptt = true
+lr = 30.0
+lr_decay = 1.0
+clip = 0.25
+loss_reduction = "mean"
+optimizer = "nt-asgd"
+nonmono = 5
+weight_decay = 1.2e-6
+seed = {a['seed']}
+"""
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for old in OUT.glob("*.toml"):
@@ -74,6 +141,12 @@ def main() -> None:
     for corpus_key in ("wt2half1", "wt2half2"):
         for variant in VARIANTS:
             (OUT / f"{corpus_key}-small-{variant}.toml").write_text(preset(corpus_key, "small", variant))
+            n += 1
+    awd = [("ptb", o) for o in AWD_OUTPUTS] + [("wt2", "tied"), ("wt2", "drill")]
+    for corpus_key, output in awd:
+        for budget in (False, True):
+            name = f"{corpus_key}-awd-{output}{'-budget' if budget else ''}"
+            (OUT / f"{name}.toml").write_text(awd_preset(corpus_key, output, budget))
             n += 1
     print(f"wrote {n} presets to {OUT}")
 

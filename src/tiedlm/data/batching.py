@@ -30,3 +30,31 @@ def bptt_windows(data: torch.Tensor, bptt: int, start: int = 0) -> Iterator[tupl
         i = k * bptt
         n = min(bptt, data.size(0) - 1 - i)
         yield k, data[i : i + n], data[i + 1 : i + 1 + n]
+
+
+def variable_window_lengths(steps: int, bptt: int, seed: int, max_delta: int = 40) -> list[int]:
+    """Window lengths covering ``steps`` time steps the AWD-LSTM way (Merity et al. 2017, §4.1).
+
+    Each window: base = bptt with probability 0.95, else bptt/2; length ~ N(base, 5), at least 5 and at
+    most bptt + max_delta. Drawn from a generator seeded by ``seed`` alone, so an interrupted epoch
+    rebuilds the same schedule on resume.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    lengths, covered = [], 0
+    while covered < steps:
+        base = bptt if torch.rand((), generator=gen).item() < 0.95 else bptt / 2
+        n = max(5, int(torch.normal(float(base), 5.0, (), generator=gen).item()))
+        n = min(n, bptt + max_delta, steps - covered)
+        lengths.append(n)
+        covered += n
+    return lengths
+
+
+def scheduled_windows(data: torch.Tensor, lengths: list[int], start: int = 0
+                      ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """Like :func:`bptt_windows` with the given window lengths (which must cover data.size(0) − 1 steps)."""
+    i = sum(lengths[:start])
+    for k in range(start, len(lengths)):
+        n = lengths[k]
+        yield k, data[i : i + n], data[i + 1 : i + 1 + n]
+        i += n

@@ -88,7 +88,10 @@ class LanguageModel(nn.Module):
         from ..losses import activation_regularization
 
         outputs = getattr(self.encoder, "last_outputs", None)
-        if outputs is None or not (ar or tar):
+        if outputs is None:
+            return None
+        self.encoder.last_outputs = None  # used once; keeps no graph alive (and the model deep-copyable)
+        if not (ar or tar):
             return None
         return activation_regularization(*outputs, ar, tar)
 

@@ -1,4 +1,8 @@
-"""The training loop (Inan et al. 2017, §6.1 / App. A): SGD, lr decay per epoch, global-norm clipping.
+"""The training loop: SGD, lr decay per epoch, global-norm clipping (Inan et al. 2017, §6.1 / App. A),
+and for the AWD-LSTM (Merity et al. 2017): weight decay, AR/TAR, variable-length BPTT windows and
+NT-ASGD — plain SGD until validation stops improving for ``nonmono`` epochs, then averaged SGD (the
+average of the iterates, kept by ``torch.optim.swa_utils.AveragedModel``, is what gets validated and
+saved), followed by an optional finetune stage that restarts the averaging from the best weights.
 
 A run directory holds ``config.toml``, ``vocab.txt``, ``metrics.jsonl`` (one line per epoch),
 ``checkpoints/{last,best}.safetensors`` and, when training ends, ``summary.json``.
@@ -24,8 +28,8 @@ import torch
 
 from .. import __version__
 from ..config import Config
-from ..data import Vocabulary, batchify, bptt_windows, load_corpus
-from ..data.batching import num_windows
+from ..data import Vocabulary, batchify, load_corpus
+from ..data.batching import scheduled_windows, variable_window_lengths
 from ..errors import TiedlmError, UsageError
 from ..evaluation import evaluate
 from ..losses import LanguageModelLoss
@@ -63,7 +67,10 @@ class Trainer:
         torch.manual_seed(cfg.train.seed)
         self.model = LanguageModel(cfg.model, len(self.vocab)).to(self.device)
         self.loss_fn = LanguageModelLoss.from_config(cfg.loss)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.train.lr)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+        self.averaged = None  # the iterate average of NT-ASGD once it has been triggered
+        self.valid_history: list[float] = []  # valid cross-entropy per epoch of the current stage (NT trigger)
+        self.stopped = False  # finetune ended early by the non-monotone criterion
         self.train_data = batchify(self.corpus.train, cfg.train.batch_size).to(self.device)
         # position and running state; overwritten by a resumed checkpoint
         self.epoch, self.window, self.best_valid, self.best_epoch, self.elapsed = 1, 0, math.inf, 0, 0.0
@@ -84,7 +91,7 @@ class Trainer:
         self.log(f"corpus {cfg.data.name}: |V| = {len(self.vocab)}, train {self.corpus.train.numel():,} tokens "
                  f"({self.corpus.folder}) | parameters {self.model.parameter_counts()['total']:,}")
         self.budget = budget_windows
-        while self.epoch <= t.epochs:
+        while self.epoch <= t.epochs + t.finetune_epochs and not self.stopped:
             try:
                 self._run_epoch()
             except KeyboardInterrupt:  # Ctrl-C (or the window budget): save where we are, resumable
@@ -95,16 +102,17 @@ class Trainer:
     def _run_epoch(self) -> None:
         """Train one epoch, validate, keep the best checkpoint, log, and advance (saving `last`)."""
         t = self.cfg.train
+        if self.epoch == t.epochs + 1 and self.window == 0:
+            self._start_finetune()
         lr = self.cfg.lr_at(self.epoch)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
         self._train_epoch(lr)
         t0 = time.perf_counter()
-        valid = evaluate(self.model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision)
+        valid = evaluate(self.eval_model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision)
         epoch_wall = self.sums["time"] + time.perf_counter() - t0
         if valid["ppl"] < self.best_valid:
             self.best_valid, self.best_epoch = valid["ppl"], self.epoch
             self._save("best")
+        self._non_monotone_check(valid["loss"])
         record = self._epoch_record(lr, valid["ppl"], self.elapsed + epoch_wall)
         with _signals_deferred():  # the metrics line and the `last` checkpoint that counts it go together
             with open(self.run_dir / "metrics.jsonl", "a") as f:
@@ -112,29 +120,79 @@ class Trainer:
             self.epoch, self.window, self.state, self.sums, self.elapsed = (
                 self.epoch + 1, 0, None, _zero_sums(), self.elapsed + epoch_wall)
             self._save("last")
-        self.log(f"epoch {record['epoch']:3d} | lr {lr:.4f} | train ppl {record['train_ppl']:8.2f} | valid ppl "
+        stage = " | averaged" if self.averaged is not None else ""
+        self.log(f"epoch {record['epoch']:3d}{stage} | lr {lr:.4f} | train ppl {record['train_ppl']:8.2f} | valid ppl "
                  f"{valid['ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | {record['epoch_time_s']:.0f} s")
 
+    # ------------------------------------------------------------------ NT-ASGD
+    @property
+    def eval_model(self) -> torch.nn.Module:
+        """The weights that are validated and saved: the iterate average once NT-ASGD averages."""
+        return self.averaged.module if self.averaged is not None else self.model
+
+    def _start_averaging(self) -> None:
+        from torch.optim.swa_utils import AveragedModel
+
+        self.averaged = AveragedModel(self.model, use_buffers=False)
+
+    def _non_monotone_check(self, valid_loss: float) -> None:
+        """Merity et al. (2017) Alg. 1: trigger averaging (or end the finetune) when valid has not improved on
+        the best value from more than ``nonmono`` epochs back."""
+        t = self.cfg.train
+        h, n = self.valid_history, t.nonmono
+        worse = len(h) > n and valid_loss > min(h[:-n])
+        if t.optimizer == "nt-asgd" and worse:
+            if self.epoch > t.epochs:
+                self.stopped = True
+                self.log(f"finetune: no improvement over {n} epochs; stopping")
+            elif self.averaged is None:
+                self._start_averaging()
+                self.log(f"NT-ASGD: valid has not improved over {n} epochs; averaging from epoch {self.epoch + 1}")
+        h.append(valid_loss)
+
+    def _start_finetune(self) -> None:
+        """The finetune stage: restart from the best (averaged) weights with a fresh average and history."""
+        tensors, _ = load_checkpoint(self.ckpt_dir / "best.safetensors")
+        self.model.load_state_dict(model_state(tensors))
+        self._start_averaging()
+        self.valid_history = []
+        self.log(f"finetune: epochs {self.epoch}-{self.cfg.train.epochs + self.cfg.train.finetune_epochs} from the "
+                 f"best weights (epoch {self.best_epoch}), averaging every step")
+
+    def window_lengths(self) -> list[int]:
+        """This epoch's BPTT window lengths: fixed, or AWD-LSTM's random ones (seeded by seed and epoch)."""
+        t, steps = self.cfg.train, self.train_data.size(0) - 1
+        if t.variable_bptt:
+            return variable_window_lengths(steps, t.bptt, seed=t.seed * 100_003 + self.epoch)
+        return [min(t.bptt, steps - i) for i in range(0, steps, t.bptt)]
+
+    # ------------------------------------------------------------------ one epoch
     def _train_epoch(self, lr: float) -> None:
         from tqdm import tqdm
 
-        t = self.cfg.train
+        t, l = self.cfg.train, self.cfg.loss
         self.model.train()
-        total = num_windows(self.train_data, t.bptt)
+        lengths = self.window_lengths()
+        total = len(lengths)
         if self.state is None:
             self.state = self.model.init_state(t.batch_size)
         params = [p for p in self.model.parameters()]
         bar = tqdm(total=self.train_data[1:].numel(), initial=int(self.sums["all_tokens"]), unit="tok",
-                   unit_scale=True, desc=f"epoch {self.epoch}/{t.epochs}", disable=not self.progress,
+                   unit_scale=True, desc=f"epoch {self.epoch}/{t.epochs + t.finetune_epochs}", disable=not self.progress,
                    dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 30)
         bad_in_a_row = 0
         start = time.perf_counter() - self.sums["time"]
         with bar:
-            for k, x, y in bptt_windows(self.train_data, t.bptt, start=self.window):
+            for k, x, y in scheduled_windows(self.train_data, lengths, start=self.window):
                 state = [(h.detach(), c.detach()) for h, c in self.state]
+                for group in self.optimizer.param_groups:  # variable windows: lr scaled by length / bptt
+                    group["lr"] = lr * y.size(0) / t.bptt if t.variable_bptt else lr
                 with autocast(self.device, self.precision):
                     logits, new_state = self.model(x, state)
                     loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings)
+                    reg = self.model.regularization(l.ar, l.tar)
+                if reg is not None:
+                    loss = loss + reg
                 if t.loss_reduction == "sum_over_time":
                     loss = loss * y.size(0)  # sum over time steps, mean over the batch
                 self.optimizer.zero_grad(set_to_none=True)
@@ -157,6 +215,8 @@ class Trainer:
                     continue
                 bad_in_a_row = 0
                 self.optimizer.step()
+                if self.averaged is not None:
+                    self.averaged.update_parameters(self.model)
                 self.state, self.window = new_state, k + 1
                 n = y.numel()
                 self.sums["ce"] += ce.item() * n
@@ -211,7 +271,10 @@ class Trainer:
         }
 
     def _save(self, which: str) -> None:
-        tensors = {f"model.{k}": v for k, v in self.model.state_dict().items()}
+        weights = self.eval_model if which == "best" else self.model
+        tensors = {f"model.{k}": v for k, v in weights.state_dict().items()}
+        if which == "last" and self.averaged is not None:
+            tensors.update({f"avg.{k}": v for k, v in self.averaged.state_dict().items()})
         tensors["rng.torch"] = torch.get_rng_state()
         if self.device.type == "cuda":
             tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
@@ -220,6 +283,7 @@ class Trainer:
                 tensors[f"state.{i}.h"], tensors[f"state.{i}.c"] = h.clone(), c.clone()  # initial states share memory
         meta = {"which": which, "epoch": self.epoch, "window": self.window, "best_valid": self.best_valid,
                 "best_epoch": self.best_epoch, "elapsed": self.elapsed, "sums": self.sums,  # elapsed: finished epochs
+                "valid_history": self.valid_history, "stopped": self.stopped,
                 "vocab_size": len(self.vocab), "config": self.cfg.to_dict()}
         save_checkpoint(self.ckpt_dir / f"{which}.safetensors", tensors, meta)
 
@@ -232,6 +296,10 @@ class Trainer:
         self.epoch, self.window = meta["epoch"], meta["window"]
         self.best_valid, self.best_epoch = meta["best_valid"], meta["best_epoch"]
         self.elapsed, self.sums = meta["elapsed"], meta["sums"]
+        self.valid_history, self.stopped = meta.get("valid_history", []), meta.get("stopped", False)
+        if "avg.n_averaged" in tensors:
+            self._start_averaging()
+            self.averaged.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("avg.")})
         n_layers = self.cfg.model.layers
         if "state.0.h" in tensors:
             self.state = [(tensors[f"state.{i}.h"].to(self.device), tensors[f"state.{i}.c"].to(self.device))
@@ -274,7 +342,8 @@ def train(cfg: Config, out_dir: Path, *, resume: bool = False, command: str = ""
         raise UsageError(f"{out_dir} already holds a run; resume it with --resume {out_dir} or choose another --out")
     trainer = Trainer(cfg, out_dir, command=command, progress=progress, log=log)
     trainer.setup(resume)
-    if resume and trainer.epoch > cfg.train.epochs and (out_dir / "summary.json").exists():
+    if resume and (trainer.epoch > cfg.train.epochs + cfg.train.finetune_epochs or trainer.stopped) \
+            and (out_dir / "summary.json").exists():
         raise UsageError(f"{out_dir} finished all {cfg.train.epochs} epochs; to train longer resume with "
                          f"--set train.epochs=N (N > {cfg.train.epochs})")
     return trainer.fit(budget_windows)

@@ -1,0 +1,111 @@
+"""AWD-LSTM encoder and its training recipe (Merity et al. 2017): regularisers, windows, NT-ASGD, resume."""
+
+import pytest
+import torch
+from torch import nn
+
+from tiedlm.config import Config
+from tiedlm.data.batching import variable_window_lengths
+from tiedlm.losses import activation_regularization
+from tiedlm.models import AWDLSTM, embedding_dropout, locked_dropout
+from tiedlm.models.vd_lstm import VDLSTMLayer
+from tiedlm.train import Interrupted, Trainer
+from tiedlm.train.checkpoint import load_checkpoint
+from tiedlm.train.trainer import read_metrics
+
+from conftest import tiny_overrides
+
+
+def test_weight_drop_masks_w_hh_per_pass_without_replacing_the_parameter():
+    torch.manual_seed(0)
+    layer = VDLSTMLayer(5, 32, weight_drop=0.5)
+    param = layer.weight_hh
+    x, s = torch.randn(6, 3, 5), (torch.zeros(3, 32), torch.zeros(3, 32))
+    out, _ = layer(x, s)
+    out.sum().backward()
+    zero = (layer.weight_hh.grad == 0).float().mean().item()
+    assert layer.weight_hh is param and 0.4 < zero < 0.6  # dropped weights get no gradient this pass
+    assert not torch.equal(layer(x, s)[0], layer(x, s)[0])  # a new mask each pass
+    layer.eval()
+    assert torch.equal(layer(x, s)[0], layer(x, s)[0])
+
+
+def test_locked_and_embedding_dropout_masks():
+    torch.manual_seed(0)
+    x = torch.ones(9, 4, 50)
+    y = locked_dropout(x, 0.5, training=True)
+    assert torch.equal(y, y[:1].expand_as(y)) and (y == 0).any()  # one mask per sequence, constant over time
+    assert torch.equal(locked_dropout(x, 0.5, training=False), x)
+    emb = nn.Embedding(20, 8)
+    ids = torch.tensor([[3, 3, 3, 5], [5, 3, 5, 3]])
+    out = embedding_dropout(emb, ids, 0.5, training=True)
+    for w in (3, 5):  # a word type is dropped everywhere or nowhere, scaled by 1/(1-p) when kept
+        rows = out[ids == w]
+        assert torch.allclose(rows, torch.zeros_like(rows)) or torch.allclose(rows, 2 * emb.weight[w].expand_as(rows))
+
+
+def test_activation_regularization_formulas():
+    raw, dropped = torch.randn(7, 2, 5), torch.randn(7, 2, 5)
+    got = activation_regularization(raw, dropped, ar=2.0, tar=1.0)
+    want = 2.0 * dropped.pow(2).mean() + (raw[1:] - raw[:-1]).pow(2).mean()
+    assert torch.allclose(got, want) and activation_regularization(raw, dropped, 0.0, 0.0).item() == 0
+
+
+def test_awd_lstm_layer_sizes_and_training_outputs():
+    enc = AWDLSTM(8, 24, 3, 8, dropout=0.1, dropout_input=0.1, dropout_hidden=0.1, weight_drop=0.1)
+    assert [(l.input_size, l.hidden_size) for l in enc.layers] == [(8, 24), (24, 24), (24, 8)]
+    out, state = enc(torch.randn(5, 2, 8), enc.init_state(2, torch.zeros(1)))
+    raw, dropped = enc.last_outputs
+    assert out is dropped and raw.shape == (5, 2, 8) and [s[0].shape[1] for s in state] == [24, 24, 8]
+
+
+def test_variable_window_lengths_cover_the_stream_and_are_seeded():
+    a = variable_window_lengths(10_000, 70, seed=3)
+    assert sum(a) == 10_000 and min(a[:-1]) >= 5 and max(a) <= 110
+    assert a == variable_window_lengths(10_000, 70, seed=3) and a != variable_window_lengths(10_000, 70, seed=4)
+    assert 60 < sum(a) / len(a) < 72  # mostly bptt, sometimes bptt/2
+
+
+def _awd_cfg(corpus, **extra):
+    over = {"model.embedding_size": "12", "model.hidden_size": "20", "model.layers": "3",
+            "train.bptt": "10", "train.lr": "5", "train.epochs": "2", "train.finetune_epochs": "2",
+            "train.nonmono": "1"}
+    over.update(extra)
+    return Config.load("ptb-awd-drill-budget").with_overrides(tiny_overrides(corpus, **over))
+
+
+def test_nt_asgd_triggers_averaging_and_validates_the_average(tiny_corpus, tmp_path):
+    tr = Trainer(_awd_cfg(tiny_corpus), tmp_path / "run", progress=False, log=lambda *a: None)
+    tr.setup(False)
+    for loss in (5.0, 5.5):
+        tr._non_monotone_check(loss)
+    assert tr.averaged is None
+    tr._non_monotone_check(6.0)  # worse than the best from more than nonmono = 1 epochs back
+    assert tr.averaged is not None and tr.eval_model is tr.averaged.module
+    tr.fit()  # averaging through training, then the finetune stage
+    best, _ = load_checkpoint(tmp_path / "run" / "checkpoints" / "best.safetensors")
+    last, _ = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.safetensors")
+    k = "model.embedding.weight"
+    assert torch.equal(last["avg.module.embedding.weight"], tr.averaged.module.embedding.weight.detach())
+    assert not torch.equal(last[k], last["avg.module.embedding.weight"])  # the raw iterate is not the average
+
+
+def test_awd_resume_mid_finetune_reproduces_uninterrupted_run(tiny_corpus, tmp_path):
+    cfg = _awd_cfg(tiny_corpus)
+    quiet = dict(progress=False, log=lambda *a: None)
+    full = Trainer(cfg, tmp_path / "full", **quiet)
+    full.setup(False)
+    s_full = full.fit()
+    part = Trainer(cfg, tmp_path / "part", **quiet)
+    part.setup(False)
+    steps = part.train_data.size(0) - 1
+    n1, n2 = (len(variable_window_lengths(steps, 10, seed=cfg.train.seed * 100_003 + e)) for e in (1, 2))
+    with pytest.raises(Interrupted):
+        part.fit(budget_windows=n1 + n2 + 3)
+    assert part.epoch == 3 and part.averaged is not None  # inside the finetune stage
+    resumed = Trainer(cfg, tmp_path / "part", **quiet)
+    resumed.setup(True)
+    s_res = resumed.fit()
+    ma, mb = read_metrics(tmp_path / "full"), read_metrics(tmp_path / "part")
+    assert [(m["train_ppl"], m["valid_ppl"]) for m in ma] == [(m["train_ppl"], m["valid_ppl"]) for m in mb]
+    assert s_full["test_ppl"] == s_res["test_ppl"]

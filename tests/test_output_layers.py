@@ -1,0 +1,156 @@
+"""The output-layer family of Pappas & Henderson (2019): formulas, parameter counts, DRILL options."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from tiedlm.config import Config, ModelConfig
+from tiedlm.losses import LanguageModelLoss
+from tiedlm.models import (BilinearOutput, DrillOutput, DualOutput, LabelEncoder, LanguageModel, build_output,
+                           closed_form_parameters)
+
+OUTPUTS = ("full", "tied", "bilinear", "dual", "drill")
+
+
+@pytest.mark.parametrize("vocab,d,d_h,joint,depth", [(50, 8, 8, 8, 1), (300, 16, 16, 24, 3), (1000, 32, 32, 7, 4)])
+def test_dedicated_parameters_match_closed_forms(vocab, d, d_h, joint, depth):
+    """Ineq. (6) and eq. (11): the counts of the layers as built equal the closed forms."""
+    emb = nn.Embedding(vocab, d)
+    for kind in OUTPUTS:
+        for bias in ((False, True) if kind == "tied" else (True,)):
+            cfg = ModelConfig(embedding_size=d, hidden_size=d_h, output=kind, joint_size=joint, drill_depth=depth,
+                              tied_bias=bias)
+            layer = build_output(cfg, emb, d_h)
+            assert layer.dedicated_parameters() == closed_form_parameters(kind, vocab, d, d_h, joint, depth, bias)
+            assert all(p is not emb.weight for p in layer.parameters())  # E is shared, never re-registered
+
+
+def test_parameter_ordering_of_ineq_6():
+    """|θ_tied| < |θ_bilinear| < |θ_dual| < |θ_full| at PTB sizes, and DRILL depth k sits between by eq. (11)."""
+    c = {k: closed_form_parameters(k, 10_000, 400, 400, joint=400, depth=1) for k in OUTPUTS}
+    assert c["tied"] < c["bilinear"] < c["dual"] < c["full"]
+    assert c["bilinear"] <= c["drill"] < c["dual"]
+
+
+# Table 4 of Pappas & Henderson (2019): parameters (millions, as printed: truncated to 0.1M) on PTB (|V| = 10k)
+TABLE_4 = {"ptb-awd-full": 43.8, "ptb-awd-tied": 24.2, "ptb-awd-bilinear": 24.3, "ptb-awd-dual": 24.5,
+           ("ptb-awd-drill", 1): 24.3, ("ptb-awd-drill", 2): 24.5, ("ptb-awd-drill", 3): 24.6,
+           ("ptb-awd-drill", 4): 24.8}
+
+
+@pytest.mark.parametrize("key", list(TABLE_4), ids=str)
+def test_awd_ptb_presets_reproduce_table_4_totals(key):
+    preset, depth = key if isinstance(key, tuple) else (key, None)
+    cfg = Config.load(preset)
+    if depth:
+        cfg = cfg.with_overrides([f"model.drill_depth={depth}"])
+    with torch.device("meta"):  # counts only: no memory, no init
+        total = LanguageModel(cfg.model, 10_000).parameter_counts()["total"]
+    assert math.floor(total / 1e5) / 10 == pytest.approx(TABLE_4[key])
+
+
+def test_bilinear_and_dual_follow_their_formulas():
+    torch.manual_seed(0)
+    emb = nn.Embedding(40, 6)
+    h = torch.randn(3, 5, 9)
+    bil = BilinearOutput(emb, 9)
+    nn.init.normal_(bil.bias)
+    logits, labels = bil(h)
+    assert labels is emb.weight
+    assert torch.allclose(logits, h @ (emb.weight @ bil.weight).t() + bil.bias, atol=1e-5)  # E W h + b (eq. 3)
+    dual = DualOutput(emb, 9, joint_size=7)
+    logits, labels = dual(h)
+    g_out = torch.sigmoid(emb.weight @ dual.label_proj.weight.t() + dual.label_proj.bias)
+    g_in = torch.sigmoid(h @ dual.context_proj.weight.t() + dual.context_proj.bias)
+    assert torch.allclose(labels, g_out) and torch.allclose(logits, g_in @ g_out.t() + dual.bias, atol=1e-6)
+
+
+@pytest.mark.parametrize("res_e,res_prev", [(True, False), (False, False), (True, True)])
+def test_drill_label_encoder_follows_eqs_8_to_10(res_e, res_prev):
+    torch.manual_seed(0)
+    emb = nn.Embedding(30, 6)
+    drill = DrillOutput(emb, depth=3, activation="tanh", residual_embedding=res_e, residual_previous=res_prev).eval()
+    e = x = emb.weight
+    for lin in drill.label_encoder.layers:
+        x = torch.tanh(x @ lin.weight.t() + lin.bias) + (e if res_e else 0) + (x if res_prev else 0)
+    h = torch.randn(4, 6)
+    logits, labels = drill(h)
+    assert torch.allclose(labels, x, atol=1e-6) and torch.allclose(logits, h @ x.t() + drill.bias, atol=1e-5)
+    assert drill.dedicated_parameters() == 3 * (36 + 6) + 30
+
+
+def test_drill_dropout_variational_shares_one_mask_over_labels():
+    torch.manual_seed(0)
+    enc = LabelEncoder(64, depth=1, activation="identity", dropout=0.5, variational=True, residual_embedding=False)
+    with torch.no_grad():
+        enc.layers[0].weight.copy_(torch.eye(64))
+        enc.layers[0].bias.zero_()
+    e = torch.rand(200, 64) + 0.5  # no zeros of its own
+    out = enc(e)
+    dropped = out == 0
+    assert dropped.any() and (dropped.all(0) | ~dropped.any(0)).all()  # each dimension dropped for all labels or none
+    enc.variational = False
+    dropped = enc(e) == 0
+    assert (dropped.any(0) & ~dropped.all(0)).any()  # standard dropout: per label and dimension
+    enc.eval()
+    assert torch.equal(enc(e), e)  # no dropout at evaluation
+
+
+def test_label_encoder_runs_once_per_forward_pass():
+    cfg = ModelConfig(embedding_size=8, hidden_size=8, output="drill", drill_depth=2)
+    model = LanguageModel(cfg, 50)
+    calls = []
+    model.output.label_encoder.register_forward_hook(lambda *a: calls.append(1))
+    logits, _, labels = model(torch.randint(0, 50, (7, 3)), model.init_state(3), return_labels=True)
+    assert len(calls) == 1 and logits.shape == (7, 3, 50) and labels.shape == (50, 8)
+
+
+def _steps(encoder: str, output: str, augmented: bool, n: int = 4) -> list[float]:
+    """Losses of n SGD steps of a tiny fixed-seed model on fixed random tokens."""
+    torch.manual_seed(1234)
+    extra = dict(dropout_input=0.1, dropout_hidden=0.1, dropout_embedding=0.1, weight_drop=0.2) \
+        if encoder == "awd-lstm" else {}
+    cfg = ModelConfig(encoder=encoder, embedding_size=12, hidden_size=12 if encoder == "vd-lstm" else 20, layers=2,
+                      dropout=0.2, output=output, joint_size=10, drill_depth=2, drill_dropout=0.3, **extra)
+    model = LanguageModel(cfg, 60)
+    loss_fn = LanguageModelLoss(augmented=augmented, tau=5.0, gamma=0.5)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    data = torch.randint(0, 60, (6 * n + 1, 4))
+    state, losses = model.init_state(4), []
+    for k in range(n):
+        x, y = data[6 * k: 6 * k + 6], data[6 * k + 1: 6 * k + 7]
+        logits, state = model(x, [(h.detach(), c.detach()) for h, c in state])
+        loss, _, _ = loss_fn(logits, y, model.input_embeddings)
+        reg = model.regularization(2.0, 1.0)
+        total = loss + reg if reg is not None else loss
+        opt.zero_grad()
+        total.backward()
+        opt.step()
+        losses.append(round(total.item(), 5))
+    return losses
+
+
+# losses of 4 steps per (encoder, output layer) with the augmented loss on; regenerate with
+# python -c "from tests.test_output_layers import _steps; print(_steps('vd-lstm', 'drill', True))"
+PINNED = {
+    ("vd-lstm", "full"): [4.11334, 4.11374, 4.09459, 4.09847],
+    ("vd-lstm", "tied"): [4.09394, 4.09415, 4.09312, 4.09613],
+    ("vd-lstm", "bilinear"): [4.11593, 4.09664, 4.0882, 4.08231],
+    ("vd-lstm", "dual"): [4.09939, 4.11216, 4.09415, 4.09312],
+    ("vd-lstm", "drill"): [4.096, 4.09412, 4.08347, 4.08373],
+    ("awd-lstm", "full"): [4.13213, 4.11264, 4.12853, 4.0916],
+    ("awd-lstm", "tied"): [4.11148, 4.12391, 4.1194, 4.10953],
+    ("awd-lstm", "bilinear"): [4.11163, 4.11691, 4.11308, 4.11749],
+    ("awd-lstm", "dual"): [4.10874, 4.11635, 4.12569, 4.10769],
+    ("awd-lstm", "drill"): [4.12205, 4.13647, 4.12647, 4.12415],
+}
+
+
+@pytest.mark.parametrize("encoder", ["vd-lstm", "awd-lstm"])
+@pytest.mark.parametrize("output", OUTPUTS)
+def test_every_output_layer_trains_with_both_encoders_and_the_augmented_loss(encoder, output):
+    losses = _steps(encoder, output, augmented=True)
+    assert all(math.isfinite(v) for v in losses)
+    assert losses == pytest.approx(PINNED[(encoder, output)], abs=3e-5), losses
