@@ -9,10 +9,27 @@ def test_all_presets_load_and_validate():
     grid = {f"{c}-{s}-{v}" for c in ("ptb", "wt2") for s in ("small", "medium", "large") for v in ("vd", "al", "re", "real")}
     grid |= {f"wt2half{h}-small-{v}" for h in (1, 2) for v in ("vd", "al", "re", "real")}
     assert grid <= set(names)
+    awd = {f"ptb-awd-{o}{b}" for o in ("tied", "full", "bilinear", "dual", "drill") for b in ("", "-budget")}
+    awd |= {f"wt2-awd-{o}{b}" for o in ("tied", "drill") for b in ("", "-budget")}
+    assert awd <= set(names)
     for n in names:
         c = Config.load(n)
+        if "-awd-" in n:
+            assert c.model.encoder == "awd-lstm" and c.model.output == n.split("-")[2]
+            continue
         assert (c.model.output == "tied") == n.endswith(("-re", "-real"))
         assert c.loss.augmented == n.endswith(("-al", "-real"))
+
+
+def test_drill_preset_settings_of_the_paper():
+    """§4: depth 4, 400, dropout 0.6, residual to E; PTB sigmoid + variational, WikiText-2 relu + standard."""
+    p, w = Config.load("ptb-awd-drill").model, Config.load("wt2-awd-drill").model
+    assert (p.drill_depth, p.embedding_size, p.drill_dropout, p.drill_residual_embedding) == (4, 400, 0.6, True)
+    assert (p.drill_activation, p.drill_variational, w.drill_activation, w.drill_variational) == \
+        ("sigmoid", True, "relu", False)
+    t = Config.load("ptb-awd-tied").train
+    assert (t.batch_size, Config.load("ptb-awd-tied").model.dropout_input, Config.load("ptb-awd-tied").model.dropout_hidden) \
+        == (20, 0.4, 0.25)
 
 
 def test_paper_hyperparameters_in_presets():
