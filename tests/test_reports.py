@@ -71,3 +71,26 @@ def test_report_collects_runs_with_paper_numbers(two_runs, tmp_path):
     cfg = Config.load("ptb-small-real")
     assert paper_row(cfg)["test"] == pytest.approx(82.7) and variant_name(True, "tied") == "REAL"
     assert paper_row(Config.load("ptb-medium-vd"))["valid"] == pytest.approx(82.0)
+
+
+def test_analyze_bands_bins_tokens_by_training_frequency(two_runs, tmp_path, capsys):
+    from tiedlm.analysis.bands import band_of_counts, band_table
+
+    counts = torch.tensor([0, 1, 9, 10, 99, 100, 5000, 20000])
+    assert band_of_counts(counts).tolist() == [-1, 0, 0, 1, 1, 2, 3, 4]
+    targets = torch.tensor([1, 3, 3, 6])
+    t = band_table(counts, targets, {"a": torch.tensor([1.0, 2.0, 4.0, 3.0]), "b": torch.tensor([2.0, 1.0, 2.0, 3.0])})
+    r = {row["band"]: row for row in t["rows"]}
+    assert r["1-10"]["word_types"] == 2 and r["1-10"]["tokens"] == 1 and r["1-10"]["relative_ce"]["b"] == 1.0
+    assert r["10-100"]["ce"]["a"] == 3.0 and r["10-100"]["relative_ce"]["b"] == pytest.approx(-0.5)
+    assert r["100-1k"]["tokens"] == 0 and r["100-1k"]["relative_ce"]["b"] is None
+
+    capsys.readouterr()
+    out = tmp_path / "bands"
+    assert main(["analyze", "bands", *map(str, two_runs), "--split", "valid", "--out", str(out), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (out / "bands.png").stat().st_size > 0 and "| band |" in (out / "bands.md").read_text()
+    assert main(["evaluate", str(two_runs[1]), "--split", "valid", "--json"]) == 0
+    ev = json.loads(capsys.readouterr().out)
+    assert got["overall_ce"]["ptb-small-real"] == pytest.approx(ev["loss"], rel=1e-5)  # same tokens, same model
+    assert sum(r["tokens"] for r in got["rows"]) == ev["tokens"]  # every token in exactly one band

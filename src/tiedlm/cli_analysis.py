@@ -1,4 +1,4 @@
-"""CLI commands for the papers' analyses: ``experiment subspace`` and ``report``."""
+"""CLI commands for the papers' analyses: ``experiment subspace``, ``analyze bands`` and ``report``."""
 
 from __future__ import annotations
 
@@ -34,6 +34,41 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_analyze_bands(args) -> int:
+    import torch
+
+    from .analysis.bands import band_table, token_cross_entropy, write_band_report
+    from .data import load_corpus
+    from .errors import UsageError
+    from .run import load_run
+    from .runtime import resolve_precision, set_threads
+
+    set_threads(args.threads)
+    runs = [load_run(r, which=args.checkpoint) for r in args.runs]
+    base = runs[0]
+    for r in runs[1:]:
+        if r.vocab.words != base.vocab.words:
+            raise UsageError(f"{r.path} and {base.path} have different vocabularies; compare runs trained on the "
+                             f"same corpus")
+    data = base.config.data
+    corpus = load_corpus(data.name, data.data_dir, vocab=base.vocab)
+    counts = torch.bincount(corpus.train, minlength=len(base.vocab))
+    names = [r.path.name for r in runs]
+    if len(set(names)) < len(names):
+        names = [str(r.path) for r in runs]
+    ces, targets = {}, None
+    for name, r in zip(names, runs):
+        precision = resolve_precision(args.precision or r.config.train.precision, r.model.embedding.weight.device)
+        ces[name], targets = token_cross_entropy(r.model, corpus.splits[args.split],
+                                                 args.batch_size or r.config.train.eval_batch_size,
+                                                 r.config.train.bptt, precision, progress=not args.json)
+    table = band_table(counts, targets, ces)
+    table.update(split=args.split, data=data.name, checkpoint=args.checkpoint)
+    path = write_band_report(table, Path(args.out), title=f"{data.name} {args.split}")
+    _emit(args, table, path.read_text() + f"\nwrote {path}, {path.parent / 'bands.png'}, {path.parent / 'bands.json'}")
+    return 0
+
+
 def register(add, sub_parser_class) -> None:
     from .experiments.subspace_validation import SubspaceExperimentConfig
 
@@ -62,6 +97,22 @@ def register(add, sub_parser_class) -> None:
     s.add_argument("--threads", type=int, default=0)
     s.add_argument("--data-dir", help="folder holding PTB's train.txt/valid.txt/test.txt")
     s.add_argument("--no-progress", action="store_true")
+
+    a = add("analyze", None, "analyses of trained runs")
+    asub = a.add_subparsers(dest="analysis", parser_class=sub_parser_class, metavar="NAME", required=True)
+    b = asub.add_parser("bands", help="Pappas & Henderson Figure 3: cross-entropy per training-frequency band",
+                        description="Per-token cross-entropy of RUN_A (the baseline) and the other runs, binned by "
+                                    "how often the target word occurs in the training data; writes bands.md, "
+                                    "bands.json and bands.png.")
+    b.set_defaults(func=cmd_analyze_bands)
+    b.add_argument("runs", nargs="+", metavar="RUN_DIR", help="the baseline run first, then one or more others")
+    b.add_argument("--split", choices=["train", "valid", "test"], default="test")
+    b.add_argument("--out", default="bands", help="output folder")
+    b.add_argument("--checkpoint", choices=["best", "last"], default="best")
+    b.add_argument("--batch-size", type=int, help="evaluation batch size (default: each run's eval_batch_size)")
+    b.add_argument("--precision", choices=["fp32", "bf16"], help="default: each run's training precision")
+    b.add_argument("--threads", type=int, default=0)
+    b.add_argument("--json", action="store_true", help="machine-readable output on stdout")
 
     r = add("report", cmd_report, "markdown report with plots for finished (or running) runs")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR")

@@ -1,0 +1,108 @@
+"""Cross-entropy per training-frequency band of the target word (Pappas & Henderson 2019, Figure 3).
+
+Every token of an evaluation split is put in the band of its target word's number of occurrences in the
+training data (1–10, 10–100, 100–1k, 1k–10k, 10k+ by default). For each run the mean cross-entropy per
+band is computed, and for each run against the baseline (the first run) the relative difference
+(CE_run − CE_base) / CE_base: negative where the run predicts that band's words better.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..evaluation import stream_logits
+
+EDGES = (1, 10, 100, 1_000, 10_000)  # band i holds counts in [EDGES[i], EDGES[i+1]); the last is open
+
+
+def band_labels(edges=EDGES) -> list[str]:
+    def short(n: int) -> str:
+        return f"{n // 1000}k" if n >= 1000 else str(n)
+    return [f"{short(a)}-{short(b)}" for a, b in zip(edges, edges[1:])] + [f"{short(edges[-1])}+"]
+
+
+def band_of_counts(counts: torch.Tensor, edges=EDGES) -> torch.Tensor:
+    """Band index per word (−1 for words never seen in training)."""
+    band = torch.bucketize(counts, torch.tensor(edges[1:]), right=True)
+    return torch.where(counts < edges[0], torch.full_like(band, -1), band)
+
+
+@torch.inference_mode()
+def token_cross_entropy(model, ids: torch.Tensor, batch_size: int, bptt: int, precision: str,
+                        progress: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token cross-entropy (nats) and target ids over the stream, in the order the batches see them."""
+    ces, targets = [], []
+    for logits, y in stream_logits(model, ids, batch_size, bptt, precision, progress, desc="bands"):
+        ces.append(F.cross_entropy(logits, y, reduction="none").cpu())
+        targets.append(y.cpu())
+    return torch.cat(ces), torch.cat(targets)
+
+
+def band_table(train_counts: torch.Tensor, targets: torch.Tensor, ces: dict[str, torch.Tensor],
+               edges=EDGES) -> dict:
+    """Per band: word types (in the vocabulary), evaluation tokens, mean CE per run, relative CE vs the first run."""
+    names = list(ces)
+    base = names[0]
+    word_band = band_of_counts(train_counts, edges)
+    tok_band = word_band[targets]
+    rows = []
+    for b, label in enumerate(band_labels(edges)):
+        sel = tok_band == b
+        n = int(sel.sum())
+        row = {"band": label, "word_types": int((word_band == b).sum()), "tokens": n, "ce": {}, "relative_ce": {}}
+        for name in names:
+            row["ce"][name] = float(ces[name][sel].mean()) if n else None
+        for name in names[1:]:
+            a, c = row["ce"][base], row["ce"][name]
+            row["relative_ce"][name] = (c - a) / a if n and a else None
+        rows.append(row)
+    overall = {name: float(ces[name].mean()) for name in names}
+    return {"baseline": base, "runs": names, "rows": rows, "overall_ce": overall}
+
+
+def write_band_report(table: dict, out: Path, title: str = "") -> Path:
+    """bands.json, bands.md (table) and bands.png (relative CE difference per band, one bar per run)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bands.json").write_text(json.dumps(table, indent=1))
+    base, others = table["baseline"], table["runs"][1:]
+    head = "| band | word types | tokens | " + " | ".join(f"CE {n}" for n in table["runs"]) + " | " + \
+        " | ".join(f"Δ% {n}" for n in others) + " |"
+    lines = [f"# Cross-entropy by training-frequency band{': ' + title if title else ''}", "",
+             f"Baseline: `{base}`. Δ% = (CE_run − CE_baseline) / CE_baseline × 100, negative = better than the "
+             "baseline.", "", head, "|" + "---|" * (3 + len(table["runs"]) + len(others))]
+    fmt = lambda v, p="{:.3f}": p.format(v) if v is not None else "–"  # noqa: E731
+    for r in table["rows"]:
+        lines.append(f"| {r['band']} | {r['word_types']:,} | {r['tokens']:,} | "
+                     + " | ".join(fmt(r["ce"][n]) for n in table["runs"]) + " | "
+                     + " | ".join(fmt(r["relative_ce"][n] * 100 if r["relative_ce"][n] is not None else None,
+                                      "{:+.2f}") for n in others) + " |")
+    lines.append("| all | | | " + " | ".join(fmt(table["overall_ce"][n]) for n in table["runs"]) + " | "
+                 + " | ".join(fmt((table["overall_ce"][n] / table["overall_ce"][base] - 1) * 100, "{:+.2f}")
+                              for n in others) + " |")
+    (out / "bands.md").write_text("\n".join(lines) + "\n")
+    rows = [r for r in table["rows"] if r["tokens"]]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(rows), 3.8))
+    width = 0.8 / max(len(others), 1)
+    for i, name in enumerate(others):
+        xs = [j + (i - (len(others) - 1) / 2) * width for j in range(len(rows))]
+        ax.bar(xs, [r["relative_ce"][name] * 100 for r in rows], width, label=name)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(range(len(rows)), [f"{r['band']}\n({r['word_types']:,} types)" for r in rows], fontsize=8)
+    ax.set_xlabel("occurrences of the target word in the training data")
+    ax.set_ylabel(f"relative CE vs {base} (%)")
+    ax.set_title(title or "Cross-entropy difference by frequency band (Figure 3 of Pappas & Henderson 2019)",
+                 fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "bands.png", dpi=130)
+    plt.close(fig)
+    return out / "bands.md"
