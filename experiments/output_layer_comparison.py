@@ -47,7 +47,7 @@ def main() -> None:
             print(f"{name}: finished, skipped")
             continue
         if (run / "checkpoints" / "last.safetensors").exists():
-            tiedlm("train", "--resume", str(run), "--no-progress")
+            tiedlm("train", "--resume", str(run), "--no-progress", "--set", f"train.epochs={args.epochs}")
             continue
         sets = LAYERS[name] + [f"train.epochs={args.epochs}", f"train.threads={args.threads}"]
         tiedlm("train", args.base, "--out", str(run), "--no-progress", *[a for s in sets for a in ("--set", s)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from .cli import _emit
@@ -24,12 +25,50 @@ def cmd_evaluate(args) -> int:
     bs = args.batch_size or run.config.train.eval_batch_size
     res = evaluate(run.model, corpus.splits[args.split], bs, run.config.train.bptt, precision, progress=not args.json,
                    desc=f"{args.split}")
+    if args.dynamic:
+        return _dynamic(args, run, corpus, precision, res)
     out = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "data": name, "split": args.split,
            "ppl": res["ppl"], "loss": res["loss"], "tokens": res["tokens"], "unknown_mapped": corpus.unknown[args.split],
            "batch_size": bs, "precision": precision}
     note = f" ({corpus.unknown[args.split]} tokens mapped to <unk>)" if corpus.unknown[args.split] else ""
     _emit(args, out, f"{run.path} [{run.checkpoint}] {name} {args.split}: ppl {res['ppl']:.2f} "
                      f"over {res['tokens']:,} tokens{note}")
+    return 0
+
+
+def _dynamic(args, run, corpus, precision: str, static: dict) -> int:
+    """``evaluate --dynamic``: gradient statistics on train, optional lr/λ grid on valid, then the split."""
+    from .dynamic_evaluation import DynamicEvalSettings, dynamic_evaluate, gradient_rms
+
+    for key in ("dyn_lr", "dyn_lambda", "dyn_epsilon"):
+        if getattr(args, key) < 0:
+            raise UsageError(f"--{key.replace('_', '-')} must be >= 0")
+    if args.dyn_bptt < 1 or args.dyn_batch_size < 1:
+        raise UsageError("--dyn-bptt and --dyn-batch-size must be >= 1")
+    settings = DynamicEvalSettings(lr=args.dyn_lr, lamb=args.dyn_lambda, epsilon=args.dyn_epsilon,
+                                   bptt=args.dyn_bptt, batch_size=args.dyn_batch_size, stat_tokens=args.stat_tokens)
+    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    rms = gradient_rms(run.model, corpus.train, settings, precision, progress=not args.json)
+    grid = []
+    if args.grid:
+        valid = corpus.valid[: args.grid_tokens + 1] if args.grid_tokens else corpus.valid
+        for lr in args.grid_lrs:
+            for lamb in args.grid_lambdas:
+                trial = DynamicEvalSettings(**{**settings.__dict__, "lr": lr, "lamb": lamb})
+                r = dynamic_evaluate(run.model, valid, rms, trial, precision, progress=not args.json,
+                                     desc=f"grid lr={lr} λ={lamb}")
+                grid.append({"lr": lr, "lambda": lamb, "valid_ppl": r["ppl"], "tokens": r["tokens"]})
+                log(f"grid: lr {lr:g} λ {lamb:g}: valid ppl {r['ppl']:.2f} ({r['tokens']:,} tokens)")
+        best = min(grid, key=lambda g: g["valid_ppl"])
+        settings.lr, settings.lamb = best["lr"], best["lambda"]
+    res = dynamic_evaluate(run.model, corpus.splits[args.split], rms, settings, precision, progress=not args.json,
+                           desc=f"dynamic {args.split}")
+    out = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "split": args.split,
+           "static_ppl": static["ppl"], "dynamic_ppl": res["ppl"], "tokens": res["tokens"],
+           "settings": settings.__dict__, "grid": grid, "precision": precision}
+    _emit(args, out, f"{run.path} [{run.checkpoint}] {args.split}: static ppl {static['ppl']:.2f} -> dynamic ppl "
+                     f"{res['ppl']:.2f} (lr {settings.lr:g}, λ {settings.lamb:g}, ε {settings.epsilon:g}, "
+                     f"bptt {settings.bptt}, batch {settings.batch_size})")
     return 0
 
 
@@ -141,6 +180,19 @@ def register(add) -> None:
     e.add_argument("--precision", choices=["fp32", "bf16"], help="default: the run's")
     e.add_argument("--device", default="cpu")
     e.add_argument("--threads", type=int, default=0)
+    d = e.add_argument_group("dynamic evaluation (Krause et al. 2018); the saved model is never changed")
+    d.add_argument("--dynamic", action="store_true", help="adapt the model on the split as it reads it")
+    d.add_argument("--dyn-lr", type=float, default=0.002, help="step size (paper's AWD-LSTM value 0.002)")
+    d.add_argument("--dyn-lambda", type=float, default=0.02, help="decay toward the trained weights (0.02)")
+    d.add_argument("--dyn-epsilon", type=float, default=0.001, help="added to the gradient RMS (0.001)")
+    d.add_argument("--dyn-bptt", type=int, default=5, help="segment length (5)")
+    d.add_argument("--dyn-batch-size", type=int, default=1, help="parallel streams (1: the text in order)")
+    d.add_argument("--stat-tokens", type=int, default=0,
+                   help="training tokens for the gradient RMS (default 0: the whole training split)")
+    d.add_argument("--grid", action="store_true", help="choose lr and lambda on the valid split first")
+    d.add_argument("--grid-lrs", type=float, nargs="+", default=[0.001, 0.002, 0.005])
+    d.add_argument("--grid-lambdas", type=float, nargs="+", default=[0.005, 0.02, 0.05])
+    d.add_argument("--grid-tokens", type=int, default=0, help="valid tokens per grid point (0: all)")
 
     p = add("predict", cmd_predict, "top next-word predictions of one or two runs side by side "
                                     "(Inan et al. Table 3/4)")
