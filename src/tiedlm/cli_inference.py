@@ -23,10 +23,11 @@ def cmd_evaluate(args) -> int:
     device = run.model.embedding.weight.device
     precision = resolve_precision(args.precision or run.config.train.precision, device)
     bs = args.batch_size or run.config.train.eval_batch_size
+    settings = _dynamic_settings(args) if args.dynamic else None  # bad options fail before any evaluation
     res = evaluate(run.model, corpus.splits[args.split], bs, run.config.train.bptt, precision, progress=not args.json,
                    desc=f"{args.split}")
-    if args.dynamic:
-        return _dynamic(args, run, corpus, precision, res)
+    if settings is not None:
+        return _dynamic(args, settings, run, corpus, precision, res)
     out = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "data": name, "split": args.split,
            "ppl": res["ppl"], "loss": res["loss"], "tokens": res["tokens"], "unknown_mapped": corpus.unknown[args.split],
            "batch_size": bs, "precision": precision}
@@ -36,17 +37,24 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
-def _dynamic(args, run, corpus, precision: str, static: dict) -> int:
-    """``evaluate --dynamic``: gradient statistics on train, optional lr/λ grid on valid, then the split."""
-    from .dynamic_evaluation import DynamicEvalSettings, dynamic_evaluate, gradient_rms
+def _dynamic_settings(args):
+    from .dynamic_evaluation import DynamicEvalSettings
 
     for key in ("dyn_lr", "dyn_lambda", "dyn_epsilon"):
         if getattr(args, key) < 0:
             raise UsageError(f"--{key.replace('_', '-')} must be >= 0")
     if args.dyn_bptt < 1 or args.dyn_batch_size < 1:
         raise UsageError("--dyn-bptt and --dyn-batch-size must be >= 1")
-    settings = DynamicEvalSettings(lr=args.dyn_lr, lamb=args.dyn_lambda, epsilon=args.dyn_epsilon,
-                                   bptt=args.dyn_bptt, batch_size=args.dyn_batch_size, stat_tokens=args.stat_tokens)
+    return DynamicEvalSettings(lr=args.dyn_lr, lamb=args.dyn_lambda, epsilon=args.dyn_epsilon,
+                               bptt=args.dyn_bptt, batch_size=args.dyn_batch_size, stat_tokens=args.stat_tokens)
+
+
+def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
+    """``evaluate --dynamic``: gradient statistics on train, optional lr/λ grid on valid, then the split."""
+    import dataclasses
+
+    from .dynamic_evaluation import dynamic_evaluate, gradient_rms
+
     log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     rms = gradient_rms(run.model, corpus.train, settings, precision, progress=not args.json)
     grid = []
@@ -54,7 +62,7 @@ def _dynamic(args, run, corpus, precision: str, static: dict) -> int:
         valid = corpus.valid[: args.grid_tokens + 1] if args.grid_tokens else corpus.valid
         for lr in args.grid_lrs:
             for lamb in args.grid_lambdas:
-                trial = DynamicEvalSettings(**{**settings.__dict__, "lr": lr, "lamb": lamb})
+                trial = dataclasses.replace(settings, lr=lr, lamb=lamb)
                 r = dynamic_evaluate(run.model, valid, rms, trial, precision, progress=not args.json,
                                      desc=f"grid lr={lr} λ={lamb}")
                 grid.append({"lr": lr, "lambda": lamb, "valid_ppl": r["ppl"], "tokens": r["tokens"]})
@@ -65,7 +73,7 @@ def _dynamic(args, run, corpus, precision: str, static: dict) -> int:
                            desc=f"dynamic {args.split}")
     out = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "split": args.split,
            "static_ppl": static["ppl"], "dynamic_ppl": res["ppl"], "tokens": res["tokens"],
-           "settings": settings.__dict__, "grid": grid, "precision": precision}
+           "settings": dataclasses.asdict(settings), "grid": grid, "precision": precision}
     _emit(args, out, f"{run.path} [{run.checkpoint}] {args.split}: static ppl {static['ppl']:.2f} -> dynamic ppl "
                      f"{res['ppl']:.2f} (lr {settings.lr:g}, λ {settings.lamb:g}, ε {settings.epsilon:g}, "
                      f"bptt {settings.bptt}, batch {settings.batch_size})")

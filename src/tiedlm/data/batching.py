@@ -24,12 +24,14 @@ def num_windows(data: torch.Tensor, bptt: int) -> int:
     return (data.size(0) - 1 + bptt - 1) // bptt
 
 
+def fixed_window_lengths(steps: int, bptt: int) -> list[int]:
+    """Windows of ``bptt`` steps covering ``steps`` time steps; the last one may be shorter."""
+    return [min(bptt, steps - i) for i in range(0, steps, bptt)]
+
+
 def bptt_windows(data: torch.Tensor, bptt: int, start: int = 0) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """Yield (window index, inputs, targets), inputs/targets of shape (<=bptt, batch); from window ``start``."""
-    for k in range(start, num_windows(data, bptt)):
-        i = k * bptt
-        n = min(bptt, data.size(0) - 1 - i)
-        yield k, data[i : i + n], data[i + 1 : i + 1 + n]
+    yield from scheduled_windows(data, fixed_window_lengths(data.size(0) - 1, bptt), start)
 
 
 def variable_window_lengths(steps: int, bptt: int, seed: int, max_delta: int = 40) -> list[int]:

@@ -53,6 +53,13 @@ class OutputLayer(nn.Module):
             nn.init.zeros_(self.bias)
 
 
+def _reset_fan_in(weight: torch.Tensor, bias: torch.Tensor) -> None:
+    """Weight uniform in ±1/sqrt(fan_in), bias 0."""
+    r = weight.size(1) ** -0.5
+    nn.init.uniform_(weight, -r, r)
+    nn.init.zeros_(bias)
+
+
 class _SharesEmbedding(OutputLayer):
     """Holds the input embedding module without registering it a second time."""
 
@@ -82,9 +89,7 @@ class FullSoftmaxOutput(OutputLayer):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        r = self.weight.size(1) ** -0.5
-        nn.init.uniform_(self.weight, -r, r)
-        nn.init.zeros_(self.bias)
+        _reset_fan_in(self.weight, self.bias)
 
     def encode_labels(self) -> torch.Tensor:
         return self.weight
@@ -122,9 +127,7 @@ class BilinearOutput(_SharesEmbedding):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        r = self.weight.size(1) ** -0.5
-        nn.init.uniform_(self.weight, -r, r)
-        nn.init.zeros_(self.bias)
+        _reset_fan_in(self.weight, self.bias)
 
     def encode_labels(self) -> torch.Tensor:
         return self.embedding_weight

@@ -29,7 +29,7 @@ import torch
 from .. import __version__
 from ..config import Config
 from ..data import Vocabulary, batchify, load_corpus
-from ..data.batching import scheduled_windows, variable_window_lengths
+from ..data.batching import fixed_window_lengths, scheduled_windows, variable_window_lengths
 from ..errors import TiedlmError, UsageError
 from ..evaluation import evaluate
 from ..losses import LanguageModelLoss
@@ -164,7 +164,7 @@ class Trainer:
         t, steps = self.cfg.train, self.train_data.size(0) - 1
         if t.variable_bptt:
             return variable_window_lengths(steps, t.bptt, seed=t.seed * 100_003 + self.epoch)
-        return [min(t.bptt, steps - i) for i in range(0, steps, t.bptt)]
+        return fixed_window_lengths(steps, t.bptt)
 
     # ------------------------------------------------------------------ one epoch
     def _train_epoch(self, lr: float) -> None:
