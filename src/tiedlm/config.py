@@ -56,6 +56,21 @@ class ModelConfig:
     drill_residual_embedding: bool = True  # + E after every layer (eq. 10)
     drill_residual_previous: bool = False  # + the layer's input as well
     drill_init_range: float = 0.1
+    # predefined sparseness (Demeester et al. 2018)
+    embedding_density: float = 1.0  # fraction of trainable embedding entries (frequency-based, §4.1); 1 = dense
+    sparse_layer: int = 0  # 1-based LSTM layer made sparse (§3); 0 = none
+    sparse_hidden_size: int = 0  # its hidden size h_s; 0 = the dense size
+    sparse_components: int = 0  # k; 0 = solved (smallest k >= 2 admitting equal parameters; 3 with a density)
+    sparse_density: float = 0.0  # fraction of the input each component reads; 0 = the dense layer's param count
+
+    def sparse_spec(self):
+        """The :class:`~tiedlm.models.sparse_lstm.SparseLayerSpec` of this model, or None."""
+        from .models.sparse_lstm import SparseLayerSpec
+
+        if not self.sparse_layer:
+            return None
+        return SparseLayerSpec(self.sparse_layer, self.sparse_hidden_size, self.sparse_components,
+                               self.sparse_density)
 
     def encoder_output_size(self) -> int:
         """Size of h_t that reaches the output layer."""
@@ -177,6 +192,13 @@ class Config:
         _check(m.drill_activation in ACTIVATIONS, "model.drill_activation", m.drill_activation,
                "one of: " + ", ".join(ACTIVATIONS))
         _check(m.drill_init_range > 0, "model.drill_init_range", m.drill_init_range, "a number > 0")
+        _check(1 / m.embedding_size <= m.embedding_density <= 1, "model.embedding_density", m.embedding_density,
+               f"a fraction in [1/embedding_size, 1] = [{1 / m.embedding_size:.4f}, 1] (every word keeps a dimension)")
+        _check(0 <= m.sparse_layer <= m.layers, "model.sparse_layer", m.sparse_layer,
+               f"a layer number in 1..{m.layers}, or 0 for none")
+        _check(m.sparse_hidden_size >= 0, "model.sparse_hidden_size", m.sparse_hidden_size, "an integer >= 0")
+        _check(m.sparse_components >= 0, "model.sparse_components", m.sparse_components, "an integer >= 0")
+        _check(0 <= m.sparse_density <= 1, "model.sparse_density", m.sparse_density, "a fraction in [0, 1] (0 = solve)")
         size_key = "hidden_size" if m.encoder == "vd-lstm" else "last_hidden_size"
         if m.output in ("tied", "drill") and m.embedding_size != m.encoder_output_size():
             raise UsageError(

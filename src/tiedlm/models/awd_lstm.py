@@ -11,7 +11,8 @@ The encoder of DRILL's results (Pappas & Henderson 2019, §4). Its regularisers,
   :func:`tiedlm.losses.activation_regularization`. The encoder keeps the last layer's raw and dropped
   outputs of a training forward pass in :attr:`AWDLSTM.last_outputs` for them.
 
-Layer sizes: ``input → hidden → … → hidden → output_size`` (400/1150/1150→400 on PTB). Every layer
+Layer sizes: ``input → hidden → … → hidden → output_size`` (400/1150/1150→400 on PTB); any one layer can
+be a predefined-sparse layer (:mod:`tiedlm.models.sparse_lstm`, e.g. the middle one widened to 1725). Every layer
 has one bias vector (nn.LSTM's two, b_ih + b_hh, are one parameter's worth of freedom).
 """
 
@@ -21,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .vd_lstm import VDLSTMLayer, variational_mask
+from .sparse_lstm import SparseLayerSpec, lstm_layers
+from .vd_lstm import variational_mask
 
 
 def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -44,10 +46,11 @@ class AWDLSTM(nn.Module):
     """Stack of LSTM layers with weight drop and locked dropout; returns the last layer's dropped outputs."""
 
     def __init__(self, input_size: int, hidden_size: int, layers: int, output_size: int, *, dropout: float = 0.4,
-                 dropout_input: float = 0.4, dropout_hidden: float = 0.25, weight_drop: float = 0.5):
+                 dropout_input: float = 0.4, dropout_hidden: float = 0.25, weight_drop: float = 0.5,
+                 sparse: SparseLayerSpec | None = None):
         super().__init__()
         sizes = [input_size] + [hidden_size] * (layers - 1) + [output_size]
-        self.layers = nn.ModuleList(VDLSTMLayer(sizes[i], sizes[i + 1], weight_drop) for i in range(layers))
+        self.layers = lstm_layers(sizes, weight_drop, sparse)
         self.dropout, self.dropout_input, self.dropout_hidden = dropout, dropout_input, dropout_hidden
         self.output_size = output_size
         self.last_outputs: tuple[torch.Tensor, torch.Tensor] | None = None

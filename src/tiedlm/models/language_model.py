@@ -9,11 +9,12 @@ from ..config import ModelConfig
 from ..errors import UsageError
 from .awd_lstm import AWDLSTM, embedding_dropout
 from .drill import DrillOutput
+from .sparse_embedding import make_embedding
 from .output import BilinearOutput, DualOutput, FullSoftmaxOutput, OutputLayer, TiedOutput
 from .vd_lstm import VDLSTM
 
 
-def build_output(cfg: ModelConfig, embedding: nn.Embedding, hidden_size: int) -> OutputLayer:
+def build_output(cfg: ModelConfig, embedding: nn.Module, hidden_size: int) -> OutputLayer:
     """The output layer named by ``cfg.output`` over encoder states of size ``hidden_size``."""
     vocab, d = embedding.num_embeddings, embedding.embedding_dim
     if cfg.output in ("tied", "drill") and hidden_size != d:
@@ -40,13 +41,14 @@ class LanguageModel(nn.Module):
     def __init__(self, cfg: ModelConfig, vocab_size: int):
         super().__init__()
         self.cfg, self.vocab_size = cfg, vocab_size
-        self.embedding = nn.Embedding(vocab_size, cfg.embedding_size)
+        self.embedding = make_embedding(vocab_size, cfg.embedding_size, cfg.embedding_density)
         if cfg.encoder == "awd-lstm":
             self.encoder = AWDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.encoder_output_size(),
                                    dropout=cfg.dropout, dropout_input=cfg.dropout_input,
-                                   dropout_hidden=cfg.dropout_hidden, weight_drop=cfg.weight_drop)
+                                   dropout_hidden=cfg.dropout_hidden, weight_drop=cfg.weight_drop,
+                                   sparse=cfg.sparse_spec())
         else:
-            self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout)
+            self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout, cfg.sparse_spec())
         self.output = build_output(cfg, self.embedding, self.encoder.output_size)
         self.reset_parameters()
 
@@ -61,7 +63,8 @@ class LanguageModel(nn.Module):
             for p in self.parameters():
                 nn.init.uniform_(p, -r, r)
             return
-        nn.init.uniform_(self.embedding.weight, -r, r)
+        for p in self.embedding.parameters():
+            nn.init.uniform_(p, -r, r)
         for layer in self.encoder.layers:
             layer.reset_parameters()
         self.output.reset_parameters()
@@ -72,7 +75,7 @@ class LanguageModel(nn.Module):
         return self.embedding.weight
 
     def init_state(self, batch: int):
-        return self.encoder.init_state(batch, self.embedding.weight)
+        return self.encoder.init_state(batch, next(self.embedding.parameters()))
 
     def embed(self, inputs: torch.Tensor) -> torch.Tensor:
         return embedding_dropout(self.embedding, inputs, self.cfg.dropout_embedding, self.training)
@@ -98,7 +101,7 @@ class LanguageModel(nn.Module):
     def parameter_counts(self) -> dict[str, int]:
         """Trainable parameters per component; shared tensors are counted once (under embedding)."""
         counts = {
-            "embedding": self.embedding.weight.numel(),
+            "embedding": sum(p.numel() for p in self.embedding.parameters()),
             "encoder": sum(p.numel() for p in self.encoder.parameters()),
             "output": self.output.dedicated_parameters(),
         }

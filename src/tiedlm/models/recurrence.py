@@ -10,6 +10,11 @@ in the tests.
 
 Gate layout of the 4H pre-activations: [input, forget, output, cell] so that the three
 sigmoid gates are one contiguous slice.
+
+Block-diagonal recurrent weights (the sparse LSTM of Demeester et al. 2018): ``w_hh`` (k, 4m, m)
+holds the k diagonal blocks, and every per-step tensor carries the component as a leading axis,
+(k, B, ·) instead of (B, ·); each step's k recurrent products are then one ``bmm`` on contiguous
+tensors, and the gate math (written over the last axis) is the same code as the dense case.
 """
 
 from __future__ import annotations
@@ -41,28 +46,30 @@ class LSTMRecurrence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, xproj, h0, c0, w_hh, mask):
-        T, B, G = xproj.shape
-        H = G // 4
-        w_t = w_hh.t()
+        """xproj (T, *lead, 4H); h0/c0/mask (*lead, H); lead = (B,) with w_hh (4H, H), or (k, B) with (k, 4H, H)."""
+        H = xproj.size(-1) // 4
+        w_t = w_hh.transpose(-1, -2)
         acts = torch.empty_like(xproj)  # post-activation gates i, f, o, g per step
-        cs = xproj.new_empty(T + 1, B, H)  # c_{-1} .. c_{T-1}
-        tcs = xproj.new_empty(T, B, H)  # tanh(c_t)
-        hs = xproj.new_empty(T, B, H)
-        hms = xproj.new_empty(T, B, H)  # masked state fed back at step t (h_{t-1} * mask)
+        T, state_shape = xproj.size(0), h0.shape
+        cs = xproj.new_empty(T + 1, *state_shape)  # c_{-1} .. c_{T-1}
+        tcs = xproj.new_empty(T, *state_shape)  # tanh(c_t)
+        hs = xproj.new_empty(T, *state_shape)
+        hms = xproj.new_empty(T, *state_shape)  # masked state fed back at step t (h_{t-1} * mask)
         cs[0] = c0
         h = h0
+        add_recurrent = torch.addmm if w_hh.dim() == 2 else torch.baddbmm
         for t in range(T):
             hm = hms[t]
             torch.mul(h, mask, out=hm) if mask is not None else hm.copy_(h)
             a = acts[t]
-            torch.addmm(xproj[t], hm, w_t, out=a)
-            a[:, : 3 * H].sigmoid_()
-            a[:, 3 * H :].tanh_()
+            add_recurrent(xproj[t], hm, w_t, out=a)
+            a[..., : 3 * H].sigmoid_()
+            a[..., 3 * H :].tanh_()
             c = cs[t + 1]
-            torch.mul(a[:, H : 2 * H], cs[t], out=c)
-            c.addcmul_(a[:, :H], a[:, 3 * H :])
+            torch.mul(a[..., H : 2 * H], cs[t], out=c)
+            c.addcmul_(a[..., :H], a[..., 3 * H :])
             torch.tanh(c, out=tcs[t])
-            h = torch.mul(a[:, 2 * H : 3 * H], tcs[t], out=hs[t])
+            h = torch.mul(a[..., 2 * H : 3 * H], tcs[t], out=hs[t])
         ctx.save_for_backward(acts, cs, tcs, hms, w_hh, mask if mask is not None else torch.empty(0))
         ctx.has_mask = mask is not None
         return hs, hs[-1].clone(), cs[-1].clone()
@@ -70,39 +77,47 @@ class LSTMRecurrence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_hs, d_hT, d_cT):
         acts, cs, tcs, hms, w_hh, mask = ctx.saved_tensors
-        T, B, G = acts.shape
-        H = G // 4
+        T, H = acts.size(0), acts.size(-1) // 4
         d_hs = d_hs if d_hs is not None else torch.zeros_like(tcs)
         dh = d_hT.clone() if d_hT is not None else torch.zeros_like(tcs[0])
         dc = d_cT.clone() if d_cT is not None else torch.zeros_like(tcs[0])
         d_gates = torch.empty_like(acts)
         for t in range(T - 1, -1, -1):
             a = acts[t]
-            i, f, o, g = a[:, :H], a[:, H : 2 * H], a[:, 2 * H : 3 * H], a[:, 3 * H :]
+            i, f, o, g = a[..., :H], a[..., H : 2 * H], a[..., 2 * H : 3 * H], a[..., 3 * H :]
             dh += d_hs[t]
             tc = tcs[t]
             dg = d_gates[t]
             # output gate: d(o) * o(1-o)
-            torch.mul(dh, tc, out=dg[:, 2 * H : 3 * H])
-            dg[:, 2 * H : 3 * H].mul_(o * (1 - o))
+            torch.mul(dh, tc, out=dg[..., 2 * H : 3 * H])
+            dg[..., 2 * H : 3 * H].mul_(o * (1 - o))
             # cell: dc += dh * o * (1 - tanh(c)^2)
             dc.addcmul_(dh * o, 1 - tc * tc)
-            torch.mul(dc, g, out=dg[:, :H])
-            dg[:, :H].mul_(i * (1 - i))
-            torch.mul(dc, cs[t], out=dg[:, H : 2 * H])
-            dg[:, H : 2 * H].mul_(f * (1 - f))
-            torch.mul(dc, i, out=dg[:, 3 * H :])
-            dg[:, 3 * H :].mul_(1 - g * g)
+            torch.mul(dc, g, out=dg[..., :H])
+            dg[..., :H].mul_(i * (1 - i))
+            torch.mul(dc, cs[t], out=dg[..., H : 2 * H])
+            dg[..., H : 2 * H].mul_(f * (1 - f))
+            torch.mul(dc, i, out=dg[..., 3 * H :])
+            dg[..., 3 * H :].mul_(1 - g * g)
             dc = dc * f
-            dh = dg @ w_hh
+            dh = torch.matmul(dg, w_hh)
             if ctx.has_mask:
                 dh.mul_(mask)
-        d_w = d_gates.view(T * B, G).t() @ hms.view(T * B, H)
+        if w_hh.dim() == 2:
+            d_w = d_gates.view(-1, 4 * H).t() @ hms.view(-1, H)
+        else:  # per block: sum over time steps and batch rows in one bmm
+            k = w_hh.size(0)
+            d_w = torch.bmm(d_gates.transpose(0, 1).reshape(k, -1, 4 * H).transpose(1, 2),
+                            hms.transpose(0, 1).reshape(k, -1, H))
         return d_gates, dh, dc, d_w, None
 
 
 def lstm_recurrence(xproj, h0, c0, w_hh, mask=None):
-    """Run the recurrence with the fused-backward Function (fp32 state, no autocast inside)."""
+    """Run the recurrence with the fused-backward Function (fp32 state, no autocast inside).
+
+    Dense: xproj (T,B,4H), state (B,H), w_hh (4H,H). Block-diagonal: xproj (T,k,B,4m), state (k,B,m),
+    w_hh (k,4m,m) (see :class:`~tiedlm.models.sparse_lstm.SparseLSTMLayer`).
+    """
     dtype = h0.dtype
     with torch.autocast(device_type=xproj.device.type, enabled=False):
         return LSTMRecurrence.apply(xproj.to(dtype), h0, c0, w_hh.to(dtype), mask)

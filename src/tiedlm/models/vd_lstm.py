@@ -62,22 +62,21 @@ class VDLSTM(nn.Module):
     - No dropout on the input embedding; one probability ``dropout`` for inputs and hidden states.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, layers: int, dropout: float):
+    def __init__(self, input_size: int, hidden_size: int, layers: int, dropout: float, sparse=None):
         super().__init__()
-        self.hidden_size, self.num_layers, self.dropout = hidden_size, layers, dropout
-        self.layers = nn.ModuleList(
-            VDLSTMLayer(input_size if i == 0 else hidden_size, hidden_size) for i in range(layers)
-        )
-        self.output_size = hidden_size
+        from .sparse_lstm import lstm_layers
+
+        self.num_layers, self.dropout = layers, dropout
+        self.layers = lstm_layers([input_size] + [hidden_size] * layers, 0.0, sparse)
+        self.hidden_size = self.output_size = self.layers[-1].hidden_size
 
     def init_state(self, batch: int, like: torch.Tensor) -> State:
-        z = like.new_zeros(batch, self.hidden_size, dtype=torch.float32)
-        return [(z, z) for _ in self.layers]
+        return [(like.new_zeros(batch, layer.hidden_size, dtype=torch.float32),) * 2 for layer in self.layers]
 
     def sample_masks(self, batch: int, like: torch.Tensor) -> list[torch.Tensor | None]:
         if not self.training or self.dropout == 0:
             return [None] * self.num_layers
-        return [variational_mask(batch, self.hidden_size, self.dropout, like) for _ in self.layers]
+        return [variational_mask(batch, layer.hidden_size, self.dropout, like) for layer in self.layers]
 
     def forward(self, x: torch.Tensor, state: State, masks=None):
         """x (T,B,I) embeddings; returns the last layer's (masked) outputs (T,B,H) and the new state."""

@@ -1,0 +1,216 @@
+"""Predefined sparse LSTM layers (Demeester et al. 2018, §3 "Sparse recurrent layers").
+
+A sparse LSTM layer of hidden size h_s is k dense LSTM components side by side. Component c owns the
+contiguous block of m = h_s/k hidden units [c·m, (c+1)·m) and reads a contiguous slice of w = δ·i input
+units; the k slices are spread evenly over the input (the first starts at 0, the last ends at i, they
+overlap when k·w > i and must cover it: k·w ≥ i). The recurrent weights are therefore block-diagonal.
+
+Only the non-zero blocks are stored: ``weight_ih`` (k, 4m, w), ``weight_hh`` (k, 4m, m) and the bias (k, 4m),
+so the layer has
+
+    P_sparse = 4·h_s·(w + h_s/k) + 4·h_s        trainable parameters, against
+    P_dense  = 4·h·(i + h) + 4·h                for a dense layer of input i and hidden h.
+
+Identifying both (the paper's "same number of parameters") fixes w for a chosen (h_s, k):
+:func:`equal_parameter_slice`. For the AWD-LSTM middle layer (i = h = 1150 widened to h_s = 1725, k = 3)
+this gives w = 958 input units (δ = 0.833 of i). The paper reports the same configuration as "N = 3,
+γ = 0.555"; 0.555 · 1725 = 957, i.e. the paper's γ is the same slice width expressed relative to h_s.
+
+All k components run as one batched computation: the input projections of all time steps are one
+``bmm`` over the k slices, and each recurrent step is one ``bmm`` over the k blocks
+(:func:`tiedlm.models.recurrence.lstm_recurrence` with ``blocks = k``), never a Python loop over components.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..errors import UsageError
+from .recurrence import lstm_recurrence
+from .vd_lstm import VDLSTMLayer
+
+
+def dense_lstm_parameters(input_size: int, hidden_size: int) -> int:
+    """4h(i + h) + 4h: a dense LSTM layer with one bias vector."""
+    return 4 * hidden_size * (input_size + hidden_size) + 4 * hidden_size
+
+
+def sparse_lstm_parameters(input_size: int, hidden_size: int, components: int, slice_size: int) -> int:
+    """4h_s(w + h_s/k) + 4h_s: the trainable parameters of a sparse layer (the stored blocks and the bias)."""
+    _check_shape(input_size, hidden_size, components, slice_size)
+    return 4 * hidden_size * (slice_size + hidden_size // components) + 4 * hidden_size
+
+
+def _check_shape(input_size: int, hidden_size: int, components: int, slice_size: int) -> None:
+    if components < 1 or hidden_size % components:
+        raise UsageError(f"sparse LSTM: hidden size {hidden_size} is not divisible into {components} components; "
+                         f"choose a component count that divides it")
+    _check_slices(input_size, components, slice_size)
+
+
+def _check_slices(input_size: int, components: int, slice_size: int) -> None:
+    if not 1 <= slice_size <= input_size:
+        raise UsageError(f"sparse LSTM: input slice of {slice_size} units does not fit an input of {input_size}; "
+                         f"the density must be in (0, 1]")
+    if components * slice_size < input_size:
+        raise UsageError(f"sparse LSTM: {components} slices of {slice_size} units cannot cover an input of "
+                         f"{input_size} (need density >= 1/k = {1 / components:.3f}); raise the density or k")
+
+
+def equal_parameter_slice(input_size: int, dense_hidden: int, sparse_hidden: int, components: int) -> int:
+    """Slice width w giving a sparse layer (h_s, k) the parameter count of a dense layer (i, h) (rounded)."""
+    if sparse_hidden % components:
+        raise UsageError(f"sparse LSTM: hidden size {sparse_hidden} is not divisible into {components} components")
+    target = dense_lstm_parameters(input_size, dense_hidden)
+    w = round((target - 4 * sparse_hidden) / (4 * sparse_hidden) - sparse_hidden / components)
+    if not math.ceil(input_size / components) <= w <= input_size:
+        raise UsageError(
+            f"sparse LSTM: no input slice gives a {sparse_hidden}-unit layer with {components} components the "
+            f"{target:,} parameters of a dense {input_size}->{dense_hidden} layer (it would need {w} of "
+            f"{input_size} inputs per component, allowed {math.ceil(input_size / components)}..{input_size}); "
+            f"change sparse_hidden_size or sparse_components")
+    return w
+
+
+def solve_equal_parameters(input_size: int, dense_hidden: int, sparse_hidden: int,
+                           components: int = 0) -> tuple[int, int]:
+    """(k, w) for a sparse layer of ``sparse_hidden`` units with a dense layer's parameter count.
+
+    With ``components`` = 0 the smallest k ≥ 2 that divides h_s and admits a slice is chosen (fewest, widest
+    components); otherwise k is kept and only w is solved.
+    """
+    if components:
+        return components, equal_parameter_slice(input_size, dense_hidden, sparse_hidden, components)
+    for k in range(2, sparse_hidden + 1):
+        if sparse_hidden % k:
+            continue
+        try:
+            return k, equal_parameter_slice(input_size, dense_hidden, sparse_hidden, k)
+        except UsageError:
+            continue
+    raise UsageError(f"sparse LSTM: no component count k gives a {sparse_hidden}-unit layer the parameter count of "
+                     f"a dense {input_size}->{dense_hidden} layer; choose a smaller sparse_hidden_size")
+
+
+def input_slices(input_size: int, components: int, slice_size: int) -> torch.Tensor:
+    """(k, w) input indices: contiguous slices spread evenly, the first at 0 and the last ending at i."""
+    _check_slices(input_size, components, slice_size)
+    span = input_size - slice_size
+    starts = [round(c * span / (components - 1)) if components > 1 else span // 2 for c in range(components)]
+    return torch.tensor(starts).unsqueeze(1) + torch.arange(slice_size)
+
+
+@dataclass(frozen=True)
+class SparseLayerSpec:
+    """Which LSTM layer of a stack is sparse, and how (``ModelConfig.sparse_*``)."""
+
+    layer: int  # 1-based layer number
+    hidden_size: int  # h_s
+    components: int  # k; 0: solve with the slice for the dense layer's parameter count
+    density: float  # δ = w / i; 0: solve for the dense layer's parameter count
+
+
+class SparseLSTMLayer(nn.Module):
+    """k dense LSTM components side by side (Demeester et al. 2018, §3); drop-in for ``VDLSTMLayer``.
+
+    Hidden unit c·m + u is unit u of component c; each component's 4m pre-activations are ordered as a
+    ``VDLSTMLayer``'s ([input, forget, output, cell]); :meth:`dense_weights` gives the equivalent dense layer.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, components: int, slice_size: int,
+                 weight_drop: float = 0.0):
+        super().__init__()
+        _check_shape(input_size, hidden_size, components, slice_size)
+        self.input_size, self.hidden_size, self.weight_drop = input_size, hidden_size, weight_drop
+        self.components, self.slice_size = components, slice_size
+        m = hidden_size // components
+        self.weight_ih = nn.Parameter(torch.empty(components, 4 * m, slice_size))
+        self.weight_hh = nn.Parameter(torch.empty(components, 4 * m, m))
+        self.bias = nn.Parameter(torch.empty(components, 4 * m))
+        self.register_buffer("input_index", input_slices(input_size, components, slice_size), persistent=False)
+        self.reset_parameters()
+
+    @property
+    def density(self) -> float:
+        return self.slice_size / self.input_size
+
+    def reset_parameters(self, init_range: float | None = None) -> None:
+        """Uniform in ±init_range (default ±1/sqrt(h_s), nn.LSTM's rule)."""
+        r = init_range if init_range is not None else self.hidden_size ** -0.5
+        for p in self.parameters():
+            nn.init.uniform_(p, -r, r)
+
+    def input_projection(self, x: torch.Tensor) -> torch.Tensor:
+        """x (T,B,I) -> W_ih x + b for all time steps, as (T, k, B, 4m): one bmm over the k input slices."""
+        T, B, _ = x.shape
+        k = self.components
+        sliced = x.reshape(T * B, -1)[:, self.input_index.flatten()].view(T * B, k, self.slice_size)
+        proj = torch.baddbmm(self.bias.unsqueeze(1).to(sliced.dtype), sliced.transpose(0, 1),
+                             self.weight_ih.transpose(1, 2).to(sliced.dtype))  # (k, TB, 4m)
+        return proj.view(k, T, B, -1).transpose(0, 1)
+
+    def forward(self, x, state, mask=None):
+        """Same contract as :meth:`VDLSTMLayer.forward`: x (T,B,I), state and mask (B,h_s); outputs (T,B,h_s)."""
+        k, m = self.components, self.hidden_size // self.components
+
+        def blocks(t):  # (B, h_s) -> (k, B, m)
+            return t.view(t.size(0), k, m).transpose(0, 1).contiguous()
+
+        def unblocks(t):  # (..., k, B, m) -> (..., B, h_s)
+            return t.transpose(-3, -2).reshape(*t.shape[:-3], t.size(-2), k * m)
+
+        w_hh = self.weight_hh
+        if self.training and self.weight_drop > 0:
+            w_hh = torch.nn.functional.dropout(w_hh, self.weight_drop, training=True)
+        h0, c0 = state
+        hs, hT, cT = lstm_recurrence(self.input_projection(x), blocks(h0), blocks(c0), w_hh,
+                                     blocks(mask) if mask is not None else None)
+        hs, hT, cT = unblocks(hs), unblocks(hT), unblocks(cT)
+        out = hs * mask if mask is not None else hs
+        return out, (hT, cT)
+
+    @torch.no_grad()
+    def dense_weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The equivalent dense (4h_s, i), (4h_s, h_s) weights, zero outside the predefined blocks, and bias.
+
+        Dense pre-activation row q·h_s + c·m + u is gate q of unit u of component c (``VDLSTMLayer``'s layout).
+        """
+        k, m, H = self.components, self.hidden_size // self.components, self.hidden_size
+        w_ih = self.weight_ih.new_zeros(4, k, m, self.input_size)
+        w_hh = self.weight_hh.new_zeros(4, k, m, k, m)
+        for c in range(k):  # a test/analysis helper, not the hot path
+            w_ih[:, c, :, self.input_index[c]] = self.weight_ih[c].view(4, m, self.slice_size)
+            w_hh[:, c, :, c, :] = self.weight_hh[c].view(4, m, m)
+        bias = self.bias.view(k, 4, m).transpose(0, 1).reshape(4 * H)
+        return w_ih.view(4 * H, self.input_size), w_hh.view(4 * H, H), bias
+
+
+def lstm_layers(sizes: list[int], weight_drop: float, sparse: SparseLayerSpec | None) -> nn.ModuleList:
+    """LSTM layers sizes[0]→sizes[1]→…; the layer ``sparse.layer`` (if any) is a :class:`SparseLSTMLayer`.
+
+    ``sizes`` are the dense sizes; a sparse layer replaces its dense size by ``sparse.hidden_size`` (the next
+    layer then reads the wider state) and, where ``components``/``density`` are 0, is solved to the parameter
+    count of the dense layer it replaces.
+    """
+    sizes = list(sizes)
+    layers = []
+    for n in range(1, len(sizes)):
+        if sparse is not None and n == sparse.layer:
+            i, h, h_s = sizes[n - 1], sizes[n], sparse.hidden_size or sizes[n]
+            if n == len(sizes) - 1 and h_s != h:
+                raise UsageError(f"sparse LSTM: widening the last layer ({h} -> {h_s}) changes the encoder's output "
+                                 f"size; make a middle layer sparse (model.sparse_layer) or keep its size")
+            if sparse.density:
+                k = sparse.components or 3
+                w = round(sparse.density * i)
+            else:
+                k, w = solve_equal_parameters(i, h, h_s, sparse.components)
+            sizes[n] = h_s
+            layers.append(SparseLSTMLayer(i, h_s, k, w, weight_drop))
+        else:
+            layers.append(VDLSTMLayer(sizes[n - 1], sizes[n], weight_drop))
+    return nn.ModuleList(layers)

@@ -1,0 +1,155 @@
+"""Predefined sparseness (Demeester et al. 2018): sparse LSTM layers and frequency-based sparse embeddings."""
+
+import math
+
+import pytest
+import torch
+
+from tiedlm.config import Config
+from tiedlm.errors import UsageError
+from tiedlm.models import (LanguageModel, SparseEmbedding, SparseLSTMLayer, VDLSTMLayer, dense_lstm_parameters,
+                           dimension_counts, equal_parameter_slice, solve_alpha, solve_equal_parameters,
+                           sparse_lstm_parameters)
+from tiedlm.models.sparse_lstm import input_slices
+
+
+def _run(layer, x, state, mask, upstream):
+    out, (h, c) = layer(x, state, mask)
+    ((out * upstream).sum() + h.sum() + 0.5 * c.sum()).backward()
+    return out, h, c
+
+
+@pytest.mark.parametrize("k,w", [(3, 5), (2, 7), (4, 10), (1, 10)])
+def test_sparse_lstm_equals_dense_lstm_with_block_masked_weights(k, w):
+    torch.manual_seed(0)
+    sparse = SparseLSTMLayer(10, 12, k, w)
+    dense = VDLSTMLayer(10, 12)
+    w_ih, w_hh, bias = sparse.dense_weights()
+    with torch.no_grad():
+        dense.weight_ih.copy_(w_ih)
+        dense.weight_hh.copy_(w_hh)
+        dense.bias.copy_(bias)
+    x = torch.randn(6, 3, 10)
+    xs, xd = x.clone().requires_grad_(), x.clone().requires_grad_()
+    state = (torch.randn(3, 12), torch.randn(3, 12))
+    mask = torch.bernoulli(torch.full((3, 12), 0.7)) / 0.7
+    up = torch.randn(6, 3, 12)
+    out_s, h_s, c_s = _run(sparse, xs, state, mask, up)
+    out_d, h_d, c_d = _run(dense, xd, state, mask, up)
+    torch.testing.assert_close(out_s, out_d)
+    torch.testing.assert_close(h_s, h_d)
+    torch.testing.assert_close(c_s, c_d)
+    torch.testing.assert_close(xs.grad, xd.grad)
+    # the sparse gradients are the dense gradients at the predefined positions
+    grads = SparseLSTMLayer(10, 12, k, w)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias"):
+            getattr(grads, name).copy_(getattr(sparse, name).grad)
+    g_ih, g_hh, g_b = grads.dense_weights()
+    torch.testing.assert_close(g_b, dense.bias.grad)
+    torch.testing.assert_close(g_ih, dense.weight_ih.grad * (w_ih != 0))
+    torch.testing.assert_close(g_hh, dense.weight_hh.grad * (w_hh != 0))
+
+
+def test_input_slices_are_contiguous_spread_evenly_and_cover_the_input():
+    idx = input_slices(1150, 3, 958)
+    assert idx[0, 0] == 0 and idx[-1, -1] == 1149
+    assert torch.equal(torch.unique(idx), torch.arange(1150))
+    assert (idx[:, 1:] - idx[:, :-1] == 1).all()
+    gaps = idx[1:, 0] - idx[:-1, 0]
+    assert gaps.max() - gaps.min() <= 1
+
+
+def test_parameter_counts_match_the_closed_forms():
+    for i, h, k, w in [(10, 12, 3, 5), (400, 600, 3, 200), (1150, 1725, 3, 958)]:
+        layer = SparseLSTMLayer(i, h, k, w)
+        assert sum(p.numel() for p in layer.parameters()) == sparse_lstm_parameters(i, h, k, w)
+        assert sparse_lstm_parameters(i, h, k, w) == 4 * h * (w + h // k) + 4 * h
+    assert sum(p.numel() for p in VDLSTMLayer(400, 1150).parameters()) == dense_lstm_parameters(400, 1150)
+
+
+def test_equal_parameter_solution_for_the_awd_middle_layer():
+    k, w = solve_equal_parameters(1150, 1150, 1725)
+    assert k == 3  # 2 does not divide 1725
+    assert w == 958 and round(0.555 * 1725) == 957  # the paper's gamma is relative to h_s (see module doc)
+    dense, sparse = dense_lstm_parameters(1150, 1150), sparse_lstm_parameters(1150, 1725, k, w)
+    assert abs(sparse - dense) <= 4 * 1725  # one slice unit of rounding
+    w400 = equal_parameter_slice(400, 400, 600, 3)
+    assert abs(sparse_lstm_parameters(400, 600, 3, w400) - dense_lstm_parameters(400, 400)) <= 4 * 600
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: SparseLSTMLayer(10, 12, 5, 4), "not divisible"),
+    (lambda: SparseLSTMLayer(10, 12, 3, 3), "cannot cover"),
+    (lambda: SparseLSTMLayer(10, 12, 3, 11), "does not fit"),
+    (lambda: equal_parameter_slice(400, 400, 3000, 3), "no input slice"),
+    (lambda: solve_equal_parameters(400, 400, 200_000), "no component count"),
+    (lambda: solve_alpha(0.01, 64), "density"),
+])
+def test_impossible_configurations_give_clear_errors(call, message):
+    with pytest.raises(UsageError, match=message):
+        call()
+
+
+@pytest.mark.parametrize("density,dim", [(0.5, 8), (0.25, 64), (0.1, 300), (0.9, 20), (1 / 16 + 1e-3, 16)])
+def test_alpha_solves_the_density_equation(density, dim):
+    alpha = solve_alpha(density, dim)
+    assert 0 < alpha < 1
+    assert math.isclose(sum(alpha**j for j in range(dim)), density * dim, rel_tol=1e-9)
+    counts = dimension_counts(10_000, dim, alpha)
+    assert counts[0] == 10_000 and all(a >= b for a, b in zip(counts, counts[1:]))
+    assert abs(sum(counts) - density * dim * 10_000) <= dim  # only the ceilings differ
+    assert solve_alpha(1.0, dim) == 1.0
+
+
+def test_sparse_embedding_stores_only_trainable_entries_and_favours_frequent_words():
+    torch.manual_seed(0)
+    emb = SparseEmbedding(200, 16, 0.3)
+    counts = dimension_counts(200, 16, emb.alpha)
+    assert emb.values.numel() == sum(counts) == int((emb.weight != 0).sum())
+    lengths = emb.lengths()
+    assert lengths[0] == 16 and lengths[-1] >= 1 and (lengths[:-1] >= lengths[1:]).all()
+    ids = torch.tensor([[0, 5], [199, 3]])
+    emb(ids).pow(2).sum().backward()
+    used = torch.zeros(200, 16, dtype=torch.bool)
+    used[[0, 5, 199, 3]] = True
+    expected = torch.zeros(200, 16).masked_scatter(emb.mask, emb.values.grad)
+    assert (expected[~emb.mask] == 0).all() and (expected[used & emb.mask] != 0).all()
+
+
+def _model(**model):
+    base = {"encoder": "awd-lstm", "embedding_size": 16, "hidden_size": 24, "layers": 3, "output": "tied",
+            "weight_drop": 0.2, "dropout_input": 0.1, "dropout_hidden": 0.1}
+    cfg = Config.from_dict({"model": base | model})
+    return LanguageModel(cfg.model, 50)
+
+
+def test_language_model_with_sparse_middle_layer_and_sparse_tied_embedding():
+    torch.manual_seed(0)
+    dense = _model()
+    sparse = _model(sparse_layer=2, sparse_hidden_size=36, embedding_density=0.5)
+    assert isinstance(sparse.encoder.layers[1], SparseLSTMLayer) and sparse.encoder.layers[1].hidden_size == 36
+    assert sparse.encoder.layers[2].input_size == 36
+    assert sparse.parameter_counts()["embedding"] == sparse.embedding.values.numel() < 50 * 16
+    layer = sparse.encoder.layers[1]
+    assert abs(sparse_lstm_parameters(24, 36, layer.components, layer.slice_size) - dense_lstm_parameters(24, 24)) \
+        <= 4 * 36
+    sparse.train()
+    inputs = torch.randint(0, 50, (7, 4))
+    logits, _ = sparse(inputs, sparse.init_state(4))
+    assert logits.shape == (7, 4, 50)
+    torch.nn.functional.cross_entropy(logits.view(-1, 50), inputs.view(-1)).backward()
+    assert sparse.embedding.values.grad.abs().sum() > 0
+    state = sparse.state_dict()
+    assert "embedding.values" in state and "embedding.mask" not in state
+    assert dense.parameter_counts()["total"] > 0
+
+
+@pytest.mark.parametrize("override,message", [
+    ({"embedding_density": 0.01}, "embedding_density"),
+    ({"sparse_layer": 4}, "sparse_layer"),
+    ({"sparse_layer": 3, "sparse_hidden_size": 32}, "last layer"),
+])
+def test_invalid_sparse_model_configs(override, message):
+    with pytest.raises(UsageError, match=message):
+        _model(**override)
