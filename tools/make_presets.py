@@ -76,7 +76,9 @@ AWD_OUTPUTS = {"tied": "output = \"tied\"\ntied_bias = true", "full": "output = 
 BUDGET = dict(embedding=200, hidden=400, epochs=6, bptt=35, finetune=0)
 
 
-def awd_preset(corpus_key: str, output: str, budget: bool) -> str:
+def awd_preset(corpus_key: str, output: str, budget: bool, sparse: bool = False) -> str:
+    """``sparse``: the tied model with its middle layer widened 1.5x as a predefined-sparse layer of k = 3
+    components at the dense layer's parameter count (Demeester et al. 2018 §3: 1150 -> 1725)."""
     a = AWD[corpus_key]
     emb, hidden = (BUDGET["embedding"], BUDGET["hidden"]) if budget else (400, 1150)
     epochs, bptt = (BUDGET["epochs"], BUDGET["bptt"]) if budget else (a["epochs"], 70)
@@ -85,10 +87,16 @@ def awd_preset(corpus_key: str, output: str, budget: bool) -> str:
     drill = (f"drill_depth = 4\ndrill_activation = \"{a['drill_activation']}\"\ndrill_dropout = 0.6\n"
              f"drill_variational = {a['drill_variational']}\ndrill_residual_embedding = true\n"
              f"drill_init_range = 0.1\n") if output == "drill" else ""
+    if sparse:
+        drill += (f"sparse_layer = 2\nsparse_hidden_size = {hidden * 3 // 2}\nsparse_components = 3\n"
+                  f"sparse_density = 0.0  # solved: the dense {hidden}-unit layer's parameter count\n")
+    name = f"{corpus_key}-awd-{'sparse' if sparse else output}{'-budget' if budget else ''}"
     what = ("CPU budget variant: narrower and a few epochs (about an hour on a 2-core AVX-512 CPU), same recipe"
             if budget else "the papers' settings: a 500-1000-epoch GPU run")
-    return f"""# {corpus_key}-awd-{output}{'-budget' if budget else ''}: AWD-LSTM + {output} output layer on {a['corpus']}
-# Encoder and training: Merity et al. (2017) reference commands; output layer: Pappas & Henderson (2019) §4.
+    source = ("middle layer: Demeester et al. (2018) §3" if sparse
+              else "output layer: Pappas & Henderson (2019) §4")
+    return f"""# {name}: AWD-LSTM + {output} output layer on {a['corpus']}
+# Encoder and training: Merity et al. (2017) reference commands; {source}.
 # {what}.
 
 [data]
@@ -148,6 +156,9 @@ def main() -> None:
             name = f"{corpus_key}-awd-{output}{'-budget' if budget else ''}"
             (OUT / f"{name}.toml").write_text(awd_preset(corpus_key, output, budget))
             n += 1
+    for budget in (False, True):
+        (OUT / f"ptb-awd-sparse{'-budget' if budget else ''}.toml").write_text(awd_preset("ptb", "tied", budget, True))
+        n += 1
     print(f"wrote {n} presets to {OUT}")
 
 

@@ -1,4 +1,4 @@
-"""The ``tiedlm`` command line: train, evaluate, predict, generate, info, presets, experiment, report.
+"""The ``tiedlm`` command line: train, evaluate, predict, generate, info, presets, experiment, report, tag.
 
 Every command takes ``--json`` for machine-readable output. Problems a user can fix are one
 line on stderr (``tiedlm: error: ...``) with exit code 2 for usage errors, 1 otherwise.
@@ -53,8 +53,9 @@ def cmd_train(args) -> int:
         if args.data_dir:
             cfg = cfg.with_overrides([f"data.data_dir={args.data_dir}"])
         run_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
+    main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 speaks
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
-    if not args.resume:
+    if not args.resume and main_rank:
         log(cfg.to_toml())
     command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     _stop_on_sigterm()
@@ -62,8 +63,11 @@ def cmd_train(args) -> int:
         summary = train(cfg, run_dir, resume=bool(args.resume), command=command, progress=not args.no_progress,
                         log=log)
     except Interrupted as exc:
-        print(f"tiedlm: {exc}", file=sys.stderr)
+        if main_rank:
+            print(f"tiedlm: {exc}", file=sys.stderr)
         return 130
+    if not main_rank:
+        return 0
     _emit(args, {"run_dir": str(run_dir), **summary},
           f"run {run_dir}: valid ppl {summary['valid_ppl']:.2f}, test ppl {summary['test_ppl']:.2f}")
     return 0
@@ -123,10 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_more_commands(add) -> None:
-    from . import cli_analysis, cli_inference
+    from . import cli_analysis, cli_inference, cli_tagging
 
     cli_inference.register(add)
     cli_analysis.register(add, _Parser)
+    cli_tagging.register(add, _Parser)
 
 
 def main(argv: list[str] | None = None) -> int:

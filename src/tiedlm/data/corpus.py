@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from ..errors import DataError, UsageError
-from .sources import CORPORA, SOURCES, SPLITS, CorpusFile
+from .sources import CORPORA, SOURCES, SPLITS, CorpusFile, CorpusSource
 from .vocab import EOS, UNK, Vocabulary
 
 ENV_VAR = "TIEDLM_DATA"
@@ -90,7 +90,11 @@ def resolve_corpus_dir(name: str, data_dir: str = "", download: bool = True) -> 
                 raise DataError(f"{folder / (split + '.txt')} is missing; a corpus folder needs train.txt, valid.txt and test.txt")
         return folder
 
-    source = SOURCES[CORPORA[name][0]]
+    return resolve_source(SOURCES[CORPORA[name][0]], data_dir, download)
+
+
+def resolve_source(source: CorpusSource, data_dir: str = "", download: bool = True) -> Path:
+    """Folder holding the verified files of ``source``: ``data_dir``, else the mirror, else the download cache."""
     mirror = os.environ.get(ENV_VAR)
     if data_dir:
         folder, origin = Path(data_dir), "data.data_dir"
@@ -99,7 +103,7 @@ def resolve_corpus_dir(name: str, data_dir: str = "", download: bool = True) -> 
     else:
         folder, origin = cache_root() / source.name, "cache"
     for spec in source.files:
-        path = folder / f"{spec.split}.txt"
+        path = folder / spec.name
         if origin == "cache":
             if not path.is_file():
                 if not download:

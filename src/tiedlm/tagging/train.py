@@ -1,0 +1,164 @@
+"""Train and evaluate the POS tagger: Adam, best-dev model kept, a resumable checkpoint after every epoch.
+
+A run directory holds ``config.json``, ``vocab.txt``, ``tags.txt``, ``checkpoint.safetensors`` (model,
+best model, optimizer and RNG state; written atomically, no pickle) and ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..data.vocab import Vocabulary
+from ..errors import TiedlmError, UsageError
+from ..runtime import set_threads
+from ..train.checkpoint import load_checkpoint, save_checkpoint, write_json_atomic
+from .config import TaggerConfig
+from .data import TaggingCorpus, load_tagging_corpus
+from .model import BiLSTMTagger
+
+
+@torch.inference_mode()
+def accuracy(model: BiLSTMTagger, corpus: TaggingCorpus, split: str, batch_size: int = 256) -> float:
+    """Word-level UPOS accuracy over every token of ``split``."""
+    model.eval()
+    correct = total = 0
+    for ids, tags, lengths in corpus.batches(split, batch_size):
+        pred = model(ids, lengths).argmax(-1)
+        keep = tags != -100
+        correct += int((pred[keep] == tags[keep]).sum())
+        total += int(keep.sum())
+    return correct / total
+
+
+def _optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list]:
+    state = opt.state_dict()
+    tensors = {f"opt.{i}.{k}": v for i, s in state["state"].items() for k, v in s.items()}
+    return tensors, state["param_groups"]
+
+
+def _load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], groups: list) -> None:
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for name, value in tensors.items():
+        if name.startswith("opt."):
+            _, i, key = name.split(".", 2)
+            state.setdefault(int(i), {})[key] = value
+    opt.load_state_dict({"state": state, "param_groups": groups})
+
+
+def _save(run_dir: Path, model, best, opt, progress: dict) -> None:
+    tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
+    tensors |= {f"best.{k}": v for k, v in best.items()}
+    opt_tensors, groups = _optimizer_tensors(opt)
+    tensors |= opt_tensors
+    tensors["rng"] = torch.get_rng_state()
+    save_checkpoint(run_dir / "checkpoint.safetensors", tensors, progress | {"param_groups": groups})
+
+
+def _prefixed(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+
+
+def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True,
+                 log=print) -> dict:
+    """Train (or continue) a tagger in ``run_dir``; returns the metrics written to ``metrics.json``."""
+    from tqdm import tqdm
+
+    cfg.validate()
+    threads = set_threads(cfg.threads)
+    run_dir = Path(run_dir)
+    if resume:
+        corpus = load_tagging_corpus(cfg.data_dir, vocab=Vocabulary.load(run_dir / "vocab.txt"),
+                                     tags=(run_dir / "tags.txt").read_text().split())
+    else:
+        if (run_dir / "checkpoint.safetensors").exists():
+            raise UsageError(f"{run_dir} already holds a tagger run; resume it with --resume or pick another --out")
+        corpus = load_tagging_corpus(cfg.data_dir, cfg.min_count)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        corpus.vocab.save(run_dir / "vocab.txt")
+        (run_dir / "tags.txt").write_text("\n".join(corpus.tags) + "\n")
+        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+    if cfg.max_sentences:
+        corpus.splits["train"] = corpus.splits["train"][: cfg.max_sentences]
+    torch.manual_seed(cfg.seed)
+    model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags))
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    state = {"epoch": 0, "best_dev": -1.0, "best_epoch": 0, "history": [], "seconds": 0.0}
+    best = {k: v.clone() for k, v in model.state_dict().items()}
+    if resume:
+        tensors, meta = load_checkpoint(run_dir / "checkpoint.safetensors")
+        model.load_state_dict(_prefixed(tensors, "model."))
+        best = _prefixed(tensors, "best.")
+        _load_optimizer(opt, tensors, meta.pop("param_groups"))
+        torch.set_rng_state(tensors["rng"])
+        state = meta
+        log(f"resuming {run_dir} after epoch {state['epoch']} of {cfg.epochs}")
+    counts = model.parameter_counts()
+    n_train = corpus.tokens("train")
+    for epoch in range(state["epoch"] + 1, cfg.epochs + 1):
+        model.train()
+        start, total, seen = time.perf_counter(), 0.0, 0
+        bar = tqdm(total=n_train, desc=f"tag epoch {epoch}/{cfg.epochs}", unit="tok", unit_scale=True,
+                   disable=not progress, leave=False)
+        for ids, tags, lengths in corpus.batches("train", cfg.batch_size, shuffle_seed=cfg.seed * 1000 + epoch):
+            logits = model(ids, lengths)
+            loss = F.cross_entropy(logits.flatten(0, 1), tags.flatten(), ignore_index=-100)
+            if not math.isfinite(loss.item()):
+                raise TiedlmError(f"non-finite tagging loss at epoch {epoch}; lower --set lr (now {cfg.lr})")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+            opt.step()
+            n = int(lengths.sum())
+            total, seen = total + loss.item() * n, seen + n
+            bar.update(n)
+            bar.set_postfix(loss=f"{total / seen:.3f}")
+        bar.close()
+        dev = accuracy(model, corpus, "dev")
+        seconds = time.perf_counter() - start
+        state["seconds"] += seconds
+        state["history"].append({"epoch": epoch, "train_loss": total / seen, "dev_accuracy": dev,
+                                 "seconds": seconds})
+        if dev > state["best_dev"]:
+            state["best_dev"], state["best_epoch"] = dev, epoch
+            best = {k: v.clone() for k, v in model.state_dict().items()}
+        state["epoch"] = epoch
+        _save(run_dir, model, best, opt, state)
+        log(f"epoch {epoch:3d} | train loss {total / seen:.4f} | dev acc {100 * dev:.2f}% | "
+            f"{n_train / seconds:,.0f} tok/s | {seconds:.0f} s")
+    model.load_state_dict(best)
+    metrics = {"dev_accuracy": accuracy(model, corpus, "dev"), "test_accuracy": accuracy(model, corpus, "test"),
+               "best_epoch": state["best_epoch"], "epochs": cfg.epochs, "parameters": counts,
+               "embedding_size": cfg.embedding_size, "embedding_density": cfg.embedding_density,
+               "train_seconds": state["seconds"], "threads": threads, "seed": cfg.seed,
+               "vocab_size": len(corpus.vocab), "history": state["history"]}
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    return metrics
+
+
+def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, list[str]]:
+    """The best model of a tagger run directory."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.json").is_file():
+        raise UsageError(f"{run_dir} is not a tagger run directory (no config.json); train one with `tiedlm tag train`")
+    cfg = TaggerConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+    vocab = Vocabulary.load(run_dir / "vocab.txt")
+    tags = (run_dir / "tags.txt").read_text().split()
+    tensors, _ = load_checkpoint(run_dir / "checkpoint.safetensors")
+    model = BiLSTMTagger(cfg, len(vocab), len(tags))
+    model.load_state_dict(_prefixed(tensors, "best."))
+    return model.eval(), cfg, vocab, tags
+
+
+def evaluate_tagger(run_dir: Path, splits=("dev", "test"), data_dir: str = "") -> dict:
+    """Accuracy of a run's best model on ``splits``."""
+    model, cfg, vocab, tags = load_tagger(run_dir)
+    corpus = load_tagging_corpus(data_dir or cfg.data_dir, vocab=vocab, tags=tags)
+    return {f"{s}_accuracy": accuracy(model, corpus, s) for s in splits} | {"parameters": model.parameter_counts()}

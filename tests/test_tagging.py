@@ -1,0 +1,77 @@
+"""POS tagging on UD English-EWT with dense and frequency-sparse embeddings (Demeester et al. 2018 §4.2)."""
+
+import json
+
+import pytest
+import torch
+
+from tiedlm.cli import main
+from tiedlm.errors import UsageError
+from tiedlm.models import SparseEmbedding
+from tiedlm.tagging import TaggerConfig, evaluate_tagger, load_tagging_corpus, read_conllu, train_tagger
+from tiedlm.tagging.data import build_vocabulary
+
+
+@pytest.fixture
+def ewt(shared_data):
+    folder = shared_data / "ud-english-ewt"
+    if not folder.is_dir():
+        pytest.skip("the shared UD English-EWT copy is not available")
+    return folder
+
+
+def test_read_conllu_skips_comments_ranges_and_empty_nodes(tmp_path):
+    text = ("# sent_id = 1\n1-2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n1\tdo\tdo\tAUX\t_\t_\t_\t_\t_\t_\n"
+            "2\tn't\tnot\tPART\t_\t_\t_\t_\t_\t_\n2.1\tgo\tgo\tVERB\t_\t_\t_\t_\t_\t_\n\n"
+            "1\tHi\thi\tINTJ\t_\t_\t_\t_\t_\t_\n")
+    path = tmp_path / "x.conllu"
+    path.write_text(text)
+    assert read_conllu(path) == [(["do", "n't"], ["AUX", "PART"]), (["Hi"], ["INTJ"])]
+
+
+def test_vocabulary_pools_rare_words_into_unk_by_frequency():
+    vocab = build_vocabulary([(["a", "a", "a", "b", "b", "c", "d", "e", "f"], ["X"] * 9)], min_count=2)
+    assert vocab.words == ["<unk>", "a", "b"]  # <unk> holds c, d, e, f (+1): the most frequent entry
+
+
+def test_ewt_counts(ewt):
+    corpus = load_tagging_corpus(str(ewt))
+    assert len(corpus.tags) == 17  # the UPOS tag set
+    assert [len(corpus.splits[s]) for s in ("train", "dev", "test")] == [12544, 2001, 2077]
+
+
+def _cfg(ewt, **kw):
+    base = dict(embedding_size=16, hidden_size=16, epochs=2, max_sentences=300, batch_size=16, threads=1,
+                data_dir=str(ewt), lr=5e-3)
+    return TaggerConfig(**(base | kw)).validate()
+
+
+def test_tagger_trains_with_sparse_embeddings_and_resumes_exactly(ewt, tmp_path):
+    full = train_tagger(_cfg(ewt, embedding_density=0.25), tmp_path / "a", progress=False, log=lambda *a: None)
+    assert full["parameters"]["embedding"] < 0.26 * 16 * full["vocab_size"]
+    assert full["dev_accuracy"] > 0.3  # far above the 1/17 of guessing after two short epochs
+    cfg1 = _cfg(ewt, embedding_density=0.25, epochs=1)
+    train_tagger(cfg1, tmp_path / "b", progress=False, log=lambda *a: None)
+    resumed = train_tagger(_cfg(ewt, embedding_density=0.25), tmp_path / "b", resume=True, progress=False,
+                           log=lambda *a: None)
+    assert resumed["dev_accuracy"] == full["dev_accuracy"] and resumed["test_accuracy"] == full["test_accuracy"]
+    assert [h["train_loss"] for h in resumed["history"]] == [h["train_loss"] for h in full["history"]]
+    again = evaluate_tagger(tmp_path / "a")
+    assert again["test_accuracy"] == full["test_accuracy"]
+
+
+def test_tag_cli_train_evaluate_and_errors(ewt, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["tag", "train", "--out", str(out), "--no-progress", "--json", "--set", "epochs=1",
+                 "--set", "max_sentences=50", "--set", "embedding_size=8", "--set", "hidden_size=8",
+                 "--set", "threads=1", "--data-dir", str(ewt)]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["epochs"] == 1 and (out / "checkpoint.safetensors").is_file()
+    assert main(["tag", "evaluate", str(out), "--split", "dev", "--data-dir", str(ewt)]) == 0
+    assert "dev accuracy" in capsys.readouterr().out
+    assert main(["tag", "train", "--out", str(tmp_path / "x"), "--set", "embedding_density=0.01"]) == 2
+    assert "embedding_density" in capsys.readouterr().err
+    assert main(["tag", "train", "--out", str(tmp_path / "x"), "--set", "colour=blue"]) == 2
+    assert main(["tag", "evaluate", str(tmp_path / "nothing")]) == 2
+    with pytest.raises(UsageError):
+        TaggerConfig(epochs=0).validate()
