@@ -14,6 +14,10 @@ def test_all_presets_load_and_validate():
     assert awd <= set(names)
     for n in names:
         c = Config.load(n)
+        if "-awd-sparse" in n:  # the tied model with a predefined-sparse, 1.5x wider middle layer
+            assert c.model.output == "tied" and c.model.sparse_layer == 2
+            assert c.model.sparse_hidden_size == 3 * c.model.hidden_size // 2
+            continue
         if "-awd-" in n:
             assert c.model.encoder == "awd-lstm" and c.model.output == n.split("-")[2]
             continue
