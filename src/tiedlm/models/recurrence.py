@@ -105,10 +105,9 @@ class LSTMRecurrence(torch.autograd.Function):
                 dh.mul_(mask)
         if w_hh.dim() == 2:
             d_w = d_gates.view(-1, 4 * H).t() @ hms.view(-1, H)
-        else:  # per block: sum over time steps and batch rows in one bmm
-            k = w_hh.size(0)
-            d_w = torch.bmm(d_gates.transpose(0, 1).reshape(k, -1, 4 * H).transpose(1, 2),
-                            hms.transpose(0, 1).reshape(k, -1, H))
+        else:  # per block, once per window: k large matmuls summing over time steps and batch rows
+            d_w = torch.stack([d_gates[:, c].reshape(-1, 4 * H).t() @ hms[:, c].reshape(-1, H)
+                               for c in range(w_hh.size(0))])
         return d_gates, dh, dc, d_w, None
 
 
