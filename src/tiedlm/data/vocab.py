@@ -29,8 +29,12 @@ class Vocabulary:
 
     @classmethod
     def build(cls, tokens: Iterable[str]) -> "Vocabulary":
-        counter = Counter(tokens)
-        items = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+        return cls.from_counts(Counter(tokens))
+
+    @classmethod
+    def from_counts(cls, counts: dict[str, int]) -> "Vocabulary":
+        """Words sorted by count, most frequent first; ties in code-point order."""
+        items = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         return cls([w for w, _ in items], [c for _, c in items])
 
     def __len__(self) -> int:

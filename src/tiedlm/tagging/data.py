@@ -50,8 +50,7 @@ def build_vocabulary(sentences: list[Sentence], min_count: int) -> Vocabulary:
     counts = Counter(w for words, _ in sentences for w in words)
     kept = Counter({w: c for w, c in counts.items() if c >= min_count})
     kept[UNK] = sum(c for c in counts.values() if c < min_count) + 1
-    items = sorted(kept.items(), key=lambda kv: (-kv[1], kv[0]))
-    return Vocabulary([w for w, _ in items], [c for _, c in items])
+    return Vocabulary.from_counts(kept)
 
 
 @dataclass
