@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ..data.vocab import Vocabulary
 from ..errors import TiedlmError, UsageError
 from ..runtime import set_threads
-from ..train.checkpoint import load_checkpoint, save_checkpoint, write_json_atomic
+from ..train.checkpoint import load_checkpoint, model_state, save_checkpoint, write_json_atomic
 from .config import TaggerConfig
 from .data import TaggingCorpus, load_tagging_corpus
 from .model import BiLSTMTagger
@@ -61,10 +61,6 @@ def _save(run_dir: Path, model, best, opt, progress: dict) -> None:
     save_checkpoint(run_dir / "checkpoint.safetensors", tensors, progress | {"param_groups": groups})
 
 
-def _prefixed(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
-
-
 def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True,
                  log=print) -> dict:
     """Train (or continue) a tagger in ``run_dir``; returns the metrics written to ``metrics.json``."""
@@ -93,8 +89,8 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
     best = {k: v.clone() for k, v in model.state_dict().items()}
     if resume:
         tensors, meta = load_checkpoint(run_dir / "checkpoint.safetensors")
-        model.load_state_dict(_prefixed(tensors, "model."))
-        best = _prefixed(tensors, "best.")
+        model.load_state_dict(model_state(tensors))
+        best = model_state(tensors, "best.")
         _load_optimizer(opt, tensors, meta.pop("param_groups"))
         torch.set_rng_state(tensors["rng"])
         state = meta
@@ -153,7 +149,7 @@ def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, 
     tags = (run_dir / "tags.txt").read_text().split()
     tensors, _ = load_checkpoint(run_dir / "checkpoint.safetensors")
     model = BiLSTMTagger(cfg, len(vocab), len(tags))
-    model.load_state_dict(_prefixed(tensors, "best."))
+    model.load_state_dict(model_state(tensors, "best."))
     return model.eval(), cfg, vocab, tags
 
 

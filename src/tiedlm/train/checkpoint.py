@@ -51,9 +51,9 @@ def load_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
     return tensors, json.loads(header["meta"])
 
 
-def model_state(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The model's state dict inside a checkpoint's tensors (stored under the ``model.`` prefix)."""
-    return {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+def model_state(tensors: dict[str, torch.Tensor], prefix: str = "model.") -> dict[str, torch.Tensor]:
+    """A state dict stored inside a checkpoint's tensors under ``prefix`` (the model's: ``model.``)."""
+    return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
 
 
 def write_json_atomic(path: Path, obj) -> None:

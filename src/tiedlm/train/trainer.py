@@ -324,7 +324,7 @@ class Trainer:
         self.valid_history, self.stopped = meta.get("valid_history", []), meta.get("stopped", False)
         if "avg.n_averaged" in tensors:
             self._start_averaging()
-            self.averaged.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("avg.")})
+            self.averaged.load_state_dict(model_state(tensors, "avg."))
         n_layers = self.cfg.model.layers
         if "state.0.h" in tensors:
             self.state = [(tensors[f"state.{i}.h"].to(self.device), tensors[f"state.{i}.c"].to(self.device))
