@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .sparse_lstm import SparseLayerSpec, lstm_layers
-from .vd_lstm import variational_mask
+from .vd_lstm import variational_mask, zero_state
 
 
 def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -56,7 +56,7 @@ class AWDLSTM(nn.Module):
         self.last_outputs: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def init_state(self, batch: int, like: torch.Tensor):
-        return [(like.new_zeros(batch, layer.hidden_size, dtype=torch.float32),) * 2 for layer in self.layers]
+        return zero_state(self.layers, batch, like)
 
     def forward(self, x: torch.Tensor, state):
         """x (T,B,I) embeddings (embedding dropout already applied) -> outputs (T,B,output_size), new state."""

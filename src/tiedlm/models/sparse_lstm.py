@@ -16,9 +16,11 @@ Identifying both (the paper's "same number of parameters") fixes w for a chosen 
 this gives w = 958 input units (δ = 0.833 of i). The paper reports the same configuration as "N = 3,
 γ = 0.555"; 0.555 · 1725 = 957, i.e. the paper's γ is the same slice width expressed relative to h_s.
 
-All k components run as one batched computation: the input projections of all time steps are one
-``bmm`` over the k slices, and each recurrent step is one ``bmm`` over the k blocks
-(:func:`tiedlm.models.recurrence.lstm_recurrence` with ``blocks = k``), never a Python loop over components.
+Each recurrent time step runs all k components as one batched computation: one ``baddbmm`` (forward)
+and one ``bmm`` (backward) over the k blocks in :func:`tiedlm.models.recurrence.lstm_recurrence` (given
+(k, 4m, m) weights), never a Python loop over components per step. The once-per-window parts (the input
+projections of all time steps and the recurrent weight gradient) are k large matmuls, which oneDNN runs
+faster than one ``bmm`` here.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from torch import nn
 
 from ..errors import UsageError
 from .recurrence import lstm_recurrence
-from .vd_lstm import VDLSTMLayer
+from .vd_lstm import VDLSTMLayer, drop_connect
 
 
 def dense_lstm_parameters(input_size: int, hidden_size: int) -> int:
@@ -165,9 +167,7 @@ class SparseLSTMLayer(nn.Module):
         def unblocks(t):  # (..., k, B, m) -> (..., B, h_s)
             return t.transpose(-3, -2).reshape(*t.shape[:-3], t.size(-2), k * m)
 
-        w_hh = self.weight_hh
-        if self.training and self.weight_drop > 0:
-            w_hh = torch.nn.functional.dropout(w_hh, self.weight_drop, training=True)
+        w_hh = drop_connect(self.weight_hh, self.weight_drop, self.training)
         h0, c0 = state
         hs, hT, cT = lstm_recurrence(self.input_projection(x), blocks(h0), blocks(c0), w_hh,
                                      blocks(mask) if mask is not None else None)

@@ -10,6 +10,16 @@ from .recurrence import lstm_recurrence
 State = list[tuple[torch.Tensor, torch.Tensor]]
 
 
+def zero_state(layers, batch: int, like: torch.Tensor) -> State:
+    """Zero (h, c) in fp32 for each layer of a stack, sized by each layer's ``hidden_size``."""
+    return [(like.new_zeros(batch, layer.hidden_size, dtype=torch.float32),) * 2 for layer in layers]
+
+
+def drop_connect(w_hh: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """AWD-LSTM's weight drop (Wan et al. 2013): a dropped copy of W_hh for this forward pass, in training."""
+    return torch.nn.functional.dropout(w_hh, p, training=True) if training and p > 0 else w_hh
+
+
 def variational_mask(batch: int, size: int, p: float, like: torch.Tensor) -> torch.Tensor:
     """One Bernoulli keep-mask per sequence (row), scaled by 1/(1-p); reused at every time step."""
     return like.new_empty(batch, size).bernoulli_(1 - p).div_(1 - p)
@@ -45,9 +55,7 @@ class VDLSTMLayer(nn.Module):
         """
         h0, c0 = state
         xproj = torch.nn.functional.linear(x, self.weight_ih, self.bias)
-        w_hh = self.weight_hh
-        if self.training and self.weight_drop > 0:
-            w_hh = torch.nn.functional.dropout(w_hh, self.weight_drop, training=True)
+        w_hh = drop_connect(self.weight_hh, self.weight_drop, self.training)
         hs, hT, cT = lstm_recurrence(xproj, h0, c0, w_hh, mask)
         out = hs * mask if mask is not None else hs
         return out, (hT, cT)
@@ -71,7 +79,7 @@ class VDLSTM(nn.Module):
         self.hidden_size = self.output_size = self.layers[-1].hidden_size
 
     def init_state(self, batch: int, like: torch.Tensor) -> State:
-        return [(like.new_zeros(batch, layer.hidden_size, dtype=torch.float32),) * 2 for layer in self.layers]
+        return zero_state(self.layers, batch, like)
 
     def sample_masks(self, batch: int, like: torch.Tensor) -> list[torch.Tensor | None]:
         if not self.training or self.dropout == 0:
