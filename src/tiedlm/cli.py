@@ -103,15 +103,26 @@ def cmd_presets(args) -> int:
 
 
 # ----------------------------------------------------------------------------- parser
+def add_command(subparsers, name: str, func, help_: str, description: str | None = None):
+    """A command (or a group's action) of ``subparsers`` with ``--json``, dispatching to ``func``."""
+    sp = subparsers.add_parser(name, help=help_, description=description or help_)
+    sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    sp.set_defaults(func=func)
+    return sp
+
+
+def add_group(add, name: str, help_: str, dest: str, parser_class, metavar: str = "NAME"):
+    """A command whose first argument picks one of its actions (``tiedlm tag train``); returns its subparsers."""
+    return add(name, None, help_).add_subparsers(dest=dest, parser_class=parser_class, metavar=metavar,
+                                                 required=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tiedlm", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")
 
     def add(name, func, help_):
-        sp = sub.add_parser(name, help=help_, description=help_)
-        sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-        sp.set_defaults(func=func)
-        return sp
+        return add_command(sub, name, func, help_)
 
     t = add("train", cmd_train, "train a language model from a preset or a TOML config")
     t.add_argument("config", nargs="?", help="preset name (see `tiedlm presets`) or CONFIG.toml")

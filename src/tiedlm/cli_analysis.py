@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .cli import _emit
+from .cli import _emit, add_command, add_group
 
 
 def cmd_experiment_subspace(args) -> int:
@@ -73,13 +73,11 @@ def register(add, sub_parser_class) -> None:
     from .experiments.subspace_validation import SubspaceExperimentConfig
 
     d = SubspaceExperimentConfig()
-    e = add("experiment", None, "run a paper's experiment end to end")
-    esub = e.add_subparsers(dest="experiment", parser_class=sub_parser_class, metavar="NAME", required=True)
-    s = esub.add_parser("subspace", help="Inan et al. §6.2 / Figure 1: subspace distance between L^T and W",
-                        description="Inan et al. (2017) §6.2: train LSTM LMs with loss (6.1) over a beta sweep "
-                                    "(tau = 10) and a tau sweep (beta = 1); report subspace_distance(L^T, W).")
-    s.set_defaults(func=cmd_experiment_subspace)
-    s.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    esub = add_group(add, "experiment", "run a paper's experiment end to end", "experiment", sub_parser_class)
+    s = add_command(esub, "subspace", cmd_experiment_subspace,
+                    "Inan et al. §6.2 / Figure 1: subspace distance between L^T and W",
+                    "Inan et al. (2017) §6.2: train LSTM LMs with loss (6.1) over a beta sweep (tau = 10) and a tau "
+                    "sweep (beta = 1); report subspace_distance(L^T, W).")
     s.add_argument("--out", default="experiments/results/subspace", help="folder for the CSV, PNG and summary")
     s.add_argument("--runs", type=int, default=d.runs, help="seeds per point (the paper: 10)")
     s.add_argument("--seed", type=int, default=d.seed, help="run r uses seed SEED + r for its slice and its weights")
@@ -98,13 +96,11 @@ def register(add, sub_parser_class) -> None:
     s.add_argument("--data-dir", help="folder holding PTB's train.txt/valid.txt/test.txt")
     s.add_argument("--no-progress", action="store_true")
 
-    a = add("analyze", None, "analyses of trained runs")
-    asub = a.add_subparsers(dest="analysis", parser_class=sub_parser_class, metavar="NAME", required=True)
-    b = asub.add_parser("bands", help="Pappas & Henderson Figure 3: cross-entropy per training-frequency band",
-                        description="Per-token cross-entropy of RUN_A (the baseline) and the other runs, binned by "
-                                    "how often the target word occurs in the training data; writes bands.md, "
-                                    "bands.json and bands.png.")
-    b.set_defaults(func=cmd_analyze_bands)
+    asub = add_group(add, "analyze", "analyses of trained runs", "analysis", sub_parser_class)
+    b = add_command(asub, "bands", cmd_analyze_bands,
+                    "Pappas & Henderson Figure 3: cross-entropy per training-frequency band",
+                    "Per-token cross-entropy of RUN_A (the baseline) and the other runs, binned by how often the "
+                    "target word occurs in the training data; writes bands.md, bands.json and bands.png.")
     b.add_argument("runs", nargs="+", metavar="RUN_DIR", help="the baseline run first, then one or more others")
     b.add_argument("--split", choices=["train", "valid", "test"], default="test")
     b.add_argument("--out", default="bands", help="output folder")
@@ -112,7 +108,6 @@ def register(add, sub_parser_class) -> None:
     b.add_argument("--batch-size", type=int, help="evaluation batch size (default: each run's eval_batch_size)")
     b.add_argument("--precision", choices=["fp32", "bf16"], help="default: each run's training precision")
     b.add_argument("--threads", type=int, default=0)
-    b.add_argument("--json", action="store_true", help="machine-readable output on stdout")
 
     r = add("report", cmd_report, "markdown report with plots for finished (or running) runs")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR")

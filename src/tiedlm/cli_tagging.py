@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -22,7 +23,7 @@ def cmd_tag_train(args) -> int:
         if extra:
             raise UsageError(f"--set {extra[0]}: a resumed tagger run only accepts epochs= and threads=")
         cfg = cfg.with_overrides(args.set)
-        (run_dir / "config.json").write_text(json.dumps(cfg.__dict__, indent=2) + "\n")
+        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
     else:
         cfg = TaggerConfig().with_overrides(args.set + ([f"data_dir={args.data_dir}"] if args.data_dir else []))
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
@@ -44,23 +45,21 @@ def cmd_tag_evaluate(args) -> int:
 
 
 def register(add, sub_parser_class) -> None:
-    t = add("tag", None, "part-of-speech tagging with dense or frequency-sparse embeddings (UD English-EWT)")
-    tsub = t.add_subparsers(dest="tag_command", parser_class=sub_parser_class, metavar="ACTION", required=True)
-    tr = tsub.add_parser("train", help="train a BiLSTM UPOS tagger",
-                         description="Train a BiLSTM UPOS tagger on UD English-EWT r2.16; keys for --set: "
-                                     "embedding_size, embedding_density, hidden_size, layers, dropout, min_count, "
-                                     "epochs, batch_size, lr, clip, seed, threads, max_sentences, data_dir.")
-    tr.set_defaults(func=cmd_tag_train)
+    from .cli import add_command, add_group
+
+    tsub = add_group(add, "tag", "part-of-speech tagging with dense or frequency-sparse embeddings (UD English-EWT)",
+                     "tag_command", sub_parser_class, metavar="ACTION")
+    tr = add_command(tsub, "train", cmd_tag_train, "train a BiLSTM UPOS tagger",
+                     "Train a BiLSTM UPOS tagger on UD English-EWT r2.16; keys for --set: embedding_size, "
+                     "embedding_density, hidden_size, layers, dropout, min_count, epochs, batch_size, lr, clip, "
+                     "seed, threads, max_sentences, data_dir.")
     tr.add_argument("--out", required=True, help="run directory")
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a setting, e.g. --set embedding_density=0.25")
     tr.add_argument("--resume", action="store_true", help="continue the run in --out after its last epoch")
     tr.add_argument("--data-dir", help="folder holding en_ewt-ud-{train,dev,test}.conllu (overrides TIEDLM_DATA)")
     tr.add_argument("--no-progress", action="store_true")
-    tr.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    ev = tsub.add_parser("evaluate", help="accuracy of a trained tagger")
-    ev.set_defaults(func=cmd_tag_evaluate)
+    ev = add_command(tsub, "evaluate", cmd_tag_evaluate, "accuracy of a trained tagger")
     ev.add_argument("run", help="tagger run directory")
     ev.add_argument("--split", nargs="+", choices=["train", "dev", "test"], default=["dev", "test"])
     ev.add_argument("--data-dir")
-    ev.add_argument("--json", action="store_true")
