@@ -26,17 +26,18 @@ class DataConfig:
     data_dir: str = ""  # explicit folder holding train.txt/valid.txt/test.txt (overrides TIEDLM_DATA)
 
 
-ENCODERS = ("vd-lstm", "awd-lstm")
+ENCODERS = ("vd-lstm", "awd-lstm", "transformer")
+POSITIONS = ("sinusoidal", "learned")
 OUTPUTS = ("full", "tied", "bilinear", "dual", "drill")
 ACTIVATIONS = ("sigmoid", "relu", "tanh", "identity")
 
 
 @dataclass
 class ModelConfig:
-    encoder: str = "vd-lstm"  # vd-lstm (Inan et al. 2017) | awd-lstm (Merity et al. 2017)
-    embedding_size: int = 200
-    hidden_size: int = 200
-    layers: int = 2
+    encoder: str = "vd-lstm"  # vd-lstm (Inan et al. 2017) | awd-lstm (Merity et al. 2017) | transformer
+    embedding_size: int = 200  # transformer: d_model
+    hidden_size: int = 200  # transformer: the feed-forward inner size
+    layers: int = 2  # transformer: blocks
     dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015); awd-lstm: on the output
     init_range: float = 0.1
     # awd-lstm only
@@ -45,6 +46,11 @@ class ModelConfig:
     dropout_hidden: float = 0.0  # locked dropout between LSTM layers (AWD dropouth)
     dropout_embedding: float = 0.0  # word types dropped from the embedding (AWD dropoute)
     weight_drop: float = 0.0  # DropConnect on the hidden-to-hidden weights (AWD wdrop)
+    # transformer only (pre-norm, causal; dropout = residual, attention and embedding dropout)
+    heads: int = 4
+    positions: str = "sinusoidal"  # sinusoidal | learned
+    max_positions: int = 512  # learned positions only: memory + window length must fit
+    memory: int = 0  # earlier tokens of the stream re-read in front of each window (0: windows independent)
     # output layer (Pappas & Henderson 2019): full | tied | bilinear | dual | drill
     output: str = "full"
     tied_bias: bool = False  # tied only: a learnable output bias b (Inan et al.'s RE fixes b = 0)
@@ -76,6 +82,8 @@ class ModelConfig:
         """Size of h_t that reaches the output layer."""
         if self.encoder == "vd-lstm":
             return self.hidden_size
+        if self.encoder == "transformer":
+            return self.embedding_size
         if self.last_hidden_size:
             return self.last_hidden_size
         return self.hidden_size if self.output == "full" else self.embedding_size
@@ -106,7 +114,8 @@ class TrainConfig:
     # batch (Zaremba et al.'s TensorFlow code, which Inan et al. follow; lr = 1 assumes it). mean: per token.
     loss_reduction: str = "sum_over_time"
     seed: int = 1111
-    optimizer: str = "sgd"  # sgd | nt-asgd (non-monotonically triggered averaged SGD, Merity et al. 2017)
+    optimizer: str = "sgd"  # sgd | nt-asgd (non-monotonically triggered averaged SGD, Merity et al. 2017) | adam
+    warmup_steps: int = 0  # linear lr warm-up over the first N updates (Transformers with adam)
     nonmono: int = 5  # nt-asgd: average once valid has not improved on the value `nonmono` epochs back
     weight_decay: float = 0.0
     variable_bptt: bool = False  # AWD-LSTM's random window lengths around bptt (lr scaled by length / bptt)
@@ -186,6 +195,16 @@ class Config:
             for key in ("dropout_input", "dropout_hidden", "dropout_embedding", "weight_drop", "last_hidden_size"):
                 _check(not getattr(m, key), f"model.{key}", getattr(m, key),
                        "0 with model.encoder = 'vd-lstm' (it is an awd-lstm setting)")
+        if m.encoder == "transformer":
+            for key in ("dropout_input", "dropout_hidden", "weight_drop", "last_hidden_size", "sparse_layer"):
+                _check(not getattr(m, key), f"model.{key}", getattr(m, key),
+                       "0 with model.encoder = 'transformer' (it is an LSTM setting)")
+            _check(m.heads >= 1 and m.embedding_size % m.heads == 0, "model.heads", m.heads,
+                   f"a divisor of model.embedding_size = {m.embedding_size}")
+            _check(m.positions in POSITIONS, "model.positions", m.positions, "one of: " + ", ".join(POSITIONS))
+            _check(m.memory >= 0, "model.memory", m.memory, "an integer >= 0")
+            _check(m.positions != "learned" or m.memory + 2 * t.bptt <= m.max_positions, "model.max_positions",
+                   m.max_positions, f">= model.memory + 2 * train.bptt = {m.memory + 2 * t.bptt} with learned positions")
         _check(m.last_hidden_size >= 0, "model.last_hidden_size", m.last_hidden_size, "an integer >= 0 (0 = auto)")
         _check(m.joint_size >= 0, "model.joint_size", m.joint_size, "an integer >= 0 (0 = embedding_size)")
         _check(m.drill_depth >= 1, "model.drill_depth", m.drill_depth, "an integer >= 1")
@@ -199,7 +218,7 @@ class Config:
         _check(m.sparse_hidden_size >= 0, "model.sparse_hidden_size", m.sparse_hidden_size, "an integer >= 0")
         _check(m.sparse_components >= 0, "model.sparse_components", m.sparse_components, "an integer >= 0")
         _check(0 <= m.sparse_density <= 1, "model.sparse_density", m.sparse_density, "a fraction in [0, 1] (0 = solve)")
-        size_key = "hidden_size" if m.encoder == "vd-lstm" else "last_hidden_size"
+        size_key = {"vd-lstm": "hidden_size", "awd-lstm": "last_hidden_size"}.get(m.encoder, "embedding_size")
         if m.output in ("tied", "drill") and m.embedding_size != m.encoder_output_size():
             raise UsageError(
                 f"model.output = {m.output!r} scores h_t against the embeddings, so it needs model.{size_key} == "
@@ -211,7 +230,7 @@ class Config:
         _check(l.form in ("alpha", "beta"), "loss.form", l.form, "one of: alpha (eq. 3.3), beta (eq. 6.1)")
         _check(0.0 <= l.beta <= 1.0, "loss.beta", l.beta, "a number in [0, 1]")
         _check(l.ar >= 0 and l.tar >= 0, "loss.ar/tar", (l.ar, l.tar), "numbers >= 0")
-        if m.encoder == "vd-lstm" and (l.ar or l.tar):
+        if m.encoder != "awd-lstm" and (l.ar or l.tar):
             raise UsageError("loss.ar / loss.tar regularise AWD-LSTM activations; set model.encoder = 'awd-lstm' or "
                              "leave them at 0")
         _check(t.epochs >= 1, "train.epochs", t.epochs, "an integer >= 1")
@@ -228,7 +247,8 @@ class Config:
         _check(t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"), "train.device", t.device,
                "one of: auto, cpu, cuda, cuda:N")
         _check(t.threads >= 0, "train.threads", t.threads, "an integer >= 0 (0 = all cores)")
-        _check(t.optimizer in ("sgd", "nt-asgd"), "train.optimizer", t.optimizer, "one of: sgd, nt-asgd")
+        _check(t.optimizer in ("sgd", "nt-asgd", "adam"), "train.optimizer", t.optimizer, "one of: sgd, nt-asgd, adam")
+        _check(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "an integer >= 0")
         _check(t.nonmono >= 1, "train.nonmono", t.nonmono, "an integer >= 1")
         _check(t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "a number >= 0")
         _check(t.finetune_epochs >= 0, "train.finetune_epochs", t.finetune_epochs, "an integer >= 0")
@@ -282,6 +302,37 @@ def _parse_text(text: str, want: type, dotted: str) -> Any:
         return text
     except ValueError:
         raise UsageError(f"--set {dotted}={text}: expected a {want.__name__}") from None
+
+
+class KeyValueConfig:
+    """A flat dataclass of settings (tagger, translation) set with ``--set key=value`` and saved as JSON.
+
+    Subclasses define ``label`` (for messages) and ``validate()`` (returns self or raises UsageError).
+    """
+
+    label = "config"
+
+    def validate(self):
+        return self
+
+    def with_overrides(self, items: list[str]):
+        """Apply ``key=value`` strings (typed by the field), then validate."""
+        hints = get_type_hints(type(self))
+        values: dict[str, Any] = {}
+        for item in items:
+            key, sep, text = item.partition("=")
+            if not sep or key not in hints or key == "label":
+                names = ", ".join(f.name for f in fields(self))
+                raise UsageError(f"--set {item!r}: expected key=value with key one of {names}")
+            values[key] = _parse_text(text, hints[key], key)
+        return dataclasses.replace(self, **values).validate()
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]):
+        unknown = set(raw) - {f.name for f in fields(cls)}
+        if unknown:
+            raise UsageError(f"{cls.label} config: unknown keys {', '.join(sorted(unknown))}")
+        return cls(**raw).validate()
 
 
 def list_presets() -> list[str]:

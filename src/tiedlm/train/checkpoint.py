@@ -56,6 +56,25 @@ def model_state(tensors: dict[str, torch.Tensor], prefix: str = "model.") -> dic
     return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
 
 
+def optimizer_tensors(opt: torch.optim.Optimizer, prefix: str = "opt.") -> tuple[dict[str, torch.Tensor], list]:
+    """An optimizer's per-parameter state as named tensors, and its param groups (JSON-able metadata)."""
+    state = opt.state_dict()
+    tensors = {f"{prefix}{i}.{k}": (v if torch.is_tensor(v) else torch.tensor(v))
+               for i, s in state["state"].items() for k, v in s.items()}
+    return tensors, state["param_groups"]
+
+
+def load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], groups: list,
+                   prefix: str = "opt.") -> None:
+    """Restore what :func:`optimizer_tensors` saved."""
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for name, value in tensors.items():
+        if name.startswith(prefix):
+            i, key = name[len(prefix):].split(".", 1)
+            state.setdefault(int(i), {})[key] = value
+    opt.load_state_dict({"state": state, "param_groups": groups})
+
+
 def write_json_atomic(path: Path, obj) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w") as f:

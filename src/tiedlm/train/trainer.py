@@ -36,8 +36,10 @@ from ..errors import TiedlmError, UsageError
 from ..evaluation import evaluate
 from ..losses import LanguageModelLoss
 from ..models import LanguageModel
+from ..models.vd_lstm import detach_state
 from ..runtime import autocast, resolve_device, resolve_precision, set_threads
-from .checkpoint import load_checkpoint, model_state, save_checkpoint, write_json_atomic
+from .checkpoint import (load_checkpoint, load_optimizer, model_state, optimizer_tensors, save_checkpoint,
+                         write_json_atomic)
 from .distributed import DistributedContext
 
 
@@ -79,7 +81,13 @@ class Trainer:
 
             self.step_model = DistributedDataParallel(self.model)  # broadcasts rank 0's weights
         self.loss_fn = LanguageModelLoss.from_config(cfg.loss)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.train.lr, weight_decay=cfg.train.weight_decay)
+        if cfg.train.optimizer == "adam":  # Transformers: AdamW with Vaswani et al.'s betas (0.9, 0.98)
+            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.train.lr, betas=(0.9, 0.98),
+                                               weight_decay=cfg.train.weight_decay)
+        else:
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.train.lr,
+                                             weight_decay=cfg.train.weight_decay)
+        self.updates = 0  # optimizer steps taken (linear warm-up)
         self.averaged = None  # the iterate average of NT-ASGD once it has been triggered
         self.valid_history: list[float] = []  # valid cross-entropy per epoch of the current stage (NT trigger)
         self.stopped = False  # finetune ended early by the non-monotone criterion
@@ -200,9 +208,10 @@ class Trainer:
         start = time.perf_counter() - self.sums["time"]
         with bar:
             for k, x, y in scheduled_windows(self.train_data, lengths, start=self.window):
-                state = [(h.detach(), c.detach()) for h, c in self.state]
+                state = detach_state(self.state)
+                step_lr = lr * min(1.0, (self.updates + 1) / t.warmup_steps) if t.warmup_steps else lr
                 for group in self.optimizer.param_groups:  # variable windows: lr scaled by length / bptt
-                    group["lr"] = lr * y.size(0) / t.bptt if t.variable_bptt else lr
+                    group["lr"] = step_lr * y.size(0) / t.bptt if t.variable_bptt else step_lr
                 with autocast(self.device, self.precision):
                     logits, new_state = self.step_model(x, state)
                     loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings)
@@ -231,6 +240,7 @@ class Trainer:
                     continue
                 bad_in_a_row = 0
                 self.optimizer.step()
+                self.updates += 1
                 if self.averaged is not None:
                     self.averaged.update_parameters(self.model)
                 self.state, self.window = new_state, k + 1
@@ -304,9 +314,14 @@ class Trainer:
         if self.device.type == "cuda":
             tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
         if which == "last" and self.state is not None:
-            for i, (h, c) in enumerate(self.state):
-                tensors[f"state.{i}.h"], tensors[f"state.{i}.c"] = h.clone(), c.clone()  # initial states share memory
-        meta = {"which": which, "epoch": self.epoch, "window": self.window, "best_valid": self.best_valid,
+            for i, layer_state in enumerate(self.state):
+                for j, t in enumerate(layer_state):
+                    tensors[f"state.{i}.{j}"] = t.clone()  # initial states share memory
+        groups = None
+        if which == "last" and self.optimizer.state:  # adam's moments (SGD keeps none)
+            opt_tensors, groups = optimizer_tensors(self.optimizer)
+            tensors.update(opt_tensors)
+        meta = {"updates": self.updates, "param_groups": groups, "which": which, "epoch": self.epoch, "window": self.window, "best_valid": self.best_valid,
                 "best_epoch": self.best_epoch, "elapsed": self.elapsed, "sums": self.sums,  # elapsed: finished epochs
                 "valid_history": self.valid_history, "stopped": self.stopped,
                 "vocab_size": len(self.vocab), "config": self.cfg.to_dict()}
@@ -325,10 +340,10 @@ class Trainer:
         if "avg.n_averaged" in tensors:
             self._start_averaging()
             self.averaged.load_state_dict(model_state(tensors, "avg."))
-        n_layers = self.cfg.model.layers
-        if "state.0.h" in tensors:
-            self.state = [(tensors[f"state.{i}.h"].to(self.device), tensors[f"state.{i}.c"].to(self.device))
-                          for i in range(n_layers)]
+        self.updates = meta.get("updates", 0)
+        if meta.get("param_groups"):
+            load_optimizer(self.optimizer, tensors, meta["param_groups"])
+        self.state = _restore_state(tensors, self.device)
         # drop metric lines of epochs that the checkpoint has not completed
         records = [r for r in read_metrics(self.run_dir) if r["epoch"] < self.epoch]
         if self.dist.is_main:
@@ -347,6 +362,18 @@ def _signals_deferred():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _restore_state(tensors: dict[str, torch.Tensor], device) -> list | None:
+    """The encoder state saved as ``state.{layer}.{j}`` (``state.{layer}.h/.c`` in older checkpoints)."""
+    layers: dict[int, dict[str, torch.Tensor]] = {}
+    for name, t in tensors.items():
+        if name.startswith("state."):
+            _, i, j = name.split(".")
+            layers.setdefault(int(i), {})[{"h": "0", "c": "1"}.get(j, j)] = t.to(device)
+    if not layers:
+        return None
+    return [tuple(parts[j] for j in sorted(parts, key=int)) for _, parts in sorted(layers.items())]
 
 
 def _zero_sums() -> dict:

@@ -1,0 +1,116 @@
+"""Typed, validated settings of a translation run (``tiedlm translate train --set key=value``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..config import ACTIVATIONS, KeyValueConfig, ModelConfig
+from ..errors import UsageError
+
+TRANSLATION_OUTPUTS = ("full", "tied", "bilinear", "dual", "drill")
+
+
+@dataclass
+class TranslationConfig(KeyValueConfig):
+    label = "translation"
+
+    # data and subword units (sentencepiece)
+    source_lang: str = "en"
+    target_lang: str = "de"
+    vocab: str = "joint"  # joint: one subword model and vocabulary for both languages | separate
+    vocab_size: int = 8000  # subword vocabulary size (per language with vocab = separate)
+    subword_model: str = "bpe"  # bpe | unigram (sentencepiece model types)
+    share_embeddings: bool = True  # joint vocab: one embedding matrix for source, target input and output
+    max_pairs: int = 0  # train on the first N pairs only (0: all); for smoke tests
+    max_length: int = 128  # training pairs with a longer side (in subwords) are skipped
+    data_dir: str = ""  # folder with {train,valid,test}.{en,de} (default: TIEDLM_DATA mirror or download)
+    # model (Vaswani et al. 2017, pre-norm)
+    d_model: int = 256
+    ffn_size: int = 1024
+    heads: int = 4
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    dropout: float = 0.1  # residual, FFN and embedding dropout
+    attention_dropout: float = 0.0  # on the attention weights
+    positions: str = "sinusoidal"  # sinusoidal | learned
+    max_positions: int = 256  # learned positions only
+    # output layer (Pappas & Henderson 2019): tied | drill | dual | bilinear | full
+    output: str = "tied"
+    tied_bias: bool = True
+    joint_size: int = 0  # dual only: d_j; 0 = d_model
+    drill_depth: int = 2  # the paper's NMT setting: 2 layers, sigmoid, dropout 0.6, residual to E
+    drill_activation: str = "sigmoid"
+    drill_dropout: float = 0.6
+    drill_variational: bool = True
+    drill_init_range: float = 0.1
+    # loss: label-smoothed cross-entropy, optionally + the augmented loss (Inan et al. eq. 3.3)
+    label_smoothing: float = 0.1
+    augmented: bool = False
+    tau: float = 20.0
+    gamma: float = 0.5
+    # training (Adam with linear warm-up, then inverse-square-root decay: Vaswani et al. §5.3)
+    epochs: int = 12
+    batch_tokens: int = 4096  # subword tokens per batch (the longer side of each pair)
+    lr: float = 1e-3  # peak learning rate, reached after warmup_steps updates
+    warmup_steps: int = 400
+    clip: float = 1.0
+    seed: int = 1
+    threads: int = 0  # 0: all cores
+    precision: str = "auto"  # auto | fp32 | bf16
+    # decoding
+    beam: int = 5
+    length_penalty: float = 1.0  # hypotheses ranked by log P / length^length_penalty
+    max_decode_ratio: float = 1.5  # a hypothesis has at most ratio * source length + 10 subwords
+
+    def validate(self) -> "TranslationConfig":
+        checks = [
+            (self.vocab in ("joint", "separate"), "vocab", "joint or separate"),
+            (self.vocab_size >= 16, "vocab_size", "an integer >= 16"),
+            (self.subword_model in ("bpe", "unigram"), "subword_model", "bpe or unigram"),
+            (not self.share_embeddings or self.vocab == "joint", "share_embeddings",
+             "false with vocab = separate (two vocabularies cannot share one embedding)"),
+            (self.max_pairs >= 0, "max_pairs", "an integer >= 0 (0 = all)"),
+            (self.max_length >= 1, "max_length", "an integer >= 1"),
+            (self.d_model >= 1 and self.heads >= 1 and self.d_model % self.heads == 0, "heads",
+             f"a divisor of d_model = {self.d_model}"),
+            (self.ffn_size >= 1, "ffn_size", "an integer >= 1"),
+            (self.encoder_layers >= 1, "encoder_layers", "an integer >= 1"),
+            (self.decoder_layers >= 1, "decoder_layers", "an integer >= 1"),
+            (0 <= self.dropout < 1, "dropout", "a drop probability in [0, 1)"),
+            (0 <= self.attention_dropout < 1, "attention_dropout", "a drop probability in [0, 1)"),
+            (self.positions in ("sinusoidal", "learned"), "positions", "sinusoidal or learned"),
+            (self.output in TRANSLATION_OUTPUTS, "output", "one of " + ", ".join(TRANSLATION_OUTPUTS)),
+            (self.joint_size >= 0, "joint_size", "an integer >= 0"),
+            (self.drill_depth >= 1, "drill_depth", "an integer >= 1"),
+            (self.drill_activation in ACTIVATIONS, "drill_activation", "one of " + ", ".join(ACTIVATIONS)),
+            (0 <= self.drill_dropout < 1, "drill_dropout", "a drop probability in [0, 1)"),
+            (0 <= self.label_smoothing < 1, "label_smoothing", "a number in [0, 1)"),
+            (self.tau > 0, "tau", "a temperature > 0"),
+            (self.gamma >= 0, "gamma", "a number >= 0"),
+            (self.epochs >= 1, "epochs", "an integer >= 1"),
+            (self.batch_tokens >= 1, "batch_tokens", "an integer >= 1"),
+            (self.lr > 0, "lr", "a number > 0"),
+            (self.warmup_steps >= 1, "warmup_steps", "an integer >= 1"),
+            (self.clip >= 0, "clip", "a number >= 0 (0 disables)"),
+            (self.threads >= 0, "threads", "an integer >= 0"),
+            (self.precision in ("auto", "fp32", "bf16"), "precision", "auto, fp32 or bf16"),
+            (self.beam >= 1, "beam", "an integer >= 1"),
+            (self.length_penalty >= 0, "length_penalty", "a number >= 0"),
+            (self.max_decode_ratio > 0, "max_decode_ratio", "a number > 0"),
+        ]
+        for ok, key, allowed in checks:
+            if not ok:
+                raise UsageError(f"translation {key} = {getattr(self, key)!r} is not allowed; expected {allowed}")
+        if self.positions == "learned" and self.max_length + 2 > self.max_positions:
+            raise UsageError(f"translation max_positions = {self.max_positions} must be >= max_length + 2 = "
+                             f"{self.max_length + 2} with learned positions")
+        return self
+
+    def output_config(self) -> ModelConfig:
+        """The output-layer settings in the LM's :class:`~tiedlm.config.ModelConfig` (for ``build_output``)."""
+        return dataclasses.replace(
+            ModelConfig(), embedding_size=self.d_model, hidden_size=self.d_model, output=self.output,
+            tied_bias=self.tied_bias and self.output == "tied", joint_size=self.joint_size,
+            drill_depth=self.drill_depth, drill_activation=self.drill_activation, drill_dropout=self.drill_dropout,
+            drill_variational=self.drill_variational, drill_init_range=self.drill_init_range)

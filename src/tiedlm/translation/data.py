@@ -1,0 +1,157 @@
+"""Parallel text and subword units for translation: Multi30k En→De, sentencepiece BPE/unigram models.
+
+Subword models are trained with `sentencepiece` (Kudo & Richardson 2018) on the training split only;
+ids 0–3 are reserved as ``<pad>``, ``<unk>``, ``<s>``, ``</s>``. ``vocab = joint`` trains one model on both
+languages (shared ids make a three-way tied embedding possible); ``separate`` trains one per language.
+Decoding back to text is sentencepiece's detokenization, so BLEU is computed on plain text.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..data.corpus import resolve_source
+from ..data.sources import TRANSLATION_SOURCES
+from ..errors import DataError, UsageError
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+SPLITS = ("train", "valid", "test")
+
+
+def read_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+
+
+def resolve_parallel_dir(data_dir: str, source_lang: str, target_lang: str) -> Path:
+    """Folder with ``{split}.{lang}`` files: Multi30k (verified: mirror, cache or download) or ``data_dir``."""
+    if {source_lang, target_lang} == {"en", "de"}:
+        if data_dir and not (Path(data_dir) / "train.en").is_file():
+            raise DataError(f"{data_dir} has no train.en; give a folder with {{train,valid,test}}.{{en,de}}")
+        return resolve_source(TRANSLATION_SOURCES["multi30k"], data_dir)
+    if not data_dir:
+        raise UsageError(f"{source_lang}->{target_lang}: only Multi30k en<->de is built in; give data_dir = a folder "
+                         f"with {{train,valid,test}}.{{{source_lang},{target_lang}}}")
+    folder = Path(data_dir)
+    for split in SPLITS:
+        for lang in (source_lang, target_lang):
+            if not (folder / f"{split}.{lang}").is_file():
+                raise DataError(f"{folder / f'{split}.{lang}'} is missing")
+    return folder
+
+
+class SubwordVocab:
+    """A trained sentencepiece model: text ↔ ids, with the reserved ids above."""
+
+    def __init__(self, model_file: Path):
+        import sentencepiece as spm
+
+        self.path = Path(model_file)
+        self.sp = spm.SentencePieceProcessor(model_file=str(model_file))
+
+    def __len__(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        return self.sp.encode(lines)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.sp.decode([i for i in ids if i > EOS])
+
+    def pieces(self, line: str) -> list[str]:
+        return self.sp.encode(line, out_type=str)
+
+    @staticmethod
+    def train(lines: list[str], prefix: Path, vocab_size: int, model_type: str) -> "SubwordVocab":
+        import sentencepiece as spm
+
+        prefix.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(lines), model_prefix=str(prefix), vocab_size=vocab_size, model_type=model_type,
+                character_coverage=1.0, pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, num_threads=1,
+                input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2)
+        except RuntimeError as exc:  # e.g. "Vocabulary size is too high"
+            raise UsageError(f"sentencepiece could not train a {vocab_size}-piece {model_type} model ({exc}); "
+                             "lower --set vocab_size") from None
+        return SubwordVocab(Path(f"{prefix}.model"))
+
+
+@dataclass
+class ParallelCorpus:
+    """Raw lines and subword ids of every split; ``source_vocab`` is ``target_vocab`` with a joint vocabulary."""
+
+    source_vocab: SubwordVocab
+    target_vocab: SubwordVocab
+    text: dict[str, tuple[list[str], list[str]]]  # split -> (source lines, target lines)
+    ids: dict[str, list[tuple[list[int], list[int]]]]  # split -> [(source ids, target ids)]
+    folder: Path
+
+    def batches(self, split: str, batch_tokens: int, shuffle_seed: int | None = None, max_length: int = 0):
+        """Lists of pair indices whose padded size (pairs × longest side) stays within ``batch_tokens``.
+
+        Pairs are sorted by length (little padding), cut into batches, and the batch order shuffled with
+        ``shuffle_seed``; ``max_length`` drops pairs with a longer side.
+        """
+        pairs = self.ids[split]
+        order = sorted((i for i, (s, t) in enumerate(pairs) if not max_length or max(len(s), len(t)) + 1 <= max_length),
+                       key=lambda i: (len(pairs[i][1]), len(pairs[i][0])))
+        batches, current, longest = [], [], 0
+        for i in order:
+            n = max(len(pairs[i][0]), len(pairs[i][1])) + 1
+            if current and max(longest, n) * (len(current) + 1) > batch_tokens:
+                batches.append(current)
+                current, longest = [], 0
+            current.append(i)
+            longest = max(longest, n)
+        if current:
+            batches.append(current)
+        if shuffle_seed is not None:
+            random.Random(shuffle_seed).shuffle(batches)
+        return batches
+
+    def tensors(self, split: str, index: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(source (B,S), target input <s> y (B,T), target output y </s> (B,T)), padded with PAD."""
+        return collate([self.ids[split][i] for i in index])
+
+
+def collate(pairs: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    pad = torch.nn.utils.rnn.pad_sequence
+    src = pad([torch.tensor(s + [EOS]) for s, _ in pairs], batch_first=True, padding_value=PAD)
+    tgt_in = pad([torch.tensor([BOS] + t) for _, t in pairs], batch_first=True, padding_value=PAD)
+    tgt_out = pad([torch.tensor(t + [EOS]) for _, t in pairs], batch_first=True, padding_value=PAD)
+    return src, tgt_in, tgt_out
+
+
+def encode_source(vocab: SubwordVocab, lines: list[str]) -> torch.Tensor:
+    """Source sentences -> (B,S) ids with </s>, padded."""
+    return collate([(ids, []) for ids in vocab.encode(lines)])[0]
+
+
+def load_parallel_corpus(cfg, run_dir: Path, train_vocab: bool) -> ParallelCorpus:
+    """Read the splits; train the subword model(s) into ``run_dir`` (``train_vocab``) or load them from there."""
+    folder = resolve_parallel_dir(cfg.data_dir, cfg.source_lang, cfg.target_lang)
+    text = {s: (read_lines(folder / f"{s}.{cfg.source_lang}"), read_lines(folder / f"{s}.{cfg.target_lang}"))
+            for s in SPLITS}
+    for split, (src, tgt) in text.items():
+        if len(src) != len(tgt):
+            raise DataError(f"{folder}: {split}.{cfg.source_lang} has {len(src)} lines but {split}.{cfg.target_lang} "
+                            f"has {len(tgt)}; the two sides must be aligned line by line")
+    if cfg.max_pairs:
+        text["train"] = (text["train"][0][: cfg.max_pairs], text["train"][1][: cfg.max_pairs])
+    src_train, tgt_train = text["train"]
+    names = {"joint": ["spm.joint"], "separate": [f"spm.{cfg.source_lang}", f"spm.{cfg.target_lang}"]}[cfg.vocab]
+    if train_vocab:
+        if cfg.vocab == "joint":
+            vocabs = [SubwordVocab.train(src_train + tgt_train, run_dir / names[0], cfg.vocab_size, cfg.subword_model)]
+        else:
+            vocabs = [SubwordVocab.train(lines, run_dir / name, cfg.vocab_size, cfg.subword_model)
+                      for lines, name in zip((src_train, tgt_train), names)]
+    else:
+        vocabs = [SubwordVocab(run_dir / f"{name}.model") for name in names]
+    source_vocab, target_vocab = vocabs[0], vocabs[-1]
+    ids = {s: list(zip(source_vocab.encode(src), target_vocab.encode(tgt))) for s, (src, tgt) in text.items()}
+    return ParallelCorpus(source_vocab, target_vocab, text, ids, folder)

@@ -1,0 +1,239 @@
+"""Transformer LM encoder and the translation stack: masking, decoding, save/load/translate round trips."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiedlm.config import Config
+from tiedlm.errors import UsageError
+from tiedlm.models import LanguageModel
+from tiedlm.models.transformer import Attention, CausalTransformer
+from tiedlm.translation import TranslationConfig, TransformerTranslator, beam_search, greedy_search
+from tiedlm.translation.data import BOS, EOS, PAD
+
+
+def lm_config(output: str = "tied", **model) -> Config:
+    cfg = Config()
+    cfg.model.encoder, cfg.model.output = "transformer", output
+    cfg.model.embedding_size, cfg.model.hidden_size, cfg.model.layers, cfg.model.heads = 16, 32, 2, 2
+    cfg.model.dropout = 0.0
+    for k, v in model.items():
+        setattr(cfg.model, k, v)
+    cfg.validate()
+    return cfg
+
+
+@pytest.mark.parametrize("output", ["full", "tied", "bilinear", "dual", "drill"])
+def test_transformer_lm_no_attention_to_the_future(output):
+    torch.manual_seed(0)
+    model = LanguageModel(lm_config(output).model, 50).eval()
+    x = torch.randint(0, 50, (9, 3))
+    y = x.clone()
+    y[5:] = torch.randint(0, 50, (4, 3))  # change only the future of position 4
+    a, _ = model(x, model.init_state(3))
+    b, _ = model(y, model.init_state(3))
+    assert torch.allclose(a[:5], b[:5], atol=1e-6)
+    assert not torch.allclose(a[5:], b[5:], atol=1e-3)
+
+
+def test_transformer_memory_equals_reading_the_whole_stream():
+    """Windows fed one after the other with memory M give what one pass over the stream gives to tokens
+    that see at most M earlier tokens."""
+    torch.manual_seed(0)
+    enc = CausalTransformer(8, 16, 2, 2, dropout=0.0, memory=4).eval()
+    x = torch.randn(8, 2, 8)
+    first, state = enc(x[:4], enc.init_state(2, x))
+    second, _ = enc(x[4:], state)  # sees x[0:4] as memory: positions 0..7, like one pass
+    whole, _ = CausalTransformer.forward(enc, x, enc.init_state(2, x))
+    assert torch.allclose(torch.cat([first, second]), whole, atol=1e-5)
+
+
+def test_transformer_config_errors():
+    with pytest.raises(UsageError, match="heads"):
+        lm_config(heads=3)
+    with pytest.raises(UsageError, match="weight_drop"):
+        lm_config(weight_drop=0.5)
+    with pytest.raises(UsageError, match="max_positions"):
+        lm_config(positions="learned", max_positions=10)
+
+
+def test_attention_key_padding_mask_hides_padded_keys():
+    torch.manual_seed(0)
+    attn = Attention(8, 2).eval()
+    x = torch.randn(2, 5, 8)
+    mask = torch.tensor([[True] * 3 + [False] * 2, [True] * 5])[:, None, None, :]
+    y = x.clone()
+    y[0, 3:] = torch.randn(2, 8)  # change the padded keys of sentence 0
+    assert torch.allclose(attn(x, mask=mask)[0, :3], attn(y, mask=mask)[0, :3], atol=1e-6)
+
+
+def tiny_translator(output="tied", vocab=7, **kw) -> TransformerTranslator:
+    cfg = TranslationConfig(d_model=16, ffn_size=32, heads=2, encoder_layers=2, decoder_layers=2, dropout=0.0,
+                            output=output, drill_dropout=0.0, **kw).validate()
+    torch.manual_seed(3)
+    model = TransformerTranslator(cfg, vocab, vocab).eval()
+    with torch.no_grad():  # sharpen the random model so that search choices matter
+        for p in model.parameters():
+            p.mul_(3.0)
+    return model
+
+
+def sequence_score(model, source: torch.Tensor, hyp: list[int]) -> float:
+    """log P(hyp </s> | source) by teacher forcing (no cache)."""
+    tin = torch.tensor([[BOS] + hyp])
+    tout = torch.tensor([hyp + [EOS]])
+    with torch.no_grad():
+        logits, _ = model.output(model(source, tin))
+    return float(torch.log_softmax(logits.float(), -1).gather(-1, tout.unsqueeze(-1)).sum())
+
+
+@pytest.mark.parametrize("output", ["tied", "drill"])
+def test_decoder_is_causal_and_ignores_source_padding(output):
+    model = tiny_translator(output)
+    src = torch.tensor([[4, 5, 6, EOS, PAD, PAD]])
+    src2 = src.clone()
+    src2[0, 4:] = torch.tensor([5, 5])  # non-PAD garbage is not ignored, so compare with a re-padded copy
+    tin = torch.tensor([[BOS, 4, 5, 6, 4]])
+    tin2 = tin.clone()
+    tin2[0, 3:] = torch.tensor([5, 6])
+    a = model(src, tin)
+    assert torch.allclose(a[:, :3], model(src, tin2)[:, :3], atol=1e-6)  # the future does not leak back
+    unpadded = model(src[:, :4], tin)
+    assert torch.allclose(a, unpadded, atol=1e-5)  # padding changes nothing
+    assert not torch.allclose(a, model(src2, tin), atol=1e-3)
+
+
+def test_incremental_decoding_matches_teacher_forcing():
+    model = tiny_translator()
+    src = torch.tensor([[4, 5, 6, EOS]])
+    tin = torch.tensor([[BOS, 4, 6, 5, 5]])
+    memory, mask = model.encode(src)
+    full = model.decode(tin, memory, mask)
+    cache: dict = {}
+    steps = [model.decode(tin[:, t:t + 1], memory, mask, cache=cache, offset=t) for t in range(tin.size(1))]
+    assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
+
+
+def test_beam_search_scores_are_the_models_and_beat_greedy():
+    model = tiny_translator()
+    src = torch.tensor([[4, 5, 6, EOS], [6, 6, EOS, PAD]])
+    greedy = greedy_search(model, src, max_ratio=1.0)
+    for alpha in (0.0, 1.0):
+        for beam in (1, 3):
+            hyps, scores = beam_search(model, src, beam=beam, length_penalty=alpha, max_ratio=1.0, return_scores=True)
+            for i, (hyp, score) in enumerate(zip(hyps, scores)):
+                logp = sequence_score(model, src[i:i + 1], hyp)
+                assert score == pytest.approx(logp / (len(hyp) + 1) ** alpha, abs=1e-4)  # cache reordering is right
+                g = sequence_score(model, src[i:i + 1], greedy[i]) / (len(greedy[i]) + 1) ** alpha
+                assert score >= g - 1e-5  # search never does worse than greedy
+
+
+def test_wide_beam_finds_the_exhaustive_optimum():
+    """With a beam as wide as the set of prefixes, beam search returns the brute-force best sequence."""
+    model = tiny_translator(vocab=6)  # ids 0-3 pad/unk/bos/eos, 4-5 words; search may emit any id but </s>
+    src = torch.tensor([[4, 5, EOS]])
+    emit = [0, 1, 2, 4, 5]
+    for alpha in (0.0, 1.0):
+        hyps, scores = beam_search(model, src, beam=len(emit) ** 3, length_penalty=alpha, max_length=4,
+                                   return_scores=True)  # hypotheses of at most 3 tokens + </s>
+        brute = max((sequence_score(model, src, list(seq)) / (n + 1) ** alpha, list(seq))
+                    for n in range(4) for seq in itertools.product(emit, repeat=n))
+        assert hyps[0] == brute[1]
+        assert scores[0] == pytest.approx(brute[0], abs=1e-4)
+
+
+def test_translation_config_errors():
+    with pytest.raises(UsageError, match="share_embeddings"):
+        TranslationConfig(vocab="separate").validate()
+    with pytest.raises(UsageError, match="heads"):
+        TranslationConfig(d_model=10, heads=4).validate()
+    with pytest.raises(UsageError, match="--set"):
+        TranslationConfig().with_overrides(["no_such_key=1"])
+
+
+def _parallel_folder(tmp_path: Path) -> Path:
+    words_en = ["a", "man", "dog", "runs", "sits", "the", "woman", "cat", "red", "blue"]
+    words_de = ["ein", "mann", "hund", "läuft", "sitzt", "der", "frau", "katze", "rot", "blau"]
+    rng = torch.Generator().manual_seed(0)
+    folder = tmp_path / "para"
+    folder.mkdir()
+    for split, n in (("train", 300), ("valid", 20), ("test", 20)):
+        en, de = [], []
+        for _ in range(n):
+            idx = torch.randint(0, 10, (int(torch.randint(3, 7, (1,), generator=rng)),), generator=rng).tolist()
+            en.append(" ".join(words_en[i] for i in idx))
+            de.append(" ".join(words_de[i] for i in idx))
+        (folder / f"{split}.xx").write_text("\n".join(en) + "\n")
+        (folder / f"{split}.yy").write_text("\n".join(de) + "\n")
+    return folder
+
+
+def test_train_save_load_translate_round_trip(tmp_path):
+    """A tiny word-for-word task: train, resume from an interrupted epoch, evaluate, translate via the CLI."""
+    from tiedlm.translation import evaluate_translator, load_translator, train_translator, translate_lines
+
+    folder = _parallel_folder(tmp_path)
+    cfg = TranslationConfig(source_lang="xx", target_lang="yy", data_dir=str(folder), vocab_size=40, d_model=32,
+                            ffn_size=64, heads=2, encoder_layers=1, decoder_layers=1, dropout=0.0, output="drill",
+                            drill_depth=1, drill_dropout=0.0, epochs=10, batch_tokens=128, lr=5e-3, label_smoothing=0.0,
+                            warmup_steps=20, beam=3, threads=1, precision="fp32").validate()
+    run = tmp_path / "run"
+    m = train_translator(cfg, run, progress=False, log=lambda *a: None)
+    assert m["test_bleu"] > 15  # learnt much of the word mapping (an untrained model scores ~0)
+    history = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(history) == 10 and history[-1]["valid_ppl"] < history[0]["valid_ppl"]
+    model, loaded_cfg, sv, tv = load_translator(run)
+    assert loaded_cfg == cfg
+    out = translate_lines(model, loaded_cfg, sv, tv, ["a man runs", "the red cat"], beam=3)
+    ev = evaluate_translator(run, "test")
+    assert ev["bleu"] == pytest.approx(m["test_bleu"], abs=1e-6)  # the saved best model is the evaluated one
+    cli = subprocess.run([sys.executable, "-m", "tiedlm", "translate", "translate", str(run), "--beam", "3"],
+                         input="a man runs\nthe red cat\n", capture_output=True, text=True, check=True)
+    assert cli.stdout.splitlines() == out
+    bad = subprocess.run([sys.executable, "-m", "tiedlm", "translate", "translate", str(tmp_path)],
+                         input="x\n", capture_output=True, text=True)
+    assert bad.returncode == 2 and "not a translation run directory" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_interrupted_translation_resumes_exactly(tmp_path, monkeypatch):
+    """Stopping mid-epoch and resuming gives the same weights as an uninterrupted run."""
+    from tiedlm.translation import train as tr
+    from tiedlm.translation.train import TranslationInterrupted
+
+    folder = _parallel_folder(tmp_path)
+    cfg = TranslationConfig(source_lang="xx", target_lang="yy", data_dir=str(folder), vocab_size=40, d_model=16,
+                            ffn_size=32, heads=2, encoder_layers=1, decoder_layers=1, dropout=0.2, epochs=2,
+                            batch_tokens=256, warmup_steps=5, beam=1, threads=1, precision="fp32").validate()
+    tr.train_translator(cfg, tmp_path / "whole", progress=False, log=lambda *a: None)
+
+    calls = {"n": 0}
+    real = tr.translation_loss
+
+    def stop_after_7(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 7:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(tr, "translation_loss", stop_after_7)
+    with pytest.raises(TranslationInterrupted):
+        tr.train_translator(cfg, tmp_path / "split", progress=False, log=lambda *a: None)
+    monkeypatch.setattr(tr, "translation_loss", real)
+    tr.train_translator(cfg, tmp_path / "split", resume=True, progress=False, log=lambda *a: None)
+    from tiedlm.train.checkpoint import load_checkpoint
+
+    a, _ = load_checkpoint(tmp_path / "whole" / "checkpoint.safetensors")
+    b, _ = load_checkpoint(tmp_path / "split" / "checkpoint.safetensors")
+    for name in a:
+        if name.startswith("model."):
+            assert torch.equal(a[name], b[name]), name
+    assert math.isclose(json.loads((tmp_path / "whole" / "metrics.json").read_text())["test_bleu"],
+                        json.loads((tmp_path / "split" / "metrics.json").read_text())["test_bleu"])
