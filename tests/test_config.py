@@ -21,6 +21,10 @@ def test_all_presets_load_and_validate():
         if "-awd-" in n:
             assert c.model.encoder == "awd-lstm" and c.model.output == n.split("-")[2]
             continue
+        if "-transformer-" in n:
+            assert c.model.encoder == "transformer" and c.model.output == n.split("-")[2]
+            assert c.train.optimizer == "adam" and c.model.embedding_size % c.model.heads == 0
+            continue
         assert (c.model.output == "tied") == n.endswith(("-re", "-real"))
         assert c.loss.augmented == n.endswith(("-al", "-real"))
 

@@ -77,8 +77,15 @@ def _weights(run):
     return {k: v for k, v in tensors.items() if k.startswith("model.")}, meta
 
 
-def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path):
-    cfg = _cfg(tiny_corpus, **{"train.epochs": "3", "model.dropout": "0.3"})
+TRANSFORMER_TINY = {"model.layers": "1", "model.heads": "2", "model.memory": "4", "train.lr": "0.01",
+                    "train.warmup_steps": "3"}
+
+
+@pytest.mark.parametrize("preset, extra", [("ptb-small-real", {}), ("ptb-transformer-drill", TRANSFORMER_TINY)],
+                         ids=["vd-lstm-sgd", "transformer-adam"])
+def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path, preset, extra):
+    """The carried state (LSTM h/c or the Transformer's memory) and Adam's moments survive a resume."""
+    cfg = _cfg(tiny_corpus, preset, **{"train.epochs": "3", "model.dropout": "0.3", **extra})
     full = Trainer(cfg, tmp_path / "full", progress=False, log=lambda *a: None)
     full.setup(False)
     s_full = full.fit()

@@ -136,6 +136,50 @@ seed = {a['seed']}
 """
 
 
+# Transformer LM (issue: Transformer encoders): pre-norm, causal, sized for ~5 min per PTB epoch on a 2-core CPU
+TRANSFORMER = {"ptb": dict(corpus="ptb", dropout=0.3, epochs=12), "wt2": dict(corpus="wikitext-2", dropout=0.2, epochs=8)}
+TRANSFORMER_OUTPUTS = {"tied": 'output = "tied"', "full": 'output = "full"',
+                       "drill": 'output = "drill"\ndrill_depth = 2\ndrill_activation = "sigmoid"\ndrill_dropout = 0.3\n'
+                                'drill_variational = true\ndrill_residual_embedding = true\ndrill_init_range = 0.1'}
+
+
+def transformer_preset(corpus_key: str, output: str) -> str:
+    a = TRANSFORMER[corpus_key]
+    return f"""# {corpus_key}-transformer-{output}: decoder-only Transformer LM + {output} output layer on {a['corpus']}
+# 4 pre-norm blocks, d = 256, FFN 1024, 4 heads, sinusoidal positions; each 64-token window also attends to the
+# 32 tokens before it (model.memory). AdamW with linear warm-up and per-epoch decay. Sized for a 2-core CPU.
+
+[data]
+name = "{a['corpus']}"
+
+[model]
+encoder = "transformer"
+embedding_size = 256
+hidden_size = 1024
+layers = 4
+heads = 4
+positions = "sinusoidal"
+memory = 32
+dropout = {a['dropout']}
+init_range = 0.1
+{TRANSFORMER_OUTPUTS[output]}
+
+[train]
+epochs = {a['epochs']}
+batch_size = 32
+eval_batch_size = 10
+bptt = 64
+optimizer = "adam"
+lr = 5e-4
+warmup_steps = 200
+lr_decay = 0.85
+decay_start = 3
+clip = 1.0
+loss_reduction = "mean"
+seed = 1
+"""
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for old in OUT.glob("*.toml"):
@@ -158,6 +202,9 @@ def main() -> None:
             n += 1
     for budget in (False, True):
         (OUT / f"ptb-awd-sparse{'-budget' if budget else ''}.toml").write_text(awd_preset("ptb", "tied", budget, True))
+        n += 1
+    for corpus_key, output in [("ptb", o) for o in TRANSFORMER_OUTPUTS] + [("wt2", "tied"), ("wt2", "drill")]:
+        (OUT / f"{corpus_key}-transformer-{output}.toml").write_text(transformer_preset(corpus_key, output))
         n += 1
     print(f"wrote {n} presets to {OUT}")
 
