@@ -117,6 +117,16 @@ def add_group(add, name: str, help_: str, dest: str, parser_class, metavar: str 
                                                  required=True)
 
 
+def add_run_arguments(parser, example: str, resume_help: str, data_help: str) -> None:
+    """--out, --set, --resume, --data-dir and --no-progress of a `tag train` / `translate train` command."""
+    parser.add_argument("--out", required=True, help="run directory")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help=f"override a setting, e.g. --set {example}")
+    parser.add_argument("--resume", action="store_true", help=resume_help)
+    parser.add_argument("--data-dir", help=data_help)
+    parser.add_argument("--no-progress", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tiedlm", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", parser_class=_Parser, metavar="COMMAND")

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
-
-from .errors import UsageError
 
 
 def cmd_tag_train(args) -> int:
@@ -15,17 +12,8 @@ def cmd_tag_train(args) -> int:
     from .tagging import TaggerConfig, train_tagger
 
     run_dir = Path(args.out)
-    if args.resume:
-        if not (run_dir / "checkpoint.safetensors").is_file():
-            raise UsageError(f"{run_dir} has no checkpoint.safetensors to resume from")
-        cfg = TaggerConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
-        extra = [s for s in args.set if not s.startswith(("epochs=", "threads="))]
-        if extra:
-            raise UsageError(f"--set {extra[0]}: a resumed tagger run only accepts epochs= and threads=")
-        cfg = cfg.with_overrides(args.set)
-        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
-    else:
-        cfg = TaggerConfig().with_overrides(args.set + ([f"data_dir={args.data_dir}"] if args.data_dir else []))
+    extra = [f"data_dir={args.data_dir}"] if args.data_dir and not args.resume else []
+    cfg = TaggerConfig.for_run(run_dir, args.resume, args.set + extra)
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     _stop_on_sigterm()
     m = train_tagger(cfg, run_dir, resume=args.resume, progress=not args.no_progress, log=log)
@@ -45,7 +33,7 @@ def cmd_tag_evaluate(args) -> int:
 
 
 def register(add, sub_parser_class) -> None:
-    from .cli import add_command, add_group
+    from .cli import add_command, add_group, add_run_arguments
 
     tsub = add_group(add, "tag", "part-of-speech tagging with dense or frequency-sparse embeddings (UD English-EWT)",
                      "tag_command", sub_parser_class, metavar="ACTION")
@@ -53,12 +41,8 @@ def register(add, sub_parser_class) -> None:
                      "Train a BiLSTM UPOS tagger on UD English-EWT r2.16; keys for --set: embedding_size, "
                      "embedding_density, hidden_size, layers, dropout, min_count, epochs, batch_size, lr, clip, "
                      "seed, threads, max_sentences, data_dir.")
-    tr.add_argument("--out", required=True, help="run directory")
-    tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a setting, e.g. --set embedding_density=0.25")
-    tr.add_argument("--resume", action="store_true", help="continue the run in --out after its last epoch")
-    tr.add_argument("--data-dir", help="folder holding en_ewt-ud-{train,dev,test}.conllu (overrides TIEDLM_DATA)")
-    tr.add_argument("--no-progress", action="store_true")
+    add_run_arguments(tr, "embedding_density=0.25", "continue the run in --out after its last epoch",
+                      "folder holding en_ewt-ud-{train,dev,test}.conllu (overrides TIEDLM_DATA)")
     ev = add_command(tsub, "evaluate", cmd_tag_evaluate, "accuracy of a trained tagger")
     ev.add_argument("run", help="tagger run directory")
     ev.add_argument("--split", nargs="+", choices=["train", "dev", "test"], default=["dev", "test"])

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
 
 from .errors import UsageError
-
-RESUMABLE_KEYS = ("epochs=", "threads=")
 
 
 def cmd_translate_train(args) -> int:
@@ -18,17 +15,8 @@ def cmd_translate_train(args) -> int:
     from .translation.train import TranslationInterrupted
 
     run_dir = Path(args.out)
-    if args.resume:
-        if not (run_dir / "checkpoint.safetensors").is_file():
-            raise UsageError(f"{run_dir} has no checkpoint.safetensors to resume from")
-        cfg = TranslationConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
-        extra = [s for s in args.set if not s.startswith(RESUMABLE_KEYS)]
-        if extra:
-            raise UsageError(f"--set {extra[0]}: a resumed translation run only accepts epochs= and threads=")
-        cfg = cfg.with_overrides(args.set)
-        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
-    else:
-        cfg = TranslationConfig().with_overrides(args.set + ([f"data_dir={args.data_dir}"] if args.data_dir else []))
+    extra = [f"data_dir={args.data_dir}"] if args.data_dir and not args.resume else []
+    cfg = TranslationConfig.for_run(run_dir, args.resume, args.set + extra)
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     _stop_on_sigterm()
     try:
@@ -67,7 +55,7 @@ def cmd_translate_translate(args) -> int:
 
 
 def register(add, sub_parser_class) -> None:
-    from .cli import add_command, add_group
+    from .cli import add_command, add_group, add_run_arguments
 
     tsub = add_group(add, "translate", "Transformer translation (Multi30k En-De) with tied/dual/DRILL output layers",
                      "translate_command", sub_parser_class, metavar="ACTION")
@@ -75,12 +63,8 @@ def register(add, sub_parser_class) -> None:
                      "Train a Transformer encoder-decoder on Multi30k En->De with sentencepiece subwords; the test "
                      "BLEU (sacrebleu) is computed at the end. Keys for --set: see TranslationConfig "
                      "(e.g. output=drill, vocab_size=8000, epochs=10, beam=5).")
-    tr.add_argument("--out", required=True, help="run directory")
-    tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a setting, e.g. --set output=drill")
-    tr.add_argument("--resume", action="store_true", help="continue the run in --out where it stopped")
-    tr.add_argument("--data-dir", help="folder holding {train,valid,test}.{en,de} (overrides TIEDLM_DATA)")
-    tr.add_argument("--no-progress", action="store_true")
+    add_run_arguments(tr, "output=drill", "continue the run in --out where it stopped",
+                      "folder holding {train,valid,test}.{en,de} (overrides TIEDLM_DATA)")
     ev = add_command(tsub, "evaluate", cmd_translate_evaluate, "BLEU and perplexity of a trained translator")
     ev.add_argument("run", help="translation run directory")
     ev.add_argument("--split", choices=["valid", "test"], default="test")

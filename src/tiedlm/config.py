@@ -8,6 +8,7 @@ saved as ``config.toml`` in the run directory.
 from __future__ import annotations
 
 import dataclasses
+import json
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -326,6 +327,21 @@ class KeyValueConfig:
                 raise UsageError(f"--set {item!r}: expected key=value with key one of {names}")
             values[key] = _parse_text(text, hints[key], key)
         return dataclasses.replace(self, **values).validate()
+
+    @classmethod
+    def for_run(cls, run_dir: Path, resume: bool, overrides: list[str]):
+        """The settings of a new run (defaults + ``overrides``) or of the run being resumed in ``run_dir``
+        (its saved config.json, where only ``epochs`` and ``threads`` may change; saved back)."""
+        if not resume:
+            return cls().with_overrides(overrides)
+        if not (run_dir / "checkpoint.safetensors").is_file() or not (run_dir / "config.json").is_file():
+            raise UsageError(f"{run_dir} has no checkpoint.safetensors and config.json to resume from")
+        extra = [s for s in overrides if not s.startswith(("epochs=", "threads="))]
+        if extra:
+            raise UsageError(f"--set {extra[0]}: a resumed {cls.label} run only accepts epochs= and threads=")
+        cfg = cls.from_dict(json.loads((run_dir / "config.json").read_text())).with_overrides(overrides)
+        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+        return cfg
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]):

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ..data.vocab import Vocabulary
 from ..errors import TiedlmError, UsageError
 from ..runtime import set_threads
-from ..train.checkpoint import (load_checkpoint, load_optimizer, model_state, optimizer_tensors, save_checkpoint,
+from ..train.checkpoint import (load_checkpoint, load_training_state, model_state, save_training_state,
                                 write_json_atomic)
 from .config import TaggerConfig
 from .data import TaggingCorpus, load_tagging_corpus
@@ -36,15 +36,6 @@ def accuracy(model: BiLSTMTagger, corpus: TaggingCorpus, split: str, batch_size:
         correct += int((pred[keep] == tags[keep]).sum())
         total += int(keep.sum())
     return correct / total
-
-
-def _save(run_dir: Path, model, best, opt, progress: dict) -> None:
-    tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
-    tensors |= {f"best.{k}": v for k, v in best.items()}
-    opt_tensors, groups = optimizer_tensors(opt)
-    tensors |= opt_tensors
-    tensors["rng"] = torch.get_rng_state()
-    save_checkpoint(run_dir / "checkpoint.safetensors", tensors, progress | {"param_groups": groups})
 
 
 def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True,
@@ -74,12 +65,7 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
     state = {"epoch": 0, "best_dev": -1.0, "best_epoch": 0, "history": [], "seconds": 0.0}
     best = {k: v.clone() for k, v in model.state_dict().items()}
     if resume:
-        tensors, meta = load_checkpoint(run_dir / "checkpoint.safetensors")
-        model.load_state_dict(model_state(tensors))
-        best = model_state(tensors, "best.")
-        load_optimizer(opt, tensors, meta.pop("param_groups"))
-        torch.set_rng_state(tensors["rng"])
-        state = meta
+        best, state = load_training_state(run_dir / "checkpoint.safetensors", model, opt)
         log(f"resuming {run_dir} after epoch {state['epoch']} of {cfg.epochs}")
     counts = model.parameter_counts()
     n_train = corpus.tokens("train")
@@ -112,7 +98,7 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
             state["best_dev"], state["best_epoch"] = dev, epoch
             best = {k: v.clone() for k, v in model.state_dict().items()}
         state["epoch"] = epoch
-        _save(run_dir, model, best, opt, state)
+        save_training_state(run_dir / "checkpoint.safetensors", model, best, opt, state)
         log(f"epoch {epoch:3d} | train loss {total / seen:.4f} | dev acc {100 * dev:.2f}% | "
             f"{n_train / seconds:,.0f} tok/s | {seconds:.0f} s")
     model.load_state_dict(best)

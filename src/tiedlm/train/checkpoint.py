@@ -75,6 +75,28 @@ def load_optimizer(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor],
     opt.load_state_dict({"state": state, "param_groups": groups})
 
 
+def save_training_state(path: Path, model: torch.nn.Module, best: dict[str, torch.Tensor],
+                        opt: torch.optim.Optimizer, progress: dict) -> None:
+    """One atomic checkpoint of a run kept by its best weights (tagger, translator): the model, the best
+    weights so far, the optimizer's state, the RNG state and ``progress`` (JSON metadata)."""
+    tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
+    tensors |= {f"best.{k}": v for k, v in best.items()}
+    opt_tensors, groups = optimizer_tensors(opt)
+    tensors |= opt_tensors
+    tensors["rng"] = torch.get_rng_state()
+    save_checkpoint(path, tensors, progress | {"param_groups": groups})
+
+
+def load_training_state(path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """Restore what :func:`save_training_state` wrote into ``model``, ``opt`` and the RNG; return
+    (best weights, progress)."""
+    tensors, meta = load_checkpoint(path)
+    model.load_state_dict(model_state(tensors))
+    load_optimizer(opt, tensors, meta.pop("param_groups"))
+    torch.set_rng_state(tensors["rng"])
+    return model_state(tensors, "best."), meta
+
+
 def write_json_atomic(path: Path, obj) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w") as f:

@@ -26,7 +26,7 @@ from ..errors import TiedlmError, UsageError
 from ..losses import AugmentedLoss
 from ..losses.augmented import at_least_fp32
 from ..runtime import autocast, resolve_precision, set_threads
-from ..train.checkpoint import (load_checkpoint, load_optimizer, model_state, optimizer_tensors, save_checkpoint,
+from ..train.checkpoint import (load_checkpoint, load_training_state, model_state, save_training_state,
                                 write_json_atomic)
 from .config import TranslationConfig
 from .data import PAD, ParallelCorpus, SubwordVocab, encode_source, load_parallel_corpus
@@ -76,15 +76,6 @@ def validation_nll(model: TransformerTranslator, cfg: TranslationConfig, corpus:
     return nll / tokens
 
 
-def _save(run_dir: Path, model, best, opt, progress: dict) -> None:
-    tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
-    tensors |= {f"best.{k}": v for k, v in best.items()}
-    opt_tensors, groups = optimizer_tensors(opt)
-    tensors |= opt_tensors
-    tensors["rng"] = torch.get_rng_state()
-    save_checkpoint(run_dir / CHECKPOINT, tensors, progress | {"param_groups": groups})
-
-
 def train_translator(cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True,
                      log=print) -> dict:
     """Train (or continue) a translator in ``run_dir``; returns the metrics written to ``metrics.json``."""
@@ -110,12 +101,7 @@ def train_translator(cfg: TranslationConfig, run_dir: Path, resume: bool = False
              "sums": [0.0, 0]}
     best = {k: v.clone() for k, v in model.state_dict().items()}
     if resume:
-        tensors, meta = load_checkpoint(run_dir / CHECKPOINT)
-        model.load_state_dict(model_state(tensors))
-        best = model_state(tensors, "best.")
-        load_optimizer(opt, tensors, meta.pop("param_groups"))
-        torch.set_rng_state(tensors["rng"])
-        state = meta
+        best, state = load_training_state(run_dir / CHECKPOINT, model, opt)
         log(f"resuming {run_dir} at epoch {state['epoch']}, batch {state['batch']}")
     counts = model.parameter_counts()
     log(f"tiedlm translate | {cfg.source_lang}->{cfg.target_lang} | device {device} | precision {precision} | "
@@ -153,7 +139,7 @@ def train_translator(cfg: TranslationConfig, run_dir: Path, resume: bool = False
         except KeyboardInterrupt:
             bar.close()
             state["seconds"] += time.perf_counter() - start
-            _save(run_dir, model, best, opt, state)
+            save_training_state(run_dir / CHECKPOINT, model, best, opt, state)
             raise TranslationInterrupted(run_dir, epoch, state["batch"]) from None
         bar.close()
         seconds = time.perf_counter() - start
@@ -166,7 +152,7 @@ def train_translator(cfg: TranslationConfig, run_dir: Path, resume: bool = False
             state["best_valid"], state["best_epoch"] = valid, epoch
             best = {k: v.detach().clone() for k, v in model.state_dict().items()}
         state.update(epoch=epoch + 1, batch=0, sums=[0.0, 0])
-        _save(run_dir, model, best, opt, state)
+        save_training_state(run_dir / CHECKPOINT, model, best, opt, state)
         with open(run_dir / "metrics.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
         log(f"epoch {epoch:3d} | train ppl {record['train_ppl']:7.2f} | valid ppl {record['valid_ppl']:7.2f} | "
