@@ -9,15 +9,22 @@ normalised score is score / limit^α), or at its length limit, where the open pr
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from .data import BOS, EOS, PAD
 from .model import TransformerTranslator
 
 
 def _step(model: TransformerTranslator, tokens: torch.Tensor, t: int, memory, mask, cache: dict) -> torch.Tensor:
-    """Log-probabilities (N, |V|) of the next token after feeding ``tokens`` (N,1) at position t."""
+    """Log-probabilities (N, |V|) of the next token after feeding ``tokens`` (N,1) at position t.
+
+    The label embeddings g_out(E) do not change while decoding: they are encoded once, kept in the cache.
+    """
     h = model.decode(tokens, memory, mask, cache=cache, offset=t)[:, -1]
-    logits, _ = model.output(h)
+    if "labels" not in cache:
+        cache["labels"] = model.output.encode_labels()
+    out = model.output
+    logits = F.linear(out.encode_context(h), cache["labels"], out.bias)
     return torch.log_softmax(logits.float(), dim=-1)
 
 
@@ -100,7 +107,7 @@ def beam_search(model: TransformerTranslator, source: torch.Tensor, beam: int = 
         scores = top
         prefixes = torch.cat([prefixes[origin], nxt.unsqueeze(1)], dim=1)
         tokens = nxt.unsqueeze(1)
-        for name, (k, v) in list(cache.items()):
-            if name.startswith("self"):
-                cache[name] = (k[origin], v[origin])
+        for name in [n for n in cache if n.startswith("self")]:  # cross-attention and labels: same per beam
+            k, v = cache[name]
+            cache[name] = (k[origin], v[origin])
     return (best, best_score.tolist()) if return_scores else best
