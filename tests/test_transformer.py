@@ -237,3 +237,23 @@ def test_interrupted_translation_resumes_exactly(tmp_path, monkeypatch):
             assert torch.equal(a[name], b[name]), name
     assert math.isclose(json.loads((tmp_path / "whole" / "metrics.json").read_text())["test_bleu"],
                         json.loads((tmp_path / "split" / "metrics.json").read_text())["test_bleu"])
+
+
+def test_augmented_loss_reaches_transformer_lm_and_translator():
+    """The AL term is added for both Transformer models and its gradient reaches the shared embedding."""
+    from tiedlm.losses import AugmentedLoss, LanguageModelLoss
+    from tiedlm.translation.train import translation_loss
+
+    torch.manual_seed(0)
+    lm = LanguageModel(lm_config("drill").model, 30)
+    x, y = torch.randint(0, 30, (6, 2)), torch.randint(0, 30, (6, 2))
+    logits, _ = lm(x, lm.init_state(2))
+    total, ce, aug = LanguageModelLoss(augmented=True, tau=2.0, gamma=0.5)(logits, y, lm.input_embeddings)
+    assert total.item() == pytest.approx(float(ce) + 0.5 * 2.0 * float(aug), rel=1e-5) and float(aug) > 0
+    model = tiny_translator("tied", augmented=True, tau=2.0, gamma=0.5, label_smoothing=0.0)
+    src, tin, tout = torch.tensor([[4, 5, EOS]]), torch.tensor([[BOS, 4, 6]]), torch.tensor([[4, 6, EOS]])
+    plain, nll, n = translation_loss(model, model.cfg, src, tin, tout)
+    with_aug, _, _ = translation_loss(model, model.cfg, src, tin, tout, AugmentedLoss(2.0))
+    assert plain.item() == pytest.approx(float(nll) / n, rel=1e-5) and with_aug.item() > plain.item()
+    with_aug.backward()
+    assert model.target_embedding.weight.grad.abs().sum() > 0
