@@ -316,6 +316,12 @@ class KeyValueConfig:
     def validate(self):
         return self
 
+    def require(self, checks: list[tuple[bool, str, str]]) -> None:
+        """Raise a one-line UsageError for the first (ok, key, allowed) check that fails."""
+        for ok, key, allowed in checks:
+            if not ok:
+                raise UsageError(f"{self.label} {key} = {getattr(self, key)!r} is not allowed; expected {allowed}")
+
     def with_overrides(self, items: list[str]):
         """Apply ``key=value`` strings (typed by the field), then validate."""
         hints = get_type_hints(type(self))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import KeyValueConfig
-from ..errors import UsageError
 
 
 @dataclass
@@ -43,7 +42,5 @@ class TaggerConfig(KeyValueConfig):
             (self.threads >= 0, "threads", "an integer >= 0"),
             (self.max_sentences >= 0, "max_sentences", "an integer >= 0 (0 = all)"),
         ]
-        for ok, key, allowed in checks:
-            if not ok:
-                raise UsageError(f"tagger {key} = {getattr(self, key)!r} is not allowed; expected {allowed}")
+        self.require(checks)
         return self

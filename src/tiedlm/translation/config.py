@@ -99,9 +99,7 @@ class TranslationConfig(KeyValueConfig):
             (self.length_penalty >= 0, "length_penalty", "a number >= 0"),
             (self.max_decode_ratio > 0, "max_decode_ratio", "a number > 0"),
         ]
-        for ok, key, allowed in checks:
-            if not ok:
-                raise UsageError(f"translation {key} = {getattr(self, key)!r} is not allowed; expected {allowed}")
+        self.require(checks)
         if self.positions == "learned" and self.max_length + 2 > self.max_positions:
             raise UsageError(f"translation max_positions = {self.max_positions} must be >= max_length + 2 = "
                              f"{self.max_length + 2} with learned positions")
