@@ -57,6 +57,18 @@ def test_bad_input_is_a_usage_error():
         subspace_distance(np.ones(5), np.ones(5))
 
 
+def test_subspace_model_output_init_range():
+    from tiedlm.experiments.subspace_validation import SubspaceExperimentConfig, build_model
+
+    zero = build_model(50, 0, SubspaceExperimentConfig(hidden_size=8, layers=1, output_init_range=0.0))
+    assert not zero.output.weight.any() and not zero.output.bias.any()
+    assert torch.allclose(zero.embedding.weight.norm(dim=1), torch.ones(50))  # unit-norm input rows (§6.2)
+    small = build_model(50, 0, SubspaceExperimentConfig(hidden_size=8, layers=1, output_init_range=0.01))
+    assert 0 < small.output.weight.abs().max() <= 0.01
+    same = build_model(50, 0, SubspaceExperimentConfig(hidden_size=8, layers=1, init_range=0.3, output_init_range=-1))
+    assert same.output.weight.abs().max() > 0.2  # negative: W follows --init-range
+
+
 def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path):
     import csv
 

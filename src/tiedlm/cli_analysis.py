@@ -14,6 +14,7 @@ def cmd_experiment_subspace(args) -> int:
     cfg = SubspaceExperimentConfig(runs=args.runs, seed=args.seed, epochs=args.epochs, vocab=args.vocab,
                                    slice_words=args.slice_words, optimizer=args.optimizer, lr=args.lr,
                                    momentum=args.momentum, precision=args.precision,
+                                   init_range=args.init_range, output_init_range=args.output_init_range,
                                    threads=args.threads, data_dir=args.data_dir or "")
     if args.betas:
         cfg.betas = args.betas
@@ -91,7 +92,14 @@ def register(add, sub_parser_class) -> None:
     s.add_argument("--slice-words", type=int, default=d.slice_words)
     s.add_argument("--betas", type=float, nargs="+", help="beta sweep (default 0, 0.1, ..., 1)")
     s.add_argument("--taus", type=float, nargs="+", help="tau sweep (default 1 2 5 10 20 40)")
-    s.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
+    s.add_argument("--init-range", type=float, default=d.init_range,
+                   help="uniform init range of the embedding and the LSTM")
+    s.add_argument("--output-init-range", type=float, default=d.output_init_range,
+                   help="uniform init range of the output W (b starts at 0); a negative value means --init-range. "
+                        "Directions of W that the hidden states never excite keep their initial values, so a "
+                        "random W hides the effect of the loss (see the README)")
+    s.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=d.precision,
+                   help="fp32 by default: bf16 rounding of the logits is a sizeable fraction of ỹ's deviation from uniform")
     s.add_argument("--threads", type=int, default=0)
     s.add_argument("--data-dir", help="folder holding PTB's train.txt/valid.txt/test.txt")
     s.add_argument("--no-progress", action="store_true")

@@ -28,20 +28,31 @@ def read_run(run_dir: Path) -> dict:
 
 
 def plot_curves(runs: list[dict], path: Path, log_y: bool = True) -> None:
+    """Validation perplexity per epoch for every run on one plot (the paper's Figure 2), each with its
+    paper validation number (where the preset has one) as a dashed line of the same colour."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for r in runs:
-        if r["metrics"]:
-            ax.plot([m["epoch"] for m in r["metrics"]], [m["valid_ppl"] for m in r["metrics"]], marker=".",
-                    label=r["name"])
+        if not r["metrics"]:
+            continue
+        (line,) = ax.plot([m["epoch"] for m in r["metrics"]], [m["valid_ppl"] for m in r["metrics"]], marker=".",
+                          label=r["name"])
+        paper_valid = (paper_row(r["config"]) or {}).get("valid")
+        if paper_valid:
+            ax.axhline(paper_valid, color=line.get_color(), linestyle="--", linewidth=1,
+                       label=f"paper valid {paper_valid:g} ({variant_name(r['config'].loss.augmented, r['config'].model.output)})")
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation perplexity")
     if log_y:
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 7.0)))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     ax.set_title("Validation perplexity during training (cf. Inan et al. 2017, Figure 2)")

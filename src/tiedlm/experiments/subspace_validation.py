@@ -53,7 +53,7 @@ class SubspaceExperimentConfig:
     vocab: str = "slice"  # slice: only the words of each slice (~3x faster) | full: PTB's 10k words
     hidden_size: int = 300
     layers: int = 2
-    epochs: int = 25
+    epochs: int = 15
     batch_size: int = 20
     bptt: int = 35
     optimizer: str = "sgd"  # sgd (loss summed over BPTT steps, as the LM presets) | adam
@@ -61,7 +61,8 @@ class SubspaceExperimentConfig:
     momentum: float = 0.0  # SGD momentum: its updates stay in the span of the gradients, unlike Adam's
     clip: float = 5.0
     init_range: float = 0.1
-    precision: str = "auto"
+    output_init_range: float = 0.0  # init range of the output W (b = 0); < 0: the same as init_range
+    precision: str = "fp32"
     threads: int = 0
     corpus: str = "ptb"  # a corpus name or folder (the paper: PTB)
     data_dir: str = ""
@@ -88,7 +89,7 @@ class SubspaceExperimentConfig:
     def settings(self) -> str:
         keep = ("corpus", "slice_words", "vocab", "hidden_size", "layers", "epochs", "batch_size", "bptt", "optimizer",
                 "lr", "momentum", "clip",
-                "init_range")
+                "init_range", "output_init_range")
         return json.dumps({k: getattr(self, k) for k in keep}, sort_keys=True)
 
 
@@ -106,14 +107,31 @@ def draw_slice(train: torch.Tensor, words: int, seed: int) -> tuple[int, torch.T
     return start, train[start:start + words]
 
 
-def train_point(tokens: torch.Tensor, vocab_size: int, beta: float, tau: float, seed: int,
-                cfg: SubspaceExperimentConfig, precision: str, on_epoch=None) -> dict:
-    """Train one model on ``tokens`` with loss (6.1) and return its subspace distance and final training fit."""
+def build_model(vocab_size: int, seed: int, cfg: SubspaceExperimentConfig) -> LanguageModel:
+    """The §6.2 model: untied output, no dropout, unit-norm input rows, W uniform in ±output_init_range.
+
+    Why W's initial scale matters: the subspace distance weighs every one of W's d directions equally,
+    and SGD never changes the part of W that the hidden states do not excite (its gradient Σ g_t h_tᵀ
+    is zero there). A W drawn in ±0.1 keeps a random component whose norm (~0.06·sqrt(|V|·d)) dwarfs
+    what J_aug builds in a short training run, so the distance stays near its random-subspace value
+    whatever β is; starting W at 0 shows where the loss pushes it.
+    """
     torch.manual_seed(seed)
     mcfg = ModelConfig(embedding_size=cfg.hidden_size, hidden_size=cfg.hidden_size, layers=cfg.layers, dropout=0.0,
                        init_range=cfg.init_range, output="full")
     model = LanguageModel(mcfg, vocab_size)
+    if cfg.output_init_range >= 0:
+        with torch.no_grad():
+            model.output.weight.uniform_(-cfg.output_init_range, cfg.output_init_range)
+            model.output.bias.zero_()
     renormalise_rows_(model.embedding.weight)
+    return model
+
+
+def train_point(tokens: torch.Tensor, vocab_size: int, beta: float, tau: float, seed: int,
+                cfg: SubspaceExperimentConfig, precision: str, on_epoch=None) -> dict:
+    """Train one model on ``tokens`` with loss (6.1) and return its subspace distance and final training fit."""
+    model = build_model(vocab_size, seed, cfg)
     loss_fn = LanguageModelLoss(augmented=beta > 0, tau=tau, form="beta", beta=beta)
     if cfg.optimizer == "adam":
         opt, scale = torch.optim.Adam(model.parameters(), lr=cfg.lr), 1.0
