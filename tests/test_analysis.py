@@ -89,3 +89,12 @@ def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path
     again = run_experiment(cfg, out, progress=False, log=lambda *a: None)
     assert len(list(csv.DictReader((out / "subspace.csv").open()))) == 6
     assert again["beta_sweep"] == summary["beta_sweep"]
+
+
+def test_random_subspace_distance_matches_sampled_subspaces():
+    from tiedlm.experiments.subspace_validation import random_subspace_distance
+
+    rng = np.random.default_rng(0)
+    sampled = [subspace_distance(rng.standard_normal((400, 30)), rng.standard_normal((400, 30))) for _ in range(20)]
+    assert abs(np.mean(sampled) - random_subspace_distance(30, 400)) < 0.005
+    assert random_subspace_distance(30, 400) < random_subspace_distance(30, 4000) < 1

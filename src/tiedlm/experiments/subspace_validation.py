@@ -224,6 +224,12 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
     return summarise(cfg, out)
 
 
+def random_subspace_distance(d: int, n: int) -> float:
+    """Expected distance between two random d-dimensional subspaces of R^n: E[sin²θ] = 1 − d/n for each of
+    the d principal angles, so d = sqrt(1 − d/n) (≈ 0.96 for d = 300 in a ~3,500-word slice vocabulary)."""
+    return math.sqrt(1.0 - d / n)
+
+
 def summarise(cfg: SubspaceExperimentConfig, out: Path) -> dict:
     """Aggregate ``subspace.csv`` into ``summary.json``, ``subspace.png`` (Figure 1) and ``summary.md``."""
     rows = _done_rows(out / "subspace.csv", cfg.settings())
@@ -231,17 +237,20 @@ def summarise(cfg: SubspaceExperimentConfig, out: Path) -> dict:
     def stats(beta, tau):
         vals = [float(r["distance"]) for (b, t, _), r in rows.items() if b == beta and t == tau]
         ppl = [float(r["train_ppl"]) for (b, t, _), r in rows.items() if b == beta and t == tau]
+        aug = [float(r["train_aug"]) for (b, t, _), r in rows.items() if b == beta and t == tau]
         if not vals:
             return None
         return {"beta": beta, "tau": tau, "n": len(vals), "mean": float(np.mean(vals)),
                 "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0, "min": min(vals), "max": max(vals),
-                "train_ppl_mean": float(np.mean(ppl))}
+                "train_ppl_mean": float(np.mean(ppl)), "train_aug_mean": float(np.mean(aug))}
 
     sweep_a = [s for b in cfg.betas if (s := stats(b, cfg.beta_sweep_tau))]
     sweep_b = [s for t in cfg.taus if (s := stats(cfg.tau_sweep_beta, t))]
     seconds = sum(float(r["seconds"]) for r in rows.values())
+    vocab = float(np.mean([int(r["vocab_size"]) for r in rows.values()])) if rows else 0.0
     summary = {"config": asdict(cfg), "beta_sweep": sweep_a, "tau_sweep": sweep_b, "paper_claims": PAPER_CLAIMS,
-               "train_seconds": seconds, "runs_in_csv": len(rows)}
+               "train_seconds": seconds, "runs_in_csv": len(rows), "mean_vocab_size": vocab,
+               "random_distance": random_subspace_distance(cfg.hidden_size, vocab) if vocab > cfg.hidden_size else None}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     _plot(summary, out / "subspace.png")
     (out / "summary.md").write_text(_markdown(summary))
@@ -265,6 +274,9 @@ def _plot(summary: dict, path: Path) -> None:
             xs = [p[x] for p in pts]
             ax.errorbar(xs, [p["mean"] for p in pts], yerr=[p["std"] for p in pts], marker="o", capsize=3,
                         label=f"tiedlm (mean ± sd over {max(p['n'] for p in pts)} runs)")
+        if summary.get("random_distance"):
+            ax.axhline(summary["random_distance"], color="grey", linestyle=":", linewidth=1,
+                       label=f"two random subspaces ({summary['random_distance']:.3f})")
         if key == "beta_sweep":
             ax.scatter([0, 1], [PAPER_CLAIMS["beta0_tau10"], PAPER_CLAIMS["beta1_tau10"]], marker="x", color="red",
                        zorder=3, label="paper (text of §6.2)")
@@ -289,15 +301,20 @@ def _markdown(summary: dict) -> str:
              f"Settings: slice {cfg['slice_words']} words of PTB train, vocabulary {cfg['vocab']}, "
              f"{cfg['layers']}x{cfg['hidden_size']} LSTM, untied output, no dropout, unit-norm input rows, "
              f"{cfg['optimizer']} lr {cfg['lr']} (momentum {cfg['momentum']}), clip {cfg['clip']}, {cfg['epochs']} epochs, batch {cfg['batch_size']}, "
-             f"BPTT {cfg['bptt']}, seeds {cfg['seed']}..{cfg['seed'] + cfg['runs'] - 1}.", "",
-             "| sweep | β | τ | runs | distance mean | sd | min | max | train ppl (mean) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"BPTT {cfg['bptt']}, init ±{cfg['init_range']:g} (output W ±{cfg['output_init_range']:g}; "
+             f"negative = same), precision {cfg['precision']}, seeds {cfg['seed']}..{cfg['seed'] + cfg['runs'] - 1}.",
+             "",
+             "| sweep | β | τ | runs | distance mean | sd | min | max | train ppl (mean) | train J_aug (mean KL) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for key, name in (("beta_sweep", "a"), ("tau_sweep", "b")):
         for p in summary[key]:
             lines.append(f"| {name} | {p['beta']:g} | {p['tau']:g} | {p['n']} | {p['mean']:.3f} | {p['std']:.3f} | "
-                         f"{p['min']:.3f} | {p['max']:.3f} | {p['train_ppl_mean']:.2f} |")
+                         f"{p['min']:.3f} | {p['max']:.3f} | {p['train_ppl_mean']:.2f} | {p['train_aug_mean']:.3g} |")
     by = {(p["beta"], p["tau"]): p for p in summary["beta_sweep"] + summary["tau_sweep"]}
     lines += ["", "Paper (§6.2 text): distance ≈ 1 at β = 0 and ≈ 0.06 at β = 1 (τ = 10); already low at τ = 2."]
+    if summary.get("random_distance"):
+        lines.append(f"Two random {cfg['hidden_size']}-dimensional subspaces of the mean slice vocabulary "
+                     f"({summary['mean_vocab_size']:.0f} words) are {summary['random_distance']:.3f} apart.")
     b0, b1 = by.get((0.0, cfg["beta_sweep_tau"])), by.get((1.0, cfg["beta_sweep_tau"]))
     if b0 and b1:
         lines.append(f"Measured: {b0['mean']:.3f} at β = 0 and {b1['mean']:.3f} at β = 1 (τ = {cfg['beta_sweep_tau']:g}).")
