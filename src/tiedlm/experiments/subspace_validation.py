@@ -282,6 +282,9 @@ def _plot(summary: dict, path: Path) -> None:
                        zorder=3, label="paper (text of §6.2)")
         else:
             ax.set_xscale("log", base=2)
+            if pts:
+                ax.set_xticks(xs, [f"{t:g}" for t in xs])
+                ax.minorticks_off()
         ax.set_xlabel(label)
         ax.set_ylabel("subspace distance d(Lᵀ, W)")
         ax.set_ylim(0, 1.05)
