@@ -71,6 +71,12 @@ def test_report_collects_runs_with_paper_numbers(two_runs, tmp_path):
     cfg = Config.load("ptb-small-real")
     assert paper_row(cfg)["test"] == pytest.approx(82.7) and variant_name(True, "tied") == "REAL"
     assert paper_row(Config.load("ptb-medium-vd"))["valid"] == pytest.approx(82.0)
+    # an unfinished run (no summary.json yet) still gets its parameter count, from config and vocabulary
+    finished_row = next(line for line in md.splitlines() if line.startswith("| ptb-small-real |"))
+    (two_runs[1] / "summary.json").unlink()
+    assert main(["report", *map(str, two_runs), "--out", str(out)]) == 0
+    row = next(line for line in (out / "report.md").read_text().splitlines() if line.startswith("| ptb-small-real |"))
+    assert row.split("|")[4] == finished_row.split("|")[4] and "M" in row.split("|")[4] and "stopped" in row
 
 
 def test_analyze_bands_bins_tokens_by_training_frequency(two_runs, tmp_path, capsys):

@@ -61,6 +61,15 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True) -> None:
     plt.close(fig)
 
 
+def _count_parameters(run_dir: Path, cfg: Config) -> int | None:
+    """Total parameters of an unfinished run (no summary.json yet), from its config and vocabulary."""
+    from ..data import Vocabulary
+    from ..run import count_parameters
+
+    vocab = run_dir / "vocab.txt"
+    return count_parameters(cfg, len(Vocabulary.load(vocab)))["total"] if vocab.is_file() else None
+
+
 def _fmt(x, spec=".2f") -> str:
     return "–" if x is None else format(x, spec)
 
@@ -80,7 +89,8 @@ def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:
         cfg, s, m = r["config"], r["summary"], r["metrics"]
         paper = paper_row(cfg) or {}
         model = f"{cfg.model.layers}x{cfg.model.hidden_size} {variant_name(cfg.loss.augmented, cfg.model.output)}"
-        params = f"{s['parameters']['total'] / 1e6:.2f}M" if s else "–"
+        total = s["parameters"]["total"] if s else _count_parameters(r["dir"], cfg)
+        params = f"{total / 1e6:.2f}M" if total else "–"
         best = min((e["valid_ppl"] for e in m), default=None)
         status = "finished" if s else (f"running/stopped at epoch {m[-1]['epoch']}/{cfg.train.epochs}" if m
                                        else "no epoch finished")
