@@ -304,8 +304,9 @@ def _markdown(summary: dict) -> str:
              f"Settings: slice {cfg['slice_words']} words of PTB train, vocabulary {cfg['vocab']}, "
              f"{cfg['layers']}x{cfg['hidden_size']} LSTM, untied output, no dropout, unit-norm input rows, "
              f"{cfg['optimizer']} lr {cfg['lr']} (momentum {cfg['momentum']}), clip {cfg['clip']}, {cfg['epochs']} epochs, batch {cfg['batch_size']}, "
-             f"BPTT {cfg['bptt']}, init ±{cfg['init_range']:g} (output W ±{cfg['output_init_range']:g}; "
-             f"negative = same), precision {cfg['precision']}, seeds {cfg['seed']}..{cfg['seed'] + cfg['runs'] - 1}.",
+             f"BPTT {cfg['bptt']}, init ±{cfg['init_range']:g} (output W "
+             f"{'the same' if cfg['output_init_range'] < 0 else '±%g' % cfg['output_init_range']}), "
+             f"precision {cfg['precision']}, seeds {cfg['seed']}..{cfg['seed'] + cfg['runs'] - 1}.",
              "",
              "| sweep | β | τ | runs | distance mean | sd | min | max | train ppl (mean) | train J_aug (mean KL) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
