@@ -226,7 +226,7 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
 
 def random_subspace_distance(d: int, n: int) -> float:
     """Expected distance between two random d-dimensional subspaces of R^n: E[sin²θ] = 1 − d/n for each of
-    the d principal angles, so d = sqrt(1 − d/n) (≈ 0.96 for d = 300 in a ~3,500-word slice vocabulary)."""
+    the d principal angles, so the distance is sqrt(1 − d/n) (≈ 0.96 for d = 300, n ≈ 3,500 slice words)."""
     return math.sqrt(1.0 - d / n)
 
 
@@ -235,11 +235,10 @@ def summarise(cfg: SubspaceExperimentConfig, out: Path) -> dict:
     rows = _done_rows(out / "subspace.csv", cfg.settings())
 
     def stats(beta, tau):
-        vals = [float(r["distance"]) for (b, t, _), r in rows.items() if b == beta and t == tau]
-        ppl = [float(r["train_ppl"]) for (b, t, _), r in rows.items() if b == beta and t == tau]
-        aug = [float(r["train_aug"]) for (b, t, _), r in rows.items() if b == beta and t == tau]
-        if not vals:
+        point = [r for (b, t, _), r in rows.items() if b == beta and t == tau]
+        if not point:
             return None
+        vals, ppl, aug = ([float(r[k]) for r in point] for k in ("distance", "train_ppl", "train_aug"))
         return {"beta": beta, "tau": tau, "n": len(vals), "mean": float(np.mean(vals)),
                 "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0, "min": min(vals), "max": max(vals),
                 "train_ppl_mean": float(np.mean(ppl)), "train_aug_mean": float(np.mean(aug))}
