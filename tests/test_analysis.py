@@ -91,6 +91,14 @@ def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path
     assert again["beta_sweep"] == summary["beta_sweep"]
 
 
+def test_subspace_settings_key_does_not_depend_on_int_or_float_spelling():
+    from tiedlm.experiments.subspace_validation import SubspaceExperimentConfig
+
+    assert (SubspaceExperimentConfig(lr=1, output_init_range=-1).settings()
+            == SubspaceExperimentConfig(lr=1.0, output_init_range=-1.0).settings())
+    assert SubspaceExperimentConfig(lr=1).settings() != SubspaceExperimentConfig(lr=2).settings()
+
+
 def test_random_subspace_distance_matches_sampled_subspaces():
     from tiedlm.experiments.subspace_validation import random_subspace_distance
 

@@ -20,7 +20,7 @@ import csv
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +90,9 @@ class SubspaceExperimentConfig:
         keep = ("corpus", "slice_words", "vocab", "hidden_size", "layers", "epochs", "batch_size", "bptt", "optimizer",
                 "lr", "momentum", "clip",
                 "init_range", "output_init_range")
-        return json.dumps({k: getattr(self, k) for k in keep}, sort_keys=True)
+        floats = {f.name for f in fields(self) if f.type == "float"}  # lr=1 and lr=1.0 are the same setting
+        return json.dumps({k: float(getattr(self, k)) if k in floats else getattr(self, k) for k in keep},
+                          sort_keys=True)
 
 
 def renormalise_rows_(weight: torch.Tensor) -> None:
