@@ -6,39 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
-    """Upcast bf16/fp16 (from autocast) to fp32 for softmax and losses; leave fp32/fp64 alone."""
-    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
-
-
-class _FixedTargetKL(torch.autograd.Function):
-    """Mean over tokens of KL(ỹ_t ‖ softmax(z_t/τ)) with ỹ a fixed target, fused (eqs. 3.2, 3.4, 3.7).
-
-    ỹ depends only on the target word, so it is computed once per *distinct* target in the batch
-    (U ≤ N rows of |V|), and the backward pass is the closed form (ŷ − ỹ)/τ of eq. (3.4) instead of an
-    autograd graph through division, log-softmax and KL: fewer |V|-sized passes and tensors.
-    """
-
-    @staticmethod
-    def forward(ctx, logits, targets, embeddings, tau):
-        words, inverse = torch.unique(targets, return_inverse=True)
-        scores = embeddings[words] @ embeddings.t()  # (U, |V|): Lᵀ u for each distinct target (3.6, 3.7)
-        log_tgt = F.log_softmax(at_least_fp32(scores).div_(tau), dim=-1)  # scores is a temporary: divide in place
-        tgt = log_tgt.exp()
-        neg_entropy = (tgt * log_tgt).sum(-1)  # Σ ỹ log ỹ per distinct target
-        log_pred = F.log_softmax(at_least_fp32(logits) / tau, dim=-1)  # (N, |V|), eq. (3.1)
-        cross = (tgt.index_select(0, inverse) * log_pred).sum()
-        n = logits.size(0)
-        ctx.save_for_backward(log_pred, tgt, inverse)
-        ctx.tau, ctx.n, ctx.dtype = tau, n, logits.dtype
-        return (neg_entropy.index_select(0, inverse).sum() - cross) / n
-
-    @staticmethod
-    def backward(ctx, grad):
-        log_pred, tgt, inverse = ctx.saved_tensors
-        g = log_pred.exp_().sub_(tgt.index_select(0, inverse)).mul_(grad / (ctx.tau * ctx.n))  # (ŷ − ỹ)/τ (3.4)
-        return g.to(ctx.dtype), None, None, None
+from .fused import at_least_fp32, fused_lm_loss
 
 
 class AugmentedLoss(nn.Module):
@@ -51,7 +19,8 @@ class AugmentedLoss(nn.Module):
     With ``target_grad=False`` (default) ỹ is a fixed target: no gradient flows through it and
     ∂J_aug/∂logits_t = (ŷ_t − ỹ_t)/τ per token (eq. 3.4; divided by the number of tokens
     because of the mean). The paper does not say whether gradients flow through ỹ into L;
-    ``target_grad=True`` lets them. Log-probabilities are computed with log_softmax in fp32.
+    ``target_grad=True`` lets them. Log-probabilities are computed with log_softmax in fp32; the
+    fixed-target case runs the fused, chunked pass of :class:`~tiedlm.losses.fused.FusedLMLoss`.
     """
 
     def __init__(self, tau: float = 20.0, target_grad: bool = False):
@@ -67,7 +36,7 @@ class AugmentedLoss(nn.Module):
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
         """logits (N, |V|), targets (N,), embeddings (|V|, d) -> scalar mean KL(ỹ ‖ ŷ)."""
         if not self.target_grad:
-            return _FixedTargetKL.apply(logits, targets, embeddings.detach(), self.tau)
+            return fused_lm_loss(logits, targets, embeddings, self.tau, with_ce=False)[1]
         log_pred = F.log_softmax(at_least_fp32(logits) / self.tau, dim=-1)
         log_tgt = self.target_log_probs(targets, embeddings)
         # KL(ỹ‖ŷ) = Σ ỹ (log ỹ − log ŷ), per token, then mean over tokens
@@ -93,15 +62,19 @@ class LanguageModelLoss(nn.Module):
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor | None = None):
         """logits (..., |V|), targets (...) -> (total, ce, aug); ce and aug are detached floats-as-tensors."""
-        logits = at_least_fp32(logits.reshape(-1, logits.size(-1)))  # one fp32 copy, shared by J and J_aug
+        logits = logits.reshape(-1, logits.size(-1))  # upcast to fp32 chunk by chunk inside the fused loss
         targets = targets.reshape(-1)
-        ce = F.cross_entropy(logits, targets)
         if self.aug is None:
+            ce, _ = fused_lm_loss(logits, targets)
             return ce, ce.detach(), None
         if embeddings is None:
             raise ValueError("the augmented loss needs the input embeddings")
-        aug = self.aug(logits, targets, embeddings)
         tau = self.aug.tau
+        if self.aug.target_grad:
+            ce, _ = fused_lm_loss(logits, targets)
+            aug = self.aug(logits, targets, embeddings)
+        else:  # J and J_aug in one chunked pass over the logits
+            ce, aug = fused_lm_loss(logits, targets, embeddings, tau)
         if self.form == "alpha":
             total = ce + self.gamma * tau * aug
         else:

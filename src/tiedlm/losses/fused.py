@@ -1,0 +1,105 @@
+"""Cross-entropy J and the augmented loss's KL (Inan et al. 2017, eqs. 3.2–3.4) in one fused pass.
+
+The output layer's logits are an (N, |V|) tensor — for the small PTB model 700 × 10,000 — and the
+passes over it (upcast to fp32, log-softmax, its backward, the one-hot gradient's zero fill, the
+downcast of the gradient) cost as much as the output matmuls themselves. :class:`FusedLMLoss` goes
+over the logits in row chunks that fit in the CPU cache, upcasting each chunk to fp32 on the fly:
+
+- forward: log-softmax of the chunk (J) and, with the augmented loss, of the chunk divided by τ (J_aug);
+- backward: the closed-form gradients, ``softmax(z) − onehot(y*)`` for J and ``(ŷ − ỹ)/τ`` for J_aug
+  (eq. 3.4), recomputed from the saved logits chunk by chunk and written once, in the logits' dtype.
+
+Only the logits (in their own dtype, bf16 under autocast) are kept for backward; nothing |V|-sized
+in fp32 outlives a chunk. ỹ (eq. 3.7) depends only on the target word, so it is one row per
+*distinct* target (see :func:`augmented_targets`) that the chunks index into.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+CHUNK_ELEMENTS = 1 << 19  # fp32 elements per chunk (2 MiB): rows = CHUNK_ELEMENTS // |V|
+
+
+def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
+    """Upcast bf16/fp16 (from autocast) to fp32 for softmax and losses; leave fp32/fp64 alone."""
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
+def augmented_targets(targets: torch.Tensor, embeddings: torch.Tensor, tau: float):
+    """ỹ = softmax(Lᵀ u / τ) for each distinct target (eqs. 3.6, 3.7), as a fixed target (no gradient).
+
+    Returns ``(probs (U, |V|) fp32, inverse (N,) index of each token's row, neg_entropy (U,) Σ ỹ log ỹ)``.
+    """
+    with torch.no_grad():
+        words, inverse = torch.unique(targets, return_inverse=True)
+        u, v = words.numel(), embeddings.size(0)
+        dtype = torch.promote_types(embeddings.dtype, torch.float32)
+        probs, neg_entropy = embeddings.new_empty(u, v, dtype=dtype), embeddings.new_empty(u, dtype=dtype)
+        rows = max(1, CHUNK_ELEMENTS // v)
+        for s in range(0, u, rows):  # chunks of distinct targets, each in cache from scores to entropy
+            scores = at_least_fp32(embeddings[words[s : s + rows]] @ embeddings.t()).div_(tau)  # Lᵀ u / τ
+            log_tgt = F.log_softmax(scores, dim=-1)
+            p = torch.exp(log_tgt, out=probs[s : s + rows])
+            neg_entropy[s : s + rows] = (p * log_tgt).sum(-1)
+        return probs, inverse, neg_entropy
+
+
+class FusedLMLoss(torch.autograd.Function):
+    """``(J, J_aug)``: mean cross-entropy and mean KL(ỹ‖softmax(z/τ)) over N tokens, fused and chunked.
+
+    Arguments: logits (N, |V|) in any float dtype, targets (N,), ``with_ce`` (False: J is returned as 0
+    and costs nothing), then for the augmented loss the three outputs of :func:`augmented_targets` and
+    τ (all ``None`` without it). Gradients: eq. (3.4) for J_aug, ``softmax − onehot`` for J; ỹ is a
+    fixed target. J_aug is 0 without the augmented loss.
+    """
+
+    @staticmethod
+    def forward(ctx, logits, targets, with_ce, tgt_probs, inverse, neg_entropy, tau):
+        n, v = logits.shape
+        rows = max(1, CHUNK_ELEMENTS // v)
+        acc = torch.promote_types(logits.dtype, torch.float32)  # fp32, or fp64 for fp64 logits
+        ce, cross = logits.new_zeros((), dtype=acc), logits.new_zeros((), dtype=acc)
+        for s in range(0, n, rows):
+            z = at_least_fp32(logits[s : s + rows])
+            t = targets[s : s + rows]
+            if with_ce:
+                ce -= F.log_softmax(z, dim=-1).gather(1, t[:, None]).sum()
+            if tgt_probs is not None:
+                log_pred = F.log_softmax(z / tau, dim=-1)  # eq. (3.1)
+                cross += (tgt_probs.index_select(0, inverse[s : s + rows]) * log_pred).sum()
+        aug = (neg_entropy.index_select(0, inverse).sum() - cross) / n if tgt_probs is not None else cross
+        ctx.save_for_backward(logits, targets, tgt_probs, inverse)
+        ctx.tau, ctx.with_ce = tau, with_ce
+        return ce / n, aug
+
+    @staticmethod
+    def backward(ctx, g_ce, g_aug):
+        logits, targets, tgt_probs, inverse = ctx.saved_tensors
+        n, v = logits.shape
+        rows = max(1, CHUNK_ELEMENTS // v)
+        grad = torch.empty_like(logits)
+        w_ce = g_ce.item() / n if ctx.with_ce else None
+        w_aug = g_aug.item() / (ctx.tau * n) if tgt_probs is not None else None
+        for s in range(0, n, rows):
+            z = at_least_fp32(logits[s : s + rows])
+            g = None
+            if w_ce is not None:  # ∂J/∂z = softmax(z) − onehot(y*)
+                g = F.softmax(z, dim=-1).mul_(w_ce)
+                g.scatter_add_(1, targets[s : s + rows, None], g.new_full((g.size(0), 1), -w_ce))
+            if w_aug is not None:  # ∂J_aug/∂z = (ŷ − ỹ)/τ, eq. (3.4)
+                q = F.softmax(z / ctx.tau, dim=-1)
+                g = q.mul_(w_aug) if g is None else g.add_(q, alpha=w_aug)
+                g.sub_(tgt_probs.index_select(0, inverse[s : s + rows]), alpha=w_aug)
+            grad[s : s + rows] = g
+        return grad, None, None, None, None, None, None
+
+
+def fused_lm_loss(logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor | None = None,
+                  tau: float = 1.0, with_ce: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """(J, J_aug) for logits (N, |V|) and targets (N,); J_aug (fixed ỹ from ``embeddings``) only if given."""
+    if embeddings is None:
+        return FusedLMLoss.apply(logits, targets, with_ce, None, None, None, float(tau))
+    probs, inverse, neg_entropy = augmented_targets(targets, embeddings.detach(), tau)
+    return FusedLMLoss.apply(logits, targets, with_ce, probs, inverse, neg_entropy, float(tau))
