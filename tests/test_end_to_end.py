@@ -207,3 +207,25 @@ def test_error_paths_are_one_line(tiny_corpus, tmp_path, capsys, monkeypatch):
     assert got == 2 and "already holds a run" in err
     got, err = _cli(["train", "--resume", str(run)], capsys)
     assert got == 2 and "finished all 1 epochs" in err
+
+
+def test_init_from_starts_from_another_runs_final_weights(tiny_corpus, tmp_path, capsys):
+    """Inan et al.'s footnote 5: re-train a model from its own final weights, with a fresh schedule."""
+    assert _train(tiny_corpus, tmp_path / "first") == 0
+    first, _ = _weights(tmp_path / "first")
+    cfg = _cfg(tiny_corpus, **{"train.init_from": str(tmp_path / "first")})
+    tr = Trainer(cfg, tmp_path / "second", progress=False, log=lambda *a: None)
+    tr.setup(False)
+    start = {f"model.{k}": v for k, v in tr.model.state_dict().items()}
+    assert start.keys() == first.keys() and all(torch.equal(start[k], first[k]) for k in first)
+    assert (tmp_path / "second" / "vocab.txt").read_text() == (tmp_path / "first" / "vocab.txt").read_text()
+    s = tr.fit()
+    assert s["valid_ppl"] < json.loads((tmp_path / "first" / "summary.json").read_text())["valid_ppl"] * 1.5
+
+    capsys.readouterr()
+    code = _train(tiny_corpus, tmp_path / "third", "train.init_from=" + str(tmp_path / "first"), "model.hidden_size=24",
+                  "model.embedding_size=24")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "train.init_from" in err and "architecture" in err and len(err.splitlines()) == 1
+    assert _train(tiny_corpus, tmp_path / "fourth", "train.init_from=" + str(tmp_path)) == 2
+    assert "no vocab.txt" in capsys.readouterr().err

@@ -126,6 +126,9 @@ class TrainConfig:
     eval_batch_size: int = 10
     threads: int = 0  # 0: all cores
     max_nonfinite: int = 10  # consecutive non-finite steps tolerated before the run stops
+    # start from the final weights (last checkpoint) of this run directory, with a fresh lr schedule: Inan et
+    # al.'s footnote 5 re-trains the small models this way. Same architecture and vocabulary required.
+    init_from: str = ""
 
 
 @dataclass

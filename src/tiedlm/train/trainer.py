@@ -70,11 +70,21 @@ class Trainer:
     # ------------------------------------------------------------------ set-up
     def setup(self, resume: bool) -> None:
         cfg = self.cfg
-        vocab = Vocabulary.load(self.run_dir / "vocab.txt") if resume else None
+        init = Path(cfg.train.init_from).expanduser() if cfg.train.init_from and not resume else None
+        if resume:
+            vocab = Vocabulary.load(self.run_dir / "vocab.txt")
+        elif init is not None:  # the source run's vocabulary, so that its weights line up word for word
+            if not (init / "vocab.txt").is_file():
+                raise UsageError(f"train.init_from = {str(init)!r}: no vocab.txt there; give a tiedlm run directory")
+            vocab = Vocabulary.load(init / "vocab.txt")
+        else:
+            vocab = None
         self.corpus = load_corpus(cfg.data.name, cfg.data.data_dir, vocab=vocab)
         self.vocab = self.corpus.vocab
         torch.manual_seed(cfg.train.seed)
         self.model = LanguageModel(cfg.model, len(self.vocab)).to(self.device)
+        if init is not None:
+            self._init_from(init)
         self.step_model = self.model  # what the training step calls: the DDP wrapper under torchrun
         if self.dist.enabled:
             from torch.nn.parallel import DistributedDataParallel
@@ -326,6 +336,18 @@ class Trainer:
                 "valid_history": self.valid_history, "stopped": self.stopped,
                 "vocab_size": len(self.vocab), "config": self.cfg.to_dict()}
         save_checkpoint(self.ckpt_dir / f"{which}.safetensors", tensors, meta)
+
+    def _init_from(self, run_dir: Path) -> None:
+        """Load another run's final weights (its last checkpoint) into the fresh model (footnote 5 of Inan et al.)."""
+        tensors, meta = load_checkpoint(run_dir / "checkpoints" / "last.safetensors")
+        try:
+            self.model.load_state_dict(model_state(tensors))
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[1].strip() if "\n" in str(exc) else str(exc)
+            raise UsageError(f"train.init_from = {str(run_dir)!r}: its weights do not fit this model's architecture "
+                             f"({first}); use the same model.* settings as that run") from None
+        done = f"{meta['epoch'] - 1} epochs" + (f" and {meta['window']} windows" if meta["window"] else "")
+        self.log(f"initialised from the weights of {run_dir} after {done}; lr schedule starts afresh")
 
     def _restore(self, path: Path) -> None:
         tensors, meta = load_checkpoint(path)
