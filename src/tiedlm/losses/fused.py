@@ -34,15 +34,16 @@ def augmented_targets(targets: torch.Tensor, embeddings: torch.Tensor, tau: floa
     """
     with torch.no_grad():
         words, inverse = torch.unique(targets, return_inverse=True)
-        u, v = words.numel(), embeddings.size(0)
+        scores = embeddings[words] @ embeddings.t()  # (U, |V|) Lᵀ u, one matmul (bf16 under autocast)
+        u, v = scores.shape
         dtype = torch.promote_types(embeddings.dtype, torch.float32)
-        probs, neg_entropy = embeddings.new_empty(u, v, dtype=dtype), embeddings.new_empty(u, dtype=dtype)
+        probs, neg_entropy = scores.new_empty(u, v, dtype=dtype), scores.new_empty(u, dtype=dtype)
         rows = max(1, CHUNK_ELEMENTS // v)
-        for s in range(0, u, rows):  # chunks of distinct targets, each in cache from scores to entropy
-            scores = at_least_fp32(embeddings[words[s : s + rows]] @ embeddings.t()).div_(tau)  # Lᵀ u / τ
-            log_tgt = F.log_softmax(scores, dim=-1)
-            p = torch.exp(log_tgt, out=probs[s : s + rows])
-            neg_entropy[s : s + rows] = (p * log_tgt).sum(-1)
+        for s in range(0, u, rows):  # row chunks in cache: scale, softmax, entropy
+            z = scores[s : s + rows].to(dtype).div_(tau) if scores.dtype != dtype else scores[s : s + rows] / tau
+            p = probs[s : s + rows]
+            p.copy_(F.softmax(z, dim=-1))
+            neg_entropy[s : s + rows] = (p * F.log_softmax(z, dim=-1)).sum(-1)
         return probs, inverse, neg_entropy
 
 
