@@ -7,7 +7,7 @@ example); then the ratios, the augmented-loss overhead, the fraction of the bf16
 peak resident memory of each configuration (each one runs in its own subprocess).
 
     python benchmarks/throughput.py                 # all cores, small + medium
-    python benchmarks/throughput.py --sizes small --steps 20 --threads 1
+    python benchmarks/throughput.py --sizes small --steps 10 --blocks 5 --threads 1
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -56,8 +57,8 @@ class FusedLSTMLM(nn.Module):
         return self.out(self.drop(y)), state
 
 
-def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int, threads: int) -> dict:
-    """Tokens/s of ``steps`` SGD training steps (after 3 warm-up steps) of one configuration."""
+def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int, threads: int, blocks: int) -> dict:
+    """Tokens/s of one configuration: the median over ``blocks`` blocks of ``steps`` SGD steps (after 3 warm-up steps)."""
     from tiedlm.config import ModelConfig
     from tiedlm.losses import LanguageModelLoss
     from tiedlm.models import LanguageModel
@@ -94,24 +95,28 @@ def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int
 
     for _ in range(3):
         step()
-    t = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sec = time.perf_counter() - t
-    return {"tokens_per_s": steps * BATCH * BPTT / sec, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    rates = []  # the median of several timed blocks, so that a burst of other work on the machine does not decide
+    for _ in range(blocks):
+        t = time.perf_counter()
+        for _ in range(steps):
+            step()
+        rates.append(steps * BATCH * BPTT / (time.perf_counter() - t))
+    return {"tokens_per_s": statistics.median(rates), "block_tokens_per_s": rates,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", nargs="+", default=["small", "medium"], choices=list(HIDDEN))
-    p.add_argument("--steps", type=int, default=15)
+    p.add_argument("--steps", type=int, default=10, help="training steps per timed block")
+    p.add_argument("--blocks", type=int, default=5, help="timed blocks per configuration (the median is reported)")
     p.add_argument("--threads", type=int, default=0, help="0: all cores")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("--_one", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args._one:  # child process: one configuration
         size, impl, precision, aug = args._one.split(",")
-        print(json.dumps(run_config(size, impl, precision, aug == "al", args.steps, args.threads)))
+        print(json.dumps(run_config(size, impl, precision, aug == "al", args.steps, args.threads, args.blocks)))
         return
 
     from tiedlm.runtime import cpu_supports_bf16, set_threads
@@ -127,7 +132,7 @@ def main() -> None:
             for precision in precisions:
                 for aug in augs:
                     cmd = [sys.executable, __file__, "--_one", f"{size},{impl},{precision},{aug}", "--steps",
-                           str(args.steps), "--threads", str(threads)]
+                           str(args.steps), "--blocks", str(args.blocks), "--threads", str(threads)]
                     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
                     r.update(size=size, impl=impl, precision=precision, loss=aug)
                     r["gflops"] = r["tokens_per_s"] * flops_per_token(HIDDEN[size]) / 1e9
