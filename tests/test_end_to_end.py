@@ -210,7 +210,7 @@ def test_error_paths_are_one_line(tiny_corpus, tmp_path, capsys, monkeypatch):
 
 
 def test_init_from_starts_from_another_runs_final_weights(tiny_corpus, tmp_path, capsys):
-    """Inan et al.'s footnote 5: re-train a model from its own final weights, with a fresh schedule."""
+    """Inan et al.'s footnote 4 (arXiv): re-train a model from its own final weights, with a fresh schedule."""
     assert _train(tiny_corpus, tmp_path / "first") == 0
     first, _ = _weights(tmp_path / "first")
     cfg = _cfg(tiny_corpus, **{"train.init_from": str(tmp_path / "first")})

@@ -127,7 +127,8 @@ class TrainConfig:
     threads: int = 0  # 0: all cores
     max_nonfinite: int = 10  # consecutive non-finite steps tolerated before the run stops
     # start from the final weights (last checkpoint) of this run directory, with a fresh lr schedule: Inan et
-    # al.'s footnote 5 re-trains the small models this way. Same architecture and vocabulary required.
+    # al. re-train their small PTB models this way (arXiv footnote 4, ICLR footnote 5). Same architecture and
+    # vocabulary required.
     init_from: str = ""
 
 

@@ -338,7 +338,10 @@ class Trainer:
         save_checkpoint(self.ckpt_dir / f"{which}.safetensors", tensors, meta)
 
     def _init_from(self, run_dir: Path) -> None:
-        """Load another run's final weights (its last checkpoint) into the fresh model (footnote 5 of Inan et al.)."""
+        """Load another run's final weights (its last checkpoint) into the fresh model.
+
+        Inan et al. (2017) re-train their small PTB models from their final weights (arXiv footnote 4, ICLR 5).
+        """
         tensors, meta = load_checkpoint(run_dir / "checkpoints" / "last.safetensors")
         try:
             self.model.load_state_dict(model_state(tensors))
