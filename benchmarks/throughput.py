@@ -70,7 +70,8 @@ def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int
     dev = torch.device("cpu")
     loss_fn = LanguageModelLoss(augmented=augmented, tau=20.0, gamma=0.65)
     if impl == "tiedlm":
-        model = LanguageModel(ModelConfig(embedding_size=h, hidden_size=h, layers=2, dropout=0.3, init_range=0.1, output="full"), VOCAB)  # same output layer with and without AL
+        mcfg = ModelConfig(embedding_size=h, hidden_size=h, layers=2, dropout=0.3, init_range=0.1, output="full")
+        model = LanguageModel(mcfg, VOCAB)  # same output layer with and without AL
         state0 = model.init_state(BATCH)
         emb = lambda: model.input_embeddings  # noqa: E731
     else:

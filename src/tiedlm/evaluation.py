@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from .data.batching import batchify, bptt_windows, num_windows
-from .losses.augmented import at_least_fp32
+from .losses.fused import at_least_fp32
 from .runtime import autocast
 
 

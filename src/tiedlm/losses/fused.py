@@ -40,7 +40,7 @@ def augmented_targets(targets: torch.Tensor, embeddings: torch.Tensor, tau: floa
         probs, neg_entropy = scores.new_empty(u, v, dtype=dtype), scores.new_empty(u, dtype=dtype)
         rows = max(1, CHUNK_ELEMENTS // v)
         for s in range(0, u, rows):  # row chunks in cache: scale, softmax, entropy
-            z = scores[s : s + rows].to(dtype).div_(tau) if scores.dtype != dtype else scores[s : s + rows] / tau
+            z = at_least_fp32(scores[s : s + rows]).div_(tau)  # scores is our own temporary: divide in place
             p = probs[s : s + rows]
             p.copy_(F.softmax(z, dim=-1))
             neg_entropy[s : s + rows] = (p * F.log_softmax(z, dim=-1)).sum(-1)

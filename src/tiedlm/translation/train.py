@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from ..errors import TiedlmError, UsageError
 from ..losses import AugmentedLoss
-from ..losses.augmented import at_least_fp32
+from ..losses.fused import at_least_fp32
 from ..runtime import autocast, resolve_precision, set_threads
 from ..train.checkpoint import (load_checkpoint, load_training_state, model_state, save_training_state,
                                 write_json_atomic)
