@@ -114,7 +114,10 @@ def test_ctrl_c_or_sigterm_saves_and_resume_finishes(tiny_corpus, tmp_path, sig)
     cmd = [sys.executable, "-m", "tiedlm.cli", "train", "ptb-small-vd", "--out", str(run), "--no-progress"]
     for o in tiny_overrides(tiny_corpus, **{"train.epochs": "200"}):
         cmd += ["--set", o]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the child gets SIGINT's default disposition, as under a terminal: a test run started in the background
+    # (`cmd &` in a script) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
     while not (run / "checkpoints" / "last.safetensors").exists() and time.time() < deadline:
         time.sleep(0.1)
