@@ -40,8 +40,28 @@ def autocast(device: torch.device, precision: str):
     return contextlib.nullcontext()
 
 
+def keep_freed_memory(limit: int = 32 << 20) -> bool:
+    """Let glibc's malloc serve allocations up to ``limit`` bytes from its heap and keep what is freed there.
+
+    By default glibc maps every large block (the (N, |V|) logits and their gradient, 14–28 MB for a small
+    model) fresh from the kernel and unmaps it when freed, so each training step touches thousands of new
+    pages: ~3,000 page faults a step for the small PTB model, 5–10% of its time on this CPU. With a fixed mmap
+    threshold (32 MiB is glibc's maximum) and no trimming, the same memory is reused step after step. The
+    process keeps its peak heap, which a training run reaches in its first step anyway. Returns False where
+    the C library is not glibc.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, limit)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
+    except (OSError, AttributeError):
+        return False
+
+
 def set_threads(threads: int) -> int:
-    """Use ``threads`` intra-op threads (0: every core this process may run on) and flush denormals.
+    """Use ``threads`` intra-op threads (0: every core this process may run on), flush denormals, keep freed memory.
 
     Flushing subnormal floats to zero matters for speed: late in training, and whenever the augmented
     loss is on, gradients such as (ŷ − ỹ)/τ produce subnormal values whose arithmetic is ~100x slower on
@@ -51,4 +71,5 @@ def set_threads(threads: int) -> int:
     n = threads or len(os.sched_getaffinity(0))
     torch.set_num_threads(n)
     torch.set_flush_denormal(True)
+    keep_freed_memory()
     return n

@@ -3,7 +3,9 @@
 The output layer's logits are an (N, |V|) tensor — for the small PTB model 700 × 10,000 — and the
 passes over it (upcast to fp32, log-softmax, its backward, the one-hot gradient's zero fill, the
 downcast of the gradient) cost as much as the output matmuls themselves. :class:`FusedLMLoss` goes
-over the logits in row chunks that fit in the CPU cache, upcasting each chunk to fp32 on the fly:
+over the logits in pieces that fit in the CPU cache, upcasting each to fp32 on the fly — on the CPU a row at
+a time in C++ (``lm_loss.cpp`` in :mod:`tiedlm.native`: one read of the logits forward, one read and one
+write backward, reusing each row's saved log-sum-exp), elsewhere (and as the fallback) in row chunks:
 
 - forward: log-softmax of the chunk (J) and, with the augmented loss, of the chunk divided by τ (J_aug);
 - backward: the closed-form gradients, ``softmax(z) − onehot(y*)`` for J and ``(ŷ − ỹ)/τ`` for J_aug
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from .. import native
 
 CHUNK_ELEMENTS = 1 << 19  # fp32 elements per chunk (2 MiB): rows = CHUNK_ELEMENTS // |V|
 
@@ -58,43 +62,75 @@ class FusedLMLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits, targets, with_ce, tgt_probs, inverse, neg_entropy, tau):
-        n, v = logits.shape
-        rows = max(1, CHUNK_ELEMENTS // v)
-        acc = torch.promote_types(logits.dtype, torch.float32)  # fp32, or fp64 for fp64 logits
-        ce, cross = logits.new_zeros((), dtype=acc), logits.new_zeros((), dtype=acc)
-        for s in range(0, n, rows):
-            z = at_least_fp32(logits[s : s + rows])
-            t = targets[s : s + rows]
-            if with_ce:
-                ce -= F.log_softmax(z, dim=-1).gather(1, t[:, None]).sum()
-            if tgt_probs is not None:
-                log_pred = F.log_softmax(z / tau, dim=-1)  # eq. (3.1)
-                cross += (tgt_probs.index_select(0, inverse[s : s + rows]) * log_pred).sum()
+        n = logits.size(0)
+        ctx.tau, ctx.with_ce, ctx.native = tau, with_ce, uses_native(logits, tgt_probs)
+        if ctx.native:  # the C++ row kernel; saves each row's log-sum-exp for the backward
+            targets = targets.contiguous()
+            ce, cross, lse, lse_tau = torch.ops.tiedlm.lm_loss_forward(logits, targets, with_ce, tgt_probs, inverse,
+                                                                       tau)
+            ce, cross = ce.sum(), cross.sum()
+            ctx.save_for_backward(logits, targets, tgt_probs, inverse, lse, lse_tau)
+        else:
+            ce, cross = _forward_python(logits, targets, with_ce, tgt_probs, inverse, tau)
+            ctx.save_for_backward(logits, targets, tgt_probs, inverse)
         aug = (neg_entropy.index_select(0, inverse).sum() - cross) / n if tgt_probs is not None else cross
-        ctx.save_for_backward(logits, targets, tgt_probs, inverse)
-        ctx.tau, ctx.with_ce = tau, with_ce
         return ce / n, aug
 
     @staticmethod
     def backward(ctx, g_ce, g_aug):
-        logits, targets, tgt_probs, inverse = ctx.saved_tensors
-        n, v = logits.shape
-        rows = max(1, CHUNK_ELEMENTS // v)
-        grad = torch.empty_like(logits)
+        logits, targets, tgt_probs, inverse, *lse = ctx.saved_tensors
+        n = logits.size(0)
         w_ce = g_ce.item() / n if ctx.with_ce else None
-        w_aug = g_aug.item() / (ctx.tau * n) if tgt_probs is not None else None
-        for s in range(0, n, rows):
-            z = at_least_fp32(logits[s : s + rows])
-            g = None
-            if w_ce is not None:  # ∂J/∂z = softmax(z) − onehot(y*)
-                g = F.softmax(z, dim=-1).mul_(w_ce)
-                g.scatter_add_(1, targets[s : s + rows, None], g.new_full((g.size(0), 1), -w_ce))
-            if w_aug is not None:  # ∂J_aug/∂z = (ŷ − ỹ)/τ, eq. (3.4)
-                q = F.softmax(z / ctx.tau, dim=-1)
-                g = q.mul_(w_aug) if g is None else g.add_(q, alpha=w_aug)
-                g.sub_(tgt_probs.index_select(0, inverse[s : s + rows]), alpha=w_aug)
-            grad[s : s + rows] = g
+        w_aug = g_aug.item() / n if tgt_probs is not None else None
+        if ctx.native:
+            grad = torch.ops.tiedlm.lm_loss_backward(logits, targets, *lse, w_ce or 0.0, tgt_probs, inverse, ctx.tau,
+                                                     w_aug or 0.0)
+        else:
+            grad = _backward_python(logits, targets, w_ce, tgt_probs, inverse, ctx.tau, w_aug)
         return grad, None, None, None, None, None, None
+
+
+def uses_native(logits: torch.Tensor, tgt_probs: torch.Tensor | None = None) -> bool:
+    """Whether the C++ row kernel (:mod:`tiedlm.native`) takes these: contiguous fp32/bf16 logits on the CPU."""
+    return (logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.bfloat16)
+            and logits.is_contiguous() and (tgt_probs is None or tgt_probs.dtype == torch.float32)
+            and native.available())
+
+
+def _forward_python(logits, targets, with_ce, tgt_probs, inverse, tau):
+    """Σ CE and Σ ỹ·log ŷ over the rows, chunk by chunk (the fallback of the C++ kernel)."""
+    n, v = logits.shape
+    rows = max(1, CHUNK_ELEMENTS // v)
+    acc = torch.promote_types(logits.dtype, torch.float32)  # fp32, or fp64 for fp64 logits
+    ce, cross = logits.new_zeros((), dtype=acc), logits.new_zeros((), dtype=acc)
+    for s in range(0, n, rows):
+        z = at_least_fp32(logits[s : s + rows])
+        t = targets[s : s + rows]
+        if with_ce:
+            ce -= F.log_softmax(z, dim=-1).gather(1, t[:, None]).sum()
+        if tgt_probs is not None:
+            log_pred = F.log_softmax(z / tau, dim=-1)  # eq. (3.1)
+            cross += (tgt_probs.index_select(0, inverse[s : s + rows]) * log_pred).sum()
+    return ce, cross
+
+
+def _backward_python(logits, targets, w_ce, tgt_probs, inverse, tau, w_aug):
+    """w_ce·∂ΣJ/∂z + w_aug·∂ΣJ_aug/∂z chunk by chunk, in the logits' dtype (the fallback of the C++ kernel)."""
+    n, v = logits.shape
+    rows = max(1, CHUNK_ELEMENTS // v)
+    grad = torch.empty_like(logits)
+    for s in range(0, n, rows):
+        z = at_least_fp32(logits[s : s + rows])
+        g = None
+        if w_ce is not None:  # ∂J/∂z = softmax(z) − onehot(y*)
+            g = F.softmax(z, dim=-1).mul_(w_ce)
+            g.scatter_add_(1, targets[s : s + rows, None], g.new_full((g.size(0), 1), -w_ce))
+        if w_aug is not None:  # ∂J_aug/∂z = (ŷ − ỹ)/τ, eq. (3.4)
+            q = F.softmax(z / tau, dim=-1)
+            g = q.mul_(w_aug / tau) if g is None else g.add_(q, alpha=w_aug / tau)
+            g.sub_(tgt_probs.index_select(0, inverse[s : s + rows]), alpha=w_aug / tau)
+        grad[s : s + rows] = g
+    return grad
 
 
 def fused_lm_loss(logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor | None = None,

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import torch
 
+from .. import native
+
 
 def lstm_recurrence_reference(xproj, h0, c0, w_hh, mask=None):
     """Autograd reference. xproj (T,B,4H) = x W_ih^T + b; h0/c0 (B,H); w_hh (4H,H); mask (B,H) or None.
@@ -41,35 +43,82 @@ def lstm_recurrence_reference(xproj, h0, c0, w_hh, mask=None):
     return torch.stack(outs), h, c
 
 
+def _forward_python(xproj, h0, c0, w_hh, mask):
+    """The forward loop in Python (fallback of the C++ ``lstm_forward``): returns acts, cs, tcs, hs, hms."""
+    H = xproj.size(-1) // 4
+    w_t = w_hh.transpose(-1, -2)
+    acts = torch.empty_like(xproj)  # post-activation gates i, f, o, g per step
+    T, state_shape = xproj.size(0), h0.shape
+    cs = xproj.new_empty(T + 1, *state_shape)  # c_{-1} .. c_{T-1}
+    tcs = xproj.new_empty(T, *state_shape)  # tanh(c_t)
+    hs = xproj.new_empty(T, *state_shape)
+    hms = xproj.new_empty(T, *state_shape)  # masked state fed back at step t (h_{t-1} * mask)
+    cs[0] = c0
+    h = h0
+    add_recurrent = torch.addmm if w_hh.dim() == 2 else torch.baddbmm
+    for t in range(T):
+        hm = hms[t]
+        torch.mul(h, mask, out=hm) if mask is not None else hm.copy_(h)
+        a = acts[t]
+        add_recurrent(xproj[t], hm, w_t, out=a)
+        a[..., : 3 * H].sigmoid_()
+        a[..., 3 * H :].tanh_()
+        c = cs[t + 1]
+        torch.mul(a[..., H : 2 * H], cs[t], out=c)
+        c.addcmul_(a[..., :H], a[..., 3 * H :])
+        torch.tanh(c, out=tcs[t])
+        h = torch.mul(a[..., 2 * H : 3 * H], tcs[t], out=hs[t])
+    return acts, cs, tcs, hs, hms
+
+
+def _backward_python(d_hs, d_hT, d_cT, acts, cs, tcs, w_hh, mask):
+    """The backward loop in Python (fallback of the C++ ``lstm_backward``): returns d_gates, ∂/∂h0, ∂/∂c0."""
+    T, H = acts.size(0), acts.size(-1) // 4
+    dh, dc = d_hT.clone(), d_cT.clone()
+    d_gates = torch.empty_like(acts)
+    for t in range(T - 1, -1, -1):
+        a = acts[t]
+        i, f, o, g = a[..., :H], a[..., H : 2 * H], a[..., 2 * H : 3 * H], a[..., 3 * H :]
+        dh += d_hs[t]
+        tc = tcs[t]
+        dg = d_gates[t]
+        # output gate: d(o) * o(1-o)
+        torch.mul(dh, tc, out=dg[..., 2 * H : 3 * H])
+        dg[..., 2 * H : 3 * H].mul_(o * (1 - o))
+        # cell: dc += dh * o * (1 - tanh(c)^2)
+        dc.addcmul_(dh * o, 1 - tc * tc)
+        torch.mul(dc, g, out=dg[..., :H])
+        dg[..., :H].mul_(i * (1 - i))
+        torch.mul(dc, cs[t], out=dg[..., H : 2 * H])
+        dg[..., H : 2 * H].mul_(f * (1 - f))
+        torch.mul(dc, i, out=dg[..., 3 * H :])
+        dg[..., 3 * H :].mul_(1 - g * g)
+        dc = dc * f
+        dh = torch.matmul(dg, w_hh)
+        if mask is not None:
+            dh.mul_(mask)
+    return d_gates, dh, dc
+
+
+def uses_native(x: torch.Tensor) -> bool:
+    """Whether the recurrence of a CPU tensor runs the C++ loop (:mod:`tiedlm.models.native`)."""
+    return x.device.type == "cpu" and native.available()
+
+
 class LSTMRecurrence(torch.autograd.Function):
-    """Fused-backward LSTM recurrence; same contract as :func:`lstm_recurrence_reference`."""
+    """Fused-backward LSTM recurrence; same contract as :func:`lstm_recurrence_reference`.
+
+    On the CPU both loops run in C++ (:mod:`tiedlm.models.native`) when it could be built, else in Python.
+    """
 
     @staticmethod
     def forward(ctx, xproj, h0, c0, w_hh, mask):
         """xproj (T, *lead, 4H); h0/c0/mask (*lead, H); lead = (B,) with w_hh (4H, H), or (k, B) with (k, 4H, H)."""
-        H = xproj.size(-1) // 4
-        w_t = w_hh.transpose(-1, -2)
-        acts = torch.empty_like(xproj)  # post-activation gates i, f, o, g per step
-        T, state_shape = xproj.size(0), h0.shape
-        cs = xproj.new_empty(T + 1, *state_shape)  # c_{-1} .. c_{T-1}
-        tcs = xproj.new_empty(T, *state_shape)  # tanh(c_t)
-        hs = xproj.new_empty(T, *state_shape)
-        hms = xproj.new_empty(T, *state_shape)  # masked state fed back at step t (h_{t-1} * mask)
-        cs[0] = c0
-        h = h0
-        add_recurrent = torch.addmm if w_hh.dim() == 2 else torch.baddbmm
-        for t in range(T):
-            hm = hms[t]
-            torch.mul(h, mask, out=hm) if mask is not None else hm.copy_(h)
-            a = acts[t]
-            add_recurrent(xproj[t], hm, w_t, out=a)
-            a[..., : 3 * H].sigmoid_()
-            a[..., 3 * H :].tanh_()
-            c = cs[t + 1]
-            torch.mul(a[..., H : 2 * H], cs[t], out=c)
-            c.addcmul_(a[..., :H], a[..., 3 * H :])
-            torch.tanh(c, out=tcs[t])
-            h = torch.mul(a[..., 2 * H : 3 * H], tcs[t], out=hs[t])
+        if uses_native(xproj):
+            acts, cs, tcs, hs, hms = torch.ops.tiedlm.lstm_forward(
+                xproj.contiguous(), h0.contiguous(), c0.contiguous(), w_hh, mask)
+        else:
+            acts, cs, tcs, hs, hms = _forward_python(xproj, h0, c0, w_hh, mask)
         ctx.save_for_backward(acts, cs, tcs, hms, w_hh, mask if mask is not None else torch.empty(0))
         ctx.has_mask = mask is not None
         return hs, hs[-1].clone(), cs[-1].clone()
@@ -77,32 +126,13 @@ class LSTMRecurrence(torch.autograd.Function):
     @staticmethod
     def backward(ctx, d_hs, d_hT, d_cT):
         acts, cs, tcs, hms, w_hh, mask = ctx.saved_tensors
-        T, H = acts.size(0), acts.size(-1) // 4
-        d_hs = d_hs if d_hs is not None else torch.zeros_like(tcs)
-        dh = d_hT.clone() if d_hT is not None else torch.zeros_like(tcs[0])
-        dc = d_cT.clone() if d_cT is not None else torch.zeros_like(tcs[0])
-        d_gates = torch.empty_like(acts)
-        for t in range(T - 1, -1, -1):
-            a = acts[t]
-            i, f, o, g = a[..., :H], a[..., H : 2 * H], a[..., 2 * H : 3 * H], a[..., 3 * H :]
-            dh += d_hs[t]
-            tc = tcs[t]
-            dg = d_gates[t]
-            # output gate: d(o) * o(1-o)
-            torch.mul(dh, tc, out=dg[..., 2 * H : 3 * H])
-            dg[..., 2 * H : 3 * H].mul_(o * (1 - o))
-            # cell: dc += dh * o * (1 - tanh(c)^2)
-            dc.addcmul_(dh * o, 1 - tc * tc)
-            torch.mul(dc, g, out=dg[..., :H])
-            dg[..., :H].mul_(i * (1 - i))
-            torch.mul(dc, cs[t], out=dg[..., H : 2 * H])
-            dg[..., H : 2 * H].mul_(f * (1 - f))
-            torch.mul(dc, i, out=dg[..., 3 * H :])
-            dg[..., 3 * H :].mul_(1 - g * g)
-            dc = dc * f
-            dh = torch.matmul(dg, w_hh)
-            if ctx.has_mask:
-                dh.mul_(mask)
+        H = acts.size(-1) // 4
+        mask = mask if ctx.has_mask else None
+        d_hs = d_hs.contiguous() if d_hs is not None else torch.zeros_like(tcs)
+        d_hT = d_hT if d_hT is not None else torch.zeros_like(tcs[0])
+        d_cT = d_cT if d_cT is not None else torch.zeros_like(tcs[0])
+        loop = torch.ops.tiedlm.lstm_backward if uses_native(acts) else _backward_python
+        d_gates, dh, dc = loop(d_hs, d_hT, d_cT, acts, cs, tcs, w_hh, mask)
         if w_hh.dim() == 2:
             d_w = d_gates.view(-1, 4 * H).t() @ hms.view(-1, H)
         else:  # per block, once per window: k large matmuls summing over time steps and batch rows

@@ -1,0 +1,68 @@
+"""tiedlm's two CPU kernels in C++, compiled on first use with PyTorch's own extension builder.
+
+- ``lstm_recurrence.cpp``: the VD-LSTM's hidden-to-hidden loop, forward and backward
+  (``torch.ops.tiedlm.lstm_forward`` / ``lstm_backward``, used by :mod:`tiedlm.models.recurrence`);
+- ``lm_loss.cpp``: cross-entropy and the augmented loss over the logits, a row at a time
+  (``torch.ops.tiedlm.lm_loss_forward`` / ``lm_loss_backward``, used by :mod:`tiedlm.losses.fused`).
+
+:func:`available` builds the library once per machine into ``$TIEDLM_NATIVE_DIR`` (default
+``~/.cache/tiedlm/native``) with ``torch.utils.cpp_extension.load`` (g++ and ninja; ~30 s), loads it and
+registers the ops. Later processes load the cached build in well under a second. Where no compiler is
+found, the build fails, or ``TIEDLM_NATIVE=0`` is set, it returns False, says why once on stderr (not for
+``TIEDLM_NATIVE=0``), and both callers run their Python code, which computes the same numbers more slowly.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+SOURCES = [Path(__file__).with_name(f) for f in ("lstm_recurrence.cpp", "lm_loss.cpp")]
+
+# Vector instructions, by the capability PyTorch detected on this CPU: compiler flags, and the macros that
+# select ATen's matching Vectorized<float> (as ATen's own kernels are built). The build folder is named
+# after the capability, so one home folder shared by different machines never mixes builds.
+_AVX512 = ["-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq", "-mavx2", "-mfma"]
+ISA_FLAGS = {"AVX512": _AVX512, "AVX512_BF16": _AVX512, "AVX2": ["-mavx2", "-mfma"]}
+VEC_CAPABILITY = {"AVX512": "AVX512", "AVX512_BF16": "AVX512", "AVX2": "AVX2"}
+
+
+def compiler_flags(capability: str) -> list[str]:
+    vec = VEC_CAPABILITY.get(capability, "DEFAULT")
+    defines = [f"-DCPU_CAPABILITY={vec}"] + ([f"-DCPU_CAPABILITY_{vec}"] if vec != "DEFAULT" else [])
+    return ["-O3", *ISA_FLAGS.get(capability, []), *defines]
+
+
+def build_dir(name: str) -> Path:
+    root = os.environ.get("TIEDLM_NATIVE_DIR") or Path.home() / ".cache" / "tiedlm" / "native"
+    return Path(root) / f"py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}" / name
+
+
+@functools.cache
+def available() -> bool:
+    """True once the ``torch.ops.tiedlm`` kernels are registered (building them if needed)."""
+    if os.environ.get("TIEDLM_NATIVE", "1") == "0":
+        return False
+    try:
+        from torch.utils import cpp_extension
+
+        capability = torch.backends.cpu.get_cpu_capability()
+        name = f"tiedlm_native_{capability.lower()}"
+        folder = build_dir(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / f"{name}.so").exists():
+            print("tiedlm: compiling the C++ kernels (once per machine, about 30 s)...", file=sys.stderr,
+                  flush=True)
+        cpp_extension.load(name=name, sources=[str(s) for s in SOURCES], build_directory=str(folder),
+                           is_python_module=False, extra_cflags=compiler_flags(capability), verbose=False)
+        return hasattr(torch.ops.tiedlm, "lstm_forward") and hasattr(torch.ops.tiedlm, "lm_loss_forward")
+    except Exception as e:  # no compiler / ninja, a failed build: the Python loop computes the same thing
+        lines = str(e).strip().splitlines() or [type(e).__name__]
+        first = next((ln for ln in lines if "error" in ln.lower() and ln is not lines[0]), lines[0]).strip()[:200]
+        print(f"tiedlm: C++ kernels unavailable ({first}); using the slower Python code. "
+              "Install g++ and ninja to build it, or set TIEDLM_NATIVE=0 to silence this.", file=sys.stderr)
+        return False

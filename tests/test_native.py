@@ -1,0 +1,96 @@
+"""The C++ kernels (tiedlm.native) against the Python code they replace, which stays as the fallback."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tiedlm import native
+from tiedlm.losses import fused
+from tiedlm.models import lstm_recurrence
+
+needs_native = pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler on this machine")
+
+
+@needs_native
+def test_kernels_build_and_register():
+    assert native.available(), "the C++ kernels did not build; run python -c 'from tiedlm import native; native.available()'"
+    assert hasattr(torch.ops.tiedlm, "lstm_forward") and hasattr(torch.ops.tiedlm, "lm_loss_backward")
+
+
+def _both(fn, monkeypatch):
+    """fn() with the C++ kernels, then with the Python fallback."""
+    out = [fn()]
+    with monkeypatch.context() as m:
+        m.setattr(native, "available", lambda: False)
+        out.append(fn())
+    return out
+
+
+@needs_native
+@pytest.mark.parametrize("blocks", [0, 3])
+@pytest.mark.parametrize("masked", [False, True])
+def test_recurrence_matches_python_loop(blocks, masked, monkeypatch):
+    g = torch.Generator().manual_seed(1)
+    lead, w_shape = ((blocks, 4), (blocks, 20, 5)) if blocks else ((4,), (20, 5))
+    x = torch.randn(7, *lead, 20, generator=g, requires_grad=True)
+    h0, c0 = torch.randn(*lead, 5, generator=g), torch.randn(*lead, 5, generator=g)
+    w = (torch.randn(*w_shape, generator=g) * 0.5).requires_grad_()
+    mask = (torch.rand(*lead, 5, generator=g) > 0.3).float() / 0.7 if masked else None
+    weights = torch.randn(7, *lead, 5, generator=g)
+
+    def run():
+        hs, hT, cT = lstm_recurrence(x, h0, c0, w, mask)
+        loss = (hs * weights).sum() + hT.sum() + cT.pow(2).sum()
+        return (hs, hT, cT, *torch.autograd.grad(loss, (x, w)))
+
+    for a, b in zip(*_both(run, monkeypatch)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+@needs_native
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("with_ce,augmented", [(True, False), (True, True), (False, True)])
+def test_loss_matches_python_chunks(dtype, with_ce, augmented, monkeypatch):
+    g = torch.Generator().manual_seed(2)
+    logits = (torch.randn(45, 301, generator=g) * 4).to(dtype)  # 301: not a multiple of the vector width
+    targets = torch.randint(0, 301, (45,), generator=g)
+    emb = torch.randn(301, 8, generator=g) if augmented else None
+
+    def run():
+        z = logits.clone().requires_grad_()
+        ce, aug = fused.fused_lm_loss(z, targets, emb, 3.0, with_ce)
+        (0.8 * ce + 1.7 * aug).backward()
+        return ce, aug, z.grad.float()
+
+    native_out, python_out = _both(run, monkeypatch)
+    tol = {"atol": 1e-6, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-4, "rtol": 1e-2}
+    for a, b in zip(native_out, python_out):
+        torch.testing.assert_close(a, b, **tol)
+    assert native_out[2].abs().sum() > 0
+
+
+def test_unbuildable_kernels_fall_back_with_one_line(tmp_path):
+    """A build folder that cannot be made: one line on stderr, and the model still trains (Python code)."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code = ("import torch; from tiedlm import native; from tiedlm.models import lstm_recurrence\n"
+            "x = torch.randn(3, 2, 8, requires_grad=True); z = torch.zeros(2, 2)\n"
+            "hs, _, _ = lstm_recurrence(x, z, z, torch.randn(8, 2)); hs.sum().backward()\n"
+            "print(native.available(), x.grad.abs().sum().item() > 0)")
+    env = {**os.environ, "TIEDLM_NATIVE_DIR": str(blocker)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "True"]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "C++ kernels unavailable" in lines[0] and "TIEDLM_NATIVE=0" in lines[0]
+
+
+def test_switched_off_kernels_are_silent():
+    code = "from tiedlm import native; print(native.available())"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "TIEDLM_NATIVE": "0"})
+    assert (r.stdout.strip(), r.stderr) == ("False", "")
