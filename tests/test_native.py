@@ -94,3 +94,21 @@ def test_switched_off_kernels_are_silent():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "TIEDLM_NATIVE": "0"})
     assert (r.stdout.strip(), r.stderr) == ("False", "")
+
+
+@needs_native
+def test_threaded_recurrence_keeps_the_callers_modes(monkeypatch):
+    """The rows are split over threads; workers must see the caller's grad / inference mode (thread-local)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        g = torch.Generator().manual_seed(4)
+        x, z, w = torch.randn(5, 6, 12, generator=g), torch.zeros(6, 3), torch.randn(12, 3, generator=g)
+        with torch.inference_mode():
+            fast, slow = _both(lambda: lstm_recurrence(x, z, z, w)[0], monkeypatch)
+        torch.testing.assert_close(fast, slow)
+        x.requires_grad_()
+        grads = _both(lambda: torch.autograd.grad(lstm_recurrence(x, z, z, w)[0].sum(), x)[0], monkeypatch)
+        torch.testing.assert_close(*grads)
+    finally:
+        torch.set_num_threads(previous)

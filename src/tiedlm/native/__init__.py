@@ -34,7 +34,9 @@ VEC_CAPABILITY = {"AVX512": "AVX512", "AVX512_BF16": "AVX512", "AVX2": "AVX2"}
 def compiler_flags(capability: str) -> list[str]:
     vec = VEC_CAPABILITY.get(capability, "DEFAULT")
     defines = [f"-DCPU_CAPABILITY={vec}"] + ([f"-DCPU_CAPABILITY_{vec}"] if vec != "DEFAULT" else [])
-    return ["-O3", *ISA_FLAGS.get(capability, []), *defines]
+    # -fopenmp makes ATen's parallel_for (header-only) split work over threads; its GOMP calls resolve to the
+    # OpenMP runtime that libtorch_cpu already loaded (nothing extra is linked)
+    return ["-O3", "-fopenmp", *ISA_FLAGS.get(capability, []), *defines]
 
 
 def build_dir(name: str) -> Path:
