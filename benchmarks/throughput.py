@@ -4,7 +4,9 @@ One run on one machine measures: the matmul peak (fp32 and bf16 GFLOP/s), traini
 small and medium VD-LSTM (fp32 / bf16, without / with the augmented loss), and for a plain fused
 ``nn.LSTM`` LM of the same size written below (no recurrent dropout, as PyTorch's word_language_model
 example); then the ratios, the augmented-loss overhead, the fraction of the bf16 matmul peak and the
-peak resident memory of each configuration (each one runs in its own subprocess).
+peak resident memory of each configuration (each one runs in its own subprocess). The bf16 VD-LSTM also
+runs with ``TIEDLM_NATIVE=0`` ("tiedlm-py": the PyTorch-from-Python path instead of the C++ kernels of
+``tiedlm.native``), which shows what those kernels contribute.
 
     python benchmarks/throughput.py                 # all cores, small + medium
     python benchmarks/throughput.py --sizes small --steps 10 --blocks 5 --threads 1
@@ -69,7 +71,7 @@ def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int
     h = HIDDEN[size]
     dev = torch.device("cpu")
     loss_fn = LanguageModelLoss(augmented=augmented, tau=20.0, gamma=0.65)
-    if impl == "tiedlm":
+    if impl in ("tiedlm", "tiedlm-py"):
         mcfg = ModelConfig(embedding_size=h, hidden_size=h, layers=2, dropout=0.3, init_range=0.1, output="full")
         model = LanguageModel(mcfg, VOCAB)  # same output layer with and without AL
         state0 = model.init_state(BATCH)
@@ -120,25 +122,29 @@ def main() -> None:
         print(json.dumps(run_config(size, impl, precision, aug == "al", args.steps, args.threads, args.blocks)))
         return
 
+    from tiedlm import native
     from tiedlm.runtime import cpu_supports_bf16, set_threads
 
     threads = set_threads(args.threads)
+    kernels = native.available()  # builds them before any timing
     peak32, peak16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16) if cpu_supports_bf16() else None
-    print(f"machine: {os.cpu_count()} CPUs visible, {threads} threads, torch {torch.__version__}")
+    print(f"machine: {os.cpu_count()} CPUs visible, {threads} threads, torch {torch.__version__}, "
+          f"C++ kernels: {'yes' if kernels else 'no (Python fallback)'}")
     print(f"matmul peak (2048^3): fp32 {peak32:.0f} GFLOP/s, bf16 {peak16 or 0:.0f} GFLOP/s")
     precisions = ["fp32", "bf16"] if peak16 else ["fp32"]
     results = []
     for size in args.sizes:
-        for impl, augs in (("baseline", ["ce"]), ("tiedlm", ["ce", "al"])):
-            for precision in precisions:
+        for impl, augs in (("baseline", ["ce"]), ("tiedlm", ["ce", "al"]), ("tiedlm-py", ["ce", "al"])):
+            for precision in precisions if impl != "tiedlm-py" else precisions[-1:]:
                 for aug in augs:
                     cmd = [sys.executable, __file__, "--_one", f"{size},{impl},{precision},{aug}", "--steps",
                            str(args.steps), "--blocks", str(args.blocks), "--threads", str(threads)]
-                    r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+                    env = {**os.environ, "TIEDLM_NATIVE": "0" if impl == "tiedlm-py" else "1"}
+                    r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
                     r.update(size=size, impl=impl, precision=precision, loss=aug)
                     r["gflops"] = r["tokens_per_s"] * flops_per_token(HIDDEN[size]) / 1e9
                     results.append(r)
-                    name = f"{size:6s} {impl:8s} {precision} {'CE+AL' if aug == 'al' else 'CE':5s}"
+                    name = f"{size:6s} {impl:9s} {precision} {'CE+AL' if aug == 'al' else 'CE':5s}"
                     frac = f"{r['gflops'] / peak16:5.1%} of bf16 peak" if peak16 else ""
                     print(f"{name}  {r['tokens_per_s']:8,.0f} tok/s  {r['gflops']:6.1f} GFLOP/s  {frac}  "
                           f"peak RSS {r['peak_rss_mb']:,.0f} MB", flush=True)
@@ -151,10 +157,14 @@ def main() -> None:
             al = get[(size, "tiedlm", precision, "al")]
             print(f"  {size:6s} tiedlm {precision} / fused nn.LSTM fp32: {ours / base:.2f}x   "
                   f"augmented-loss step time overhead ({precision}): {ours / al - 1:+.0%}")
+        last = precisions[-1]
+        for aug in ("ce", "al"):
+            print(f"  {size:6s} tiedlm {last} {aug.upper()}: C++ kernels / Python path: "
+                  f"{get[(size, 'tiedlm', last, aug)] / get[(size, 'tiedlm-py', last, aug)]:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"matmul_peak_gflops": {"fp32": peak32, "bf16": peak16}, "threads": threads,
-                       "results": results}, f, indent=2)
+                       "native_kernels": kernels, "results": results}, f, indent=2)
 
 
 if __name__ == "__main__":
