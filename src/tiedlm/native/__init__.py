@@ -14,8 +14,10 @@ found, the build fails, or ``TIEDLM_NATIVE=0`` is set, it returns False, says wh
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -44,6 +46,15 @@ def build_dir(name: str) -> Path:
     return Path(root) / f"py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}" / name
 
 
+def _put_ninja_on_path() -> None:
+    """The ``ninja`` package's binary, for processes started as ``.venv/bin/tiedlm`` without activating the venv."""
+    if shutil.which("ninja") is None:
+        with contextlib.suppress(ImportError):
+            import ninja
+
+            os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+
+
 @functools.cache
 def available() -> bool:
     """True once the ``torch.ops.tiedlm`` kernels are registered (building them if needed)."""
@@ -52,6 +63,7 @@ def available() -> bool:
     try:
         from torch.utils import cpp_extension
 
+        _put_ninja_on_path()
         capability = torch.backends.cpu.get_cpu_capability()
         name = f"tiedlm_native_{capability.lower()}"
         folder = build_dir(name)
