@@ -6,7 +6,8 @@ only over the hidden-to-hidden part. :class:`LSTMRecurrence` is an autograd Func
 hand-written backward (gate math done in place, one large matmul for the recurrent weight
 gradient over all time steps), several times faster than letting autograd record every
 small op; :func:`lstm_recurrence_reference` is the plain-autograd version used as the oracle
-in the tests.
+in the tests. On the CPU both loops run in C++ (``lstm_recurrence.cpp`` in :mod:`tiedlm.native`, with
+the batch rows split over the threads); the Python loops below are the fallback and the GPU path.
 
 Gate layout of the 4H pre-activations: [input, forget, output, cell] so that the three
 sigmoid gates are one contiguous slice.
@@ -101,14 +102,14 @@ def _backward_python(d_hs, d_hT, d_cT, acts, cs, tcs, w_hh, mask):
 
 
 def uses_native(x: torch.Tensor) -> bool:
-    """Whether the recurrence of a CPU tensor runs the C++ loop (:mod:`tiedlm.models.native`)."""
+    """Whether the recurrence of a CPU tensor runs the C++ loop (:mod:`tiedlm.native`)."""
     return x.device.type == "cpu" and native.available()
 
 
 class LSTMRecurrence(torch.autograd.Function):
     """Fused-backward LSTM recurrence; same contract as :func:`lstm_recurrence_reference`.
 
-    On the CPU both loops run in C++ (:mod:`tiedlm.models.native`) when it could be built, else in Python.
+    On the CPU both loops run in C++ (:mod:`tiedlm.native`) when it could be built, else in Python.
     """
 
     @staticmethod
