@@ -39,7 +39,8 @@ def cmd_train(args) -> int:
         if not (run_dir / "checkpoints" / "last.safetensors").is_file():
             raise UsageError(f"{run_dir} has no checkpoints/last.safetensors to resume from")
         cfg = Config.load(run_dir / "config.toml")
-        allowed = ("train.epochs=", "train.finetune_epochs=", "train.threads=", "train.lr=", "train.clip=")
+        allowed = ("train.epochs=", "train.finetune_epochs=", "train.threads=", "train.lr=", "train.clip=",
+                   "train.cuda_graph=")
         for item in args.set:
             if not item.startswith(allowed):
                 raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")

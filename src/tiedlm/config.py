@@ -123,6 +123,9 @@ class TrainConfig:
     finetune_epochs: int = 0  # nt-asgd: after `epochs`, restart averaging from the best weights for N epochs
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto | cpu | cuda
+    # auto: on a GPU, capture the training step of full-length windows once as a CUDA graph and replay it
+    # (tiedlm.train.cuda_graph; where the run allows it, else eager); off: always eager
+    cuda_graph: str = "auto"
     eval_batch_size: int = 10
     threads: int = 0  # 0: all cores
     max_nonfinite: int = 10  # consecutive non-finite steps tolerated before the run stops
@@ -252,6 +255,7 @@ class Config:
         _check(t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"), "train.device", t.device,
                "one of: auto, cpu, cuda, cuda:N")
         _check(t.threads >= 0, "train.threads", t.threads, "an integer >= 0 (0 = all cores)")
+        _check(t.cuda_graph in ("auto", "off"), "train.cuda_graph", t.cuda_graph, "one of: auto, off")
         _check(t.optimizer in ("sgd", "nt-asgd", "adam"), "train.optimizer", t.optimizer, "one of: sgd, nt-asgd, adam")
         _check(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "an integer >= 0")
         _check(t.nonmono >= 1, "train.nonmono", t.nonmono, "an integer >= 1")

@@ -33,10 +33,13 @@ def resolve_precision(name: str, device: torch.device) -> str:
     return "bf16" if cpu_supports_bf16() else "fp32"
 
 
-def autocast(device: torch.device, precision: str):
-    """bf16 autocast for matmuls (weights stay fp32; softmax and losses are computed in fp32)."""
+def autocast(device: torch.device, precision: str, cache_enabled: bool = True):
+    """bf16 autocast for matmuls (weights stay fp32; softmax and losses are computed in fp32).
+
+    ``cache_enabled=False`` for code captured in a CUDA graph (the cast weights must be recomputed at every replay).
+    """
     if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=cache_enabled)
     return contextlib.nullcontext()
 
 

@@ -12,8 +12,12 @@ write backward, reusing each row's saved log-sum-exp), elsewhere (and as the fal
   (eq. 3.4), recomputed from the saved logits chunk by chunk and written once, in the logits' dtype.
 
 Only the logits (in their own dtype, bf16 under autocast) are kept for backward; nothing |V|-sized
-in fp32 outlives a chunk. ỹ (eq. 3.7) depends only on the target word, so it is one row per
+in fp32 outlives a chunk. ỹ (eq. 3.7) depends only on the target word, so on the CPU it is one row per
 *distinct* target (see :func:`augmented_targets`) that the chunks index into.
+
+On a GPU nothing here waits for the device: ỹ is one row per token (finding the distinct targets would
+read them back to the host) and the backward scales by the incoming gradients as tensors, not Python
+numbers, so the whole loss can be captured in a CUDA graph (:mod:`tiedlm.train.cuda_graph`).
 """
 
 from __future__ import annotations
@@ -35,9 +39,14 @@ def augmented_targets(targets: torch.Tensor, embeddings: torch.Tensor, tau: floa
     """ỹ = softmax(Lᵀ u / τ) for each distinct target (eqs. 3.6, 3.7), as a fixed target (no gradient).
 
     Returns ``(probs (U, |V|) fp32, inverse (N,) index of each token's row, neg_entropy (U,) Σ ỹ log ỹ)``.
+    On the CPU the rows are the U distinct targets; on a GPU one row per token (U = N, ``inverse`` = 0..N−1),
+    since ``torch.unique`` would wait for the device (and could not be captured in a CUDA graph).
     """
     with torch.no_grad():
-        words, inverse = torch.unique(targets, return_inverse=True)
+        if targets.device.type == "cuda":
+            words, inverse = targets, torch.arange(targets.numel(), device=targets.device)
+        else:
+            words, inverse = torch.unique(targets, return_inverse=True)
         scores = embeddings[words] @ embeddings.t()  # (U, |V|) Lᵀ u, one matmul (bf16 under autocast)
         u, v = scores.shape
         dtype = torch.promote_types(embeddings.dtype, torch.float32)
@@ -80,12 +89,13 @@ class FusedLMLoss(torch.autograd.Function):
     def backward(ctx, g_ce, g_aug):
         logits, targets, tgt_probs, inverse, *lse = ctx.saved_tensors
         n = logits.size(0)
-        w_ce = g_ce.item() / n if ctx.with_ce else None
-        w_aug = g_aug.item() / n if tgt_probs is not None else None
-        if ctx.native:
-            grad = torch.ops.tiedlm.lm_loss_backward(logits, targets, *lse, w_ce or 0.0, tgt_probs, inverse, ctx.tau,
-                                                     w_aug or 0.0)
-        else:
+        if ctx.native:  # the C++ kernel takes the weights as numbers (a CPU tensor's .item() costs nothing)
+            w_ce = g_ce.item() / n if ctx.with_ce else 0.0
+            w_aug = g_aug.item() / n if tgt_probs is not None else 0.0
+            grad = torch.ops.tiedlm.lm_loss_backward(logits, targets, *lse, w_ce, tgt_probs, inverse, ctx.tau, w_aug)
+        else:  # 0-dim tensors: no read-back from a GPU
+            w_ce = g_ce.float() / n if ctx.with_ce else None
+            w_aug = g_aug.float() / n if tgt_probs is not None else None
             grad = _backward_python(logits, targets, w_ce, tgt_probs, inverse, ctx.tau, w_aug)
         return grad, None, None, None, None, None, None
 
@@ -115,20 +125,23 @@ def _forward_python(logits, targets, with_ce, tgt_probs, inverse, tau):
 
 
 def _backward_python(logits, targets, w_ce, tgt_probs, inverse, tau, w_aug):
-    """w_ce·∂ΣJ/∂z + w_aug·∂ΣJ_aug/∂z chunk by chunk, in the logits' dtype (the fallback of the C++ kernel)."""
+    """w_ce·∂ΣJ/∂z + w_aug·∂ΣJ_aug/∂z chunk by chunk, in the logits' dtype (the fallback of the C++ kernel).
+
+    The weights are 0-dim tensors (or None for a term that is off), so nothing waits for a GPU.
+    """
     n, v = logits.shape
     rows = max(1, CHUNK_ELEMENTS // v)
     grad = torch.empty_like(logits)
+    w_q = w_aug / tau if w_aug is not None else None
     for s in range(0, n, rows):
         z = at_least_fp32(logits[s : s + rows])
         g = None
         if w_ce is not None:  # ∂J/∂z = softmax(z) − onehot(y*)
             g = F.softmax(z, dim=-1).mul_(w_ce)
-            g.scatter_add_(1, targets[s : s + rows, None], g.new_full((g.size(0), 1), -w_ce))
-        if w_aug is not None:  # ∂J_aug/∂z = (ŷ − ỹ)/τ, eq. (3.4)
-            q = F.softmax(z / tau, dim=-1)
-            g = q.mul_(w_aug / tau) if g is None else g.add_(q, alpha=w_aug / tau)
-            g.sub_(tgt_probs.index_select(0, inverse[s : s + rows]), alpha=w_aug / tau)
+            g.scatter_add_(1, targets[s : s + rows, None], (-w_ce).to(g.dtype).expand(g.size(0), 1))
+        if w_q is not None:  # ∂J_aug/∂z = (ŷ − ỹ)/τ, eq. (3.4)
+            q = F.softmax(z / tau, dim=-1).sub_(tgt_probs.index_select(0, inverse[s : s + rows])).mul_(w_q)
+            g = q if g is None else g.add_(q)
         grad[s : s + rows] = g
     return grad
 

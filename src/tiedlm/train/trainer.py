@@ -38,6 +38,7 @@ from ..losses import LanguageModelLoss
 from ..models import LanguageModel
 from ..models.vd_lstm import detach_state
 from ..runtime import autocast, resolve_device, resolve_precision, set_threads
+from .cuda_graph import GraphedStep, unsupported_reason
 from .checkpoint import (load_checkpoint, load_optimizer, model_state, optimizer_tensors, save_checkpoint,
                          write_json_atomic)
 from .distributed import DistributedContext
@@ -102,6 +103,9 @@ class Trainer:
         self.valid_history: list[float] = []  # valid cross-entropy per epoch of the current stage (NT trigger)
         self.stopped = False  # finetune ended early by the non-monotone criterion
         self.train_data = self.dist.shard(batchify(self.corpus.train, cfg.train.batch_size)).to(self.device)
+        self.graphed = None  # the CUDA-graph step (tiedlm.train.cuda_graph), captured at the first full window
+        self.graph_reason = "train.cuda_graph = 'off'" if cfg.train.cuda_graph == "off" else \
+            unsupported_reason(cfg, self.device, self.dist.enabled)
         # position and running state; overwritten by a resumed checkpoint
         self.epoch, self.window, self.best_valid, self.best_epoch, self.elapsed = 1, 0, math.inf, 0, 0.0
         self.state, self.sums = None, _zero_sums()
@@ -121,6 +125,9 @@ class Trainer:
         self.log(f"tiedlm {__version__} | device {self.device} | precision {self.precision} | threads {self.threads}")
         self.log(f"corpus {cfg.data.name}: |V| = {len(self.vocab)}, train {self.corpus.train.numel():,} tokens "
                  f"({self.corpus.folder}) | parameters {self.model.parameter_counts()['total']:,}")
+        if self.device.type == "cuda":
+            self.log("CUDA graph: " + ("the training step of full windows is captured once and replayed"
+                                       if self.graph_reason is None else f"off ({self.graph_reason})"))
         self.budget = budget_windows
         while self.epoch <= t.epochs + t.finetune_epochs and not self.stopped:
             try:
@@ -204,7 +211,7 @@ class Trainer:
     def _train_epoch(self, lr: float) -> None:
         from tqdm import tqdm
 
-        t, l = self.cfg.train, self.cfg.loss
+        t = self.cfg.train
         self.model.train()
         lengths = self.window_lengths()
         total = len(lengths)
@@ -218,25 +225,14 @@ class Trainer:
         start = time.perf_counter() - self.sums["time"]
         with bar:
             for k, x, y in scheduled_windows(self.train_data, lengths, start=self.window):
-                state = detach_state(self.state)
                 step_lr = lr * min(1.0, (self.updates + 1) / t.warmup_steps) if t.warmup_steps else lr
-                for group in self.optimizer.param_groups:  # variable windows: lr scaled by length / bptt
-                    group["lr"] = step_lr * y.size(0) / t.bptt if t.variable_bptt else step_lr
-                with autocast(self.device, self.precision):
-                    logits, new_state = self.step_model(x, state)
-                    loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings)
-                    reg = self.model.regularization(l.ar, l.tar)
-                if reg is not None:
-                    loss = loss + reg
-                if t.loss_reduction == "sum_over_time":
-                    loss = loss * y.size(0)  # sum over time steps, mean over the batch
-                self.optimizer.zero_grad(set_to_none=True)
-                finite = self.dist.all_true(bool(torch.isfinite(loss)))  # every rank backpropagates, or none
-                if finite:
-                    loss.backward()
-                    norm = torch.nn.utils.clip_grad_norm_(params, t.clip if t.clip > 0 else math.inf)
-                    finite = bool(torch.isfinite(norm))
-                if not finite:  # skip the update, keep the last good weights and state
+                if t.variable_bptt:  # variable windows: lr scaled by length / bptt
+                    step_lr *= y.size(0) / t.bptt
+                if self.graph_reason is None and y.size(0) == t.bptt:
+                    ce, aug, finite, new_state = self._graphed_step(x, y, step_lr)
+                else:
+                    ce, aug, finite, new_state = self._eager_step(x, y, step_lr, params)
+                if not finite:  # the update was skipped: keep the last good weights and state
                     bad_in_a_row += 1
                     self.sums["skipped"] += 1
                     bar.write(f"warning: non-finite loss/gradient at epoch {self.epoch} window {k}; step skipped "
@@ -249,7 +245,6 @@ class Trainer:
                     self.window = k + 1
                     continue
                 bad_in_a_row = 0
-                self.optimizer.step()
                 self.updates += 1
                 if self.averaged is not None:
                     self.averaged.update_parameters(self.model)
@@ -267,6 +262,36 @@ class Trainer:
                     self.budget -= 1
                     if self.budget <= 0 and self.window < total:
                         raise KeyboardInterrupt
+
+    def _eager_step(self, x, y, lr: float, params):
+        """Forward, loss, backward, clipping and the optimizer's update, op by op; returns
+        ``(ce, aug, finite, new_state)``, with no update made when the loss or gradient is not finite."""
+        t, l = self.cfg.train, self.cfg.loss
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        with autocast(self.device, self.precision):
+            logits, new_state = self.step_model(x, detach_state(self.state))
+            loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings)
+            reg = self.model.regularization(l.ar, l.tar)
+        if reg is not None:
+            loss = loss + reg
+        if t.loss_reduction == "sum_over_time":
+            loss = loss * y.size(0)  # sum over time steps, mean over the batch
+        self.optimizer.zero_grad(set_to_none=True)
+        finite = self.dist.all_true(bool(torch.isfinite(loss)))  # every rank backpropagates, or none
+        if finite:
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(params, t.clip if t.clip > 0 else math.inf)
+            finite = bool(torch.isfinite(norm))
+        if finite:
+            self.optimizer.step()
+        return ce, aug, finite, new_state
+
+    def _graphed_step(self, x, y, lr: float):
+        """The same step replayed from a CUDA graph (:mod:`tiedlm.train.cuda_graph`), captured on first use."""
+        if self.graphed is None:
+            self.graphed = GraphedStep(self.model, self.loss_fn, self.cfg, x, y, self.state, self.precision)
+        return self.graphed.step(x, y, self.state, lr)
 
     # ------------------------------------------------------------------ end of training
     def finish(self) -> dict:

@@ -1,0 +1,69 @@
+"""GPU training throughput: the eager step against the CUDA-graph step, side by side, on real PTB.
+
+For each model size it builds the preset's run (``ptb-{size}-real`` unless ``--preset-pattern`` says
+otherwise), trains ``--warm`` windows (which include the graph's capture), then times ``--windows`` more
+with the trainer's own loop (``Trainer.fit`` with a window budget; the per-window loss read-back
+synchronises, so the loop time is the GPU's). ``train.cuda_graph = off`` is the eager step,
+``auto`` the captured one (:mod:`tiedlm.train.cuda_graph`). Prints tokens/s, the ratio and the peak
+GPU memory of each.
+
+    python benchmarks/gpu_training.py --sizes small medium large
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+
+
+def measure(preset: str, mode: str, warm: int, windows: int, extra: list[str]) -> dict:
+    from tiedlm.config import Config
+    from tiedlm.train import Interrupted, Trainer
+
+    cfg = Config.load(preset).with_overrides([f"train.cuda_graph={mode}", "train.device=cuda", *extra])
+    with tempfile.TemporaryDirectory() as tmp:
+        tr = Trainer(cfg, Path(tmp) / "run", progress=False, log=lambda *a: None)
+        tr.setup(False)
+        torch.cuda.reset_peak_memory_stats()
+        for budget in (warm, windows):
+            t0, n0 = tr.sums["time"], tr.sums["tokens"]
+            try:
+                tr.fit(budget_windows=budget)
+            except Interrupted:
+                pass
+        rate = (tr.sums["tokens"] - n0) / (tr.sums["time"] - t0)
+        return {"preset": preset, "cuda_graph": mode, "tokens_per_s": rate, "precision": tr.precision,
+                "graph_used": tr.graphed is not None, "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", nargs="+", default=["small", "medium", "large"])
+    p.add_argument("--preset-pattern", default="ptb-{size}-real")
+    p.add_argument("--warm", type=int, default=30, help="windows before timing (capture included)")
+    p.add_argument("--windows", type=int, default=300, help="timed windows")
+    p.add_argument("--set", action="append", default=[], help="extra config overrides, key=value")
+    p.add_argument("--json", help="also write the results to this file")
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("gpu_training.py: error: no CUDA GPU visible; run it on a machine with one")
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+    results = []
+    for size in args.sizes:
+        preset = args.preset_pattern.format(size=size)
+        row = {m: measure(preset, m, args.warm, args.windows, args.set) for m in ("off", "auto")}
+        results += row.values()
+        off, on = row["off"], row["auto"]
+        print(f"{preset:18s} {off['precision']}  eager {off['tokens_per_s']:9,.0f} tok/s   CUDA graph "
+              f"{on['tokens_per_s']:9,.0f} tok/s   {on['tokens_per_s'] / off['tokens_per_s']:5.2f}x   "
+              f"peak GPU memory {off['peak_gpu_mb']:,.0f} / {on['peak_gpu_mb']:,.0f} MB", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""A whole training step captured once as a CUDA graph and replayed for every full-length window.
+
+A small VD-LSTM step on a GPU is thousands of tiny kernels: per time step and layer one matmul and a
+handful of element-wise ops forward, about twice that backward, then the loss, the clipping and the
+update. Launched one by one from Python the GPU waits on the host; replayed from a CUDA graph
+(``torch.cuda.CUDAGraph``) they run back to back. What is captured, for a window of ``train.bptt``
+steps (the paper's fixed-length BPTT windows, Inan et al. 2017 §6.1):
+
+    variational masks → forward → J (+ α·J_aug) → backward → global-norm clipping → SGD update
+
+and the inputs (the window's ids, the carried state, the learning rate) are copied into the graph's
+fixed buffers before each replay. The masks come from the CUDA generator, which a replay advances
+like eager sampling would, so a run resumed from a checkpoint (which saves the CUDA RNG state)
+replays the same masks as an uninterrupted one.
+
+A non-finite loss or gradient norm is caught as in the eager loop: the graph keeps a copy of the
+weights from before its update, and the step is undone from it (and the carried state is not
+advanced) when the replay reports the step non-finite.
+
+Used by :class:`~tiedlm.train.trainer.Trainer` when :func:`unsupported_reason` finds nothing
+against it (``train.cuda_graph = "auto"``); the last, shorter window of an epoch runs eagerly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..runtime import autocast
+
+
+def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | None:
+    """Why this run's step cannot be captured (None: it can)."""
+    t, m, l = cfg.train, cfg.model, cfg.loss
+    if device.type != "cuda":
+        return "CUDA graphs need a CUDA device"
+    if distributed:
+        return "data-parallel training (DDP) runs eagerly"
+    if m.encoder != "vd-lstm":
+        return f"model.encoder = {m.encoder!r} (only the VD-LSTM step is captured)"
+    if t.optimizer != "sgd":
+        return f"train.optimizer = {t.optimizer!r} (only plain SGD is captured)"
+    if t.variable_bptt:
+        return "train.variable_bptt: windows of varying length"
+    if l.augmented and l.target_grad:
+        return "loss.target_grad: gradients through ỹ run eagerly"
+    if m.sparse_layer or m.embedding_density < 1.0:
+        return "sparse layers or embeddings run eagerly"
+    return None
+
+
+class GraphedStep:
+    """Forward, loss, backward, clipping and the SGD update of one (bptt, batch) window, as one CUDA graph.
+
+    ``step(x, y, state, lr)`` returns ``(ce, aug, finite, new_state)``: the window's mean cross-entropy and
+    augmented loss (0-dim device tensors; ``aug`` None without the augmented loss), whether the step was
+    finite (a Python bool: a non-finite step has been undone), and the state to carry to the next window.
+    """
+
+    def __init__(self, model, loss_fn, cfg, x: torch.Tensor, y: torch.Tensor, state, precision: str,
+                 warmup: int = 2):
+        self.model, self.loss_fn, self.precision = model, loss_fn, precision
+        self.clip = cfg.train.clip if cfg.train.clip > 0 else math.inf
+        self.weight_decay = cfg.train.weight_decay
+        self.time_scale = float(y.size(0)) if cfg.train.loss_reduction == "sum_over_time" else 1.0
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        dev = x.device
+        # the graph's fixed inputs
+        self.x, self.y = x.clone(), y.clone()
+        self.state = [tuple(t.detach().clone() for t in s) for s in state]
+        self.lr = torch.zeros((), device=dev)
+        self.backup = [p.detach().clone() for p in self.params]
+        # warm-up on a side stream (cuBLAS handles, autograd's lazy set-up) with lr 0; the weights, the
+        # gradients and the RNG are put back afterwards, so the warm-up leaves no trace in training
+        weights = [p.detach().clone() for p in self.params]
+        rng = torch.cuda.get_rng_state(dev)
+        side = torch.cuda.Stream(dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                self._step()
+        torch.cuda.current_stream(dev).wait_stream(side)
+        for p in self.params:
+            p.grad = None  # so that the captured backward allocates the gradients in the graph's pool
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = self._step()
+        with torch.no_grad():
+            for p, w in zip(self.params, weights):
+                p.copy_(w)
+        torch.cuda.set_rng_state(rng, dev)
+
+    def _step(self):
+        """The captured computation; everything stays on the device."""
+        model = self.model
+        with autocast(self.x.device, self.precision, cache_enabled=False):
+            logits, new_state = model(self.x, self.state)
+            loss, ce, aug = self.loss_fn(logits, self.y, model.input_embeddings)
+        loss = loss * self.time_scale
+        for p in self.params:
+            p.grad = None
+        loss.backward()
+        grads = [p.grad for p in self.params]
+        norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip, foreach=True)
+        finite = torch.isfinite(loss) & torch.isfinite(norm)
+        with torch.no_grad():
+            torch._foreach_copy_(self.backup, self.params)
+            if self.weight_decay:
+                torch._foreach_add_(grads, self.params, alpha=self.weight_decay)
+            torch._foreach_mul_(grads, self.lr)
+            torch._foreach_sub_(self.params, grads)
+            next_state = [tuple(t.detach().clone() for t in s) for s in new_state]
+        return ce, aug, finite, next_state
+
+    def step(self, x: torch.Tensor, y: torch.Tensor, state, lr: float):
+        self.x.copy_(x)
+        self.y.copy_(y)
+        for mine, given in zip(self.state, state):
+            for a, b in zip(mine, given):
+                if a.data_ptr() != b.data_ptr():
+                    a.copy_(b)
+        self.lr.fill_(lr)
+        self.graph.replay()
+        ce, aug, finite, next_state = self.out
+        if not bool(finite):  # undo the update; the state stays where it was
+            with torch.no_grad():
+                torch._foreach_copy_(self.params, self.backup)
+            return ce, aug, False, self.state
+        for mine, new in zip(self.state, next_state):
+            for a, b in zip(mine, new):
+                a.copy_(b)
+        return ce, aug, True, self.state

@@ -1,0 +1,117 @@
+"""The CUDA-graph training step (tiedlm.train.cuda_graph): it trains as the eager loop does, a resumed run
+replays the same steps, a non-finite step is undone, and runs it cannot capture say why. Needs a CUDA GPU
+for all but the last test (CI has none; run them where one is: `python -m pytest tests/test_cuda_graph.py`)."""
+
+import math
+
+import pytest
+import torch
+
+from tiedlm.config import Config
+from tiedlm.errors import TiedlmError
+from tiedlm.train import Interrupted, Trainer, load_checkpoint
+from tiedlm.train.cuda_graph import GraphedStep, unsupported_reason
+from tiedlm.train.trainer import read_metrics
+
+from conftest import tiny_overrides
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _cfg(corpus, preset="ptb-small-real", **extra):
+    return Config.load(preset).with_overrides(
+        tiny_overrides(corpus, **{"train.device": "cuda", "model.dropout": "0.3", **extra}))
+
+
+def _fit(cfg, out, budget=None):
+    tr = Trainer(cfg, out, progress=False, log=lambda *a: None)
+    tr.setup(False)
+    return tr, tr.fit(budget)
+
+
+def _weights(run):
+    tensors, _ = load_checkpoint(run / "checkpoints" / "last.safetensors")
+    return {k: v for k, v in tensors.items() if k.startswith("model.")}
+
+
+@cuda
+@pytest.mark.parametrize("preset, precision", [("ptb-small-real", "fp32"), ("ptb-small-vd", "fp32"),
+                                               ("ptb-small-real", "bf16")])
+def test_graphed_training_matches_eager(tiny_corpus, tmp_path, preset, precision):
+    """Same seed, same masks (the CUDA generator advances alike), same updates: same run, up to rounding."""
+    runs = {}
+    for mode in ("off", "auto"):
+        tr, summary = _fit(_cfg(tiny_corpus, preset, **{"train.cuda_graph": mode, "train.precision": precision}),
+                           tmp_path / mode)
+        runs[mode] = (tr, summary)
+    assert runs["off"][0].graphed is None and runs["auto"][0].graphed is not None
+    tol = 1e-4 if precision == "fp32" else 2e-2
+    for a, b in zip(read_metrics(tmp_path / "off"), read_metrics(tmp_path / "auto")):
+        assert b["train_ppl"] == pytest.approx(a["train_ppl"], rel=tol)
+        assert b["valid_ppl"] == pytest.approx(a["valid_ppl"], rel=tol)
+    wa, wb = _weights(tmp_path / "off"), _weights(tmp_path / "auto")
+    for k in wa:
+        assert torch.allclose(wa[k], wb[k], rtol=tol, atol=tol * 1e-1), k
+
+
+@cuda
+def test_graphed_run_resumes_exactly(tiny_corpus, tmp_path):
+    cfg = _cfg(tiny_corpus, **{"train.epochs": "3"})
+    _, s_full = _fit(cfg, tmp_path / "full")
+    part = Trainer(cfg, tmp_path / "part", progress=False, log=lambda *a: None)
+    part.setup(False)
+    windows_per_epoch = (part.train_data.size(0) - 1 + 7) // 8
+    with pytest.raises(Interrupted):
+        part.fit(budget_windows=windows_per_epoch + 3)  # stops inside epoch 2, after graphed steps
+    resumed = Trainer(cfg, tmp_path / "part", progress=False, log=lambda *a: None)
+    resumed.setup(True)
+    s_res = resumed.fit()
+    assert [m["valid_ppl"] for m in read_metrics(tmp_path / "full")] == \
+        [m["valid_ppl"] for m in read_metrics(tmp_path / "part")]
+    assert s_full["test_ppl"] == s_res["test_ppl"]
+    wa, wb = _weights(tmp_path / "full"), _weights(tmp_path / "part")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@cuda
+def test_non_finite_graphed_step_is_undone(tiny_corpus, tmp_path):
+    tr = Trainer(_cfg(tiny_corpus), tmp_path / "run", progress=False, log=lambda *a: None)
+    tr.setup(False)
+    x, y = tr.train_data[:8], tr.train_data[1:9]
+    state = tr.model.init_state(x.size(1))
+    step = GraphedStep(tr.model, tr.loss_fn, tr.cfg, x, y, state, tr.precision)
+    ce, _, finite, state = step.step(x, y, state, 1.0)
+    assert finite and math.isfinite(ce.item())
+    bad_word = int(x[0, 0])
+    with torch.no_grad():
+        tr.model.embedding.weight[bad_word] = float("inf")
+    before = [p.detach().clone() for p in tr.model.parameters()]
+    state_before = [tuple(t.clone() for t in s) for s in state]
+    _, _, finite, state = step.step(x, y, state, 1.0)
+    assert not finite
+    assert all(torch.equal(a, b) or torch.equal(a.isinf(), b.isinf()) and torch.equal(a[a.isfinite()], b[b.isfinite()])
+               for a, b in zip(before, tr.model.parameters()))
+    assert all(torch.equal(a, b) for s0, s1 in zip(state_before, state) for a, b in zip(s0, s1))
+
+
+@cuda
+def test_graphed_divergence_stops_without_checkpoint(tiny_corpus, tmp_path):
+    tr = Trainer(_cfg(tiny_corpus, **{"train.epochs": "1"}), tmp_path / "run", progress=False, log=lambda *a: None)
+    tr.setup(False)
+    tr.loss_fn = lambda logits, y, emb: (logits.float().sum() * float("inf"), logits.float().sum().detach(), None)
+    with pytest.raises(TiedlmError, match="diverged"):
+        tr.fit()
+    assert tr.graphed is not None and not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_unsupported_runs_say_why(tiny_corpus):
+    """Runs the graph cannot take train eagerly, with the reason shown at the start of training."""
+    cfg = Config.load("ptb-small-real")
+    cuda_dev, cpu = torch.device("cuda"), torch.device("cpu")
+    assert unsupported_reason(cfg, cuda_dev, False) is None
+    assert "CUDA device" in unsupported_reason(cfg, cpu, False)
+    assert "DDP" in unsupported_reason(cfg, cuda_dev, True)
+    assert "encoder" in unsupported_reason(Config.load("ptb-awd-tied"), cuda_dev, False)
+    assert "target_grad" in unsupported_reason(cfg.with_overrides(["loss.target_grad=true"]), cuda_dev, False)
+    with pytest.raises(Exception, match="train.cuda_graph"):
+        cfg.with_overrides(["train.cuda_graph=sometimes"])
