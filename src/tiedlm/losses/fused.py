@@ -94,8 +94,8 @@ class FusedLMLoss(torch.autograd.Function):
             w_aug = g_aug.item() / n if tgt_probs is not None else 0.0
             grad = torch.ops.tiedlm.lm_loss_backward(logits, targets, *lse, w_ce, tgt_probs, inverse, ctx.tau, w_aug)
         else:  # 0-dim tensors: no read-back from a GPU
-            w_ce = g_ce.float() / n if ctx.with_ce else None
-            w_aug = g_aug.float() / n if tgt_probs is not None else None
+            w_ce = g_ce / n if ctx.with_ce else None  # the loss's own dtype: fp32, or fp64 for fp64 logits
+            w_aug = g_aug / n if tgt_probs is not None else None
             grad = _backward_python(logits, targets, w_ce, tgt_probs, inverse, ctx.tau, w_aug)
         return grad, None, None, None, None, None, None
 
