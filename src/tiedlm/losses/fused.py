@@ -35,18 +35,21 @@ def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
 
 
-def augmented_targets(targets: torch.Tensor, embeddings: torch.Tensor, tau: float):
+def augmented_targets(targets: torch.Tensor, embeddings: torch.Tensor, tau: float, distinct: bool | None = None):
     """ỹ = softmax(Lᵀ u / τ) for each distinct target (eqs. 3.6, 3.7), as a fixed target (no gradient).
 
     Returns ``(probs (U, |V|) fp32, inverse (N,) index of each token's row, neg_entropy (U,) Σ ỹ log ỹ)``.
-    On the CPU the rows are the U distinct targets; on a GPU one row per token (U = N, ``inverse`` = 0..N−1),
-    since ``torch.unique`` would wait for the device (and could not be captured in a CUDA graph).
+    ``distinct`` (default: on the CPU) makes the rows the U distinct targets; otherwise, the default on a GPU,
+    there is one row per token (U = N, ``inverse`` = 0..N−1), since ``torch.unique`` would wait for the device
+    (and could not be captured in a CUDA graph).
     """
     with torch.no_grad():
-        if targets.device.type == "cuda":
-            words, inverse = targets, torch.arange(targets.numel(), device=targets.device)
-        else:
+        if distinct is None:
+            distinct = targets.device.type != "cuda"
+        if distinct:
             words, inverse = torch.unique(targets, return_inverse=True)
+        else:
+            words, inverse = targets, torch.arange(targets.numel(), device=targets.device)
         scores = embeddings[words] @ embeddings.t()  # (U, |V|) Lᵀ u, one matmul (bf16 under autocast)
         u, v = scores.shape
         dtype = torch.promote_types(embeddings.dtype, torch.float32)
