@@ -10,7 +10,9 @@ A run directory holds ``config.toml``, ``vocab.txt``, ``metrics.jsonl`` (one lin
 the epoch, the hidden state, the RNG state and the running sums, so that a resumed run
 reproduces an uninterrupted one exactly.
 
-Under ``torchrun`` the same loop trains data-parallel (see :mod:`tiedlm.train.distributed`).
+Under ``torchrun`` the same loop trains data-parallel (see :mod:`tiedlm.train.distributed`). On a GPU the
+step of every full-length window is replayed from a CUDA graph where the run allows it
+(:mod:`tiedlm.train.cuda_graph`); :meth:`Trainer._eager_step` is the same step op by op.
 """
 
 from __future__ import annotations
