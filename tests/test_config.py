@@ -88,3 +88,18 @@ def test_toml_roundtrip(tmp_path):
     c = Config.load("wt2-medium-real")
     (tmp_path / "c.toml").write_text(c.to_toml())
     assert Config.load(tmp_path / "c.toml") == c
+
+
+def test_run_precision_falls_back_to_fp32_where_bf16_is_missing(monkeypatch):
+    """A run trained in bf16 (GPU, AVX512-BF16 CPU) is evaluated in fp32 on a CPU without bf16, unless asked."""
+    import torch
+
+    from tiedlm import runtime
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(runtime, "cpu_supports_bf16", lambda: False)
+    assert runtime.run_precision("bf16", cpu) == "fp32"
+    assert runtime.run_precision("bf16", cpu, "bf16") == "bf16"
+    assert runtime.run_precision("fp32", cpu) == "fp32"
+    monkeypatch.setattr(runtime, "cpu_supports_bf16", lambda: True)
+    assert runtime.run_precision("bf16", cpu) == "bf16"

@@ -42,7 +42,7 @@ def cmd_analyze_bands(args) -> int:
     from .data import load_corpus
     from .errors import UsageError
     from .run import load_run
-    from .runtime import resolve_precision, set_threads
+    from .runtime import run_precision, set_threads
 
     set_threads(args.threads)
     runs = [load_run(r, which=args.checkpoint) for r in args.runs]
@@ -59,7 +59,7 @@ def cmd_analyze_bands(args) -> int:
         names = [str(r.path) for r in runs]
     ces, targets = {}, None
     for name, r in zip(names, runs):
-        precision = resolve_precision(args.precision or r.config.train.precision, r.model.embedding.weight.device)
+        precision = run_precision(r.config.train.precision, r.model.embedding.weight.device, args.precision)
         ces[name], targets = token_cross_entropy(r.model, corpus.splits[args.split],
                                                  args.batch_size or r.config.train.eval_batch_size,
                                                  r.config.train.bptt, precision, progress=not args.json)
@@ -114,7 +114,7 @@ def register(add, sub_parser_class) -> None:
     b.add_argument("--out", default="bands", help="output folder")
     b.add_argument("--checkpoint", choices=["best", "last"], default="best")
     b.add_argument("--batch-size", type=int, help="evaluation batch size (default: each run's eval_batch_size)")
-    b.add_argument("--precision", choices=["fp32", "bf16"], help="default: each run's training precision")
+    b.add_argument("--precision", choices=["fp32", "bf16"], help="default: each run's training precision (fp32 where this device has no bf16)")
     b.add_argument("--threads", type=int, default=0)
 
     r = add("report", cmd_report, "markdown report with plots for finished (or running) runs")

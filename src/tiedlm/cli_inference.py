@@ -13,7 +13,7 @@ def cmd_evaluate(args) -> int:
     from .data import load_corpus
     from .evaluation import evaluate
     from .run import load_run
-    from .runtime import resolve_precision, set_threads
+    from .runtime import run_precision, set_threads
 
     set_threads(args.threads)
     run = load_run(args.run_dir, which=args.checkpoint, device=args.device)
@@ -21,7 +21,7 @@ def cmd_evaluate(args) -> int:
     name, data_dir = (args.data, "") if args.data else (data.name, data.data_dir)
     corpus = load_corpus(name, data_dir, vocab=run.vocab)
     device = run.model.embedding.weight.device
-    precision = resolve_precision(args.precision or run.config.train.precision, device)
+    precision = run_precision(run.config.train.precision, device, args.precision)
     bs = args.batch_size or run.config.train.eval_batch_size
     settings = _dynamic_settings(args) if args.dynamic else None  # bad options fail before any evaluation
     res = evaluate(run.model, corpus.splits[args.split], bs, run.config.train.bptt, precision, progress=not args.json,
@@ -96,7 +96,7 @@ def cmd_predict(args) -> int:
     from .data import load_corpus
     from .inference import next_word_table
     from .run import load_run
-    from .runtime import set_threads
+    from .runtime import run_precision, set_threads
 
     set_threads(args.threads)
     run_dirs, phrases = _split_runs_and_phrases(args.items)
@@ -132,7 +132,9 @@ def cmd_predict(args) -> int:
             corpus = load_corpus(r.config.data.name, r.config.data.data_dir, vocab=r.vocab)
             stats = mean_word_probabilities(r.model, r.vocab, corpus.splits[args.split],
                                             batch_size=r.config.train.eval_batch_size, bptt=r.config.train.bptt,
-                                            precision=r.config.train.precision, progress=not args.json)
+                                            precision=run_precision(r.config.train.precision,
+                                                                    r.model.embedding.weight.device),
+                                            progress=not args.json)
             result["word_stats"][str(r.path)] = stats
             cells = ", ".join(f"{w} {v['mean_prob']:.4f} (freq {v['frequency']:.4f})"
                               for w, v in stats.items() if not w.startswith("_"))
@@ -189,7 +191,7 @@ def register(add) -> None:
     e.add_argument("--data", help="another corpus name or folder (read with the run's vocabulary)")
     e.add_argument("--checkpoint", choices=["best", "last"], default="best")
     e.add_argument("--batch-size", type=int, default=0, help="evaluation batch size (default: the run's)")
-    e.add_argument("--precision", choices=["fp32", "bf16"], help="default: the run's")
+    e.add_argument("--precision", choices=["fp32", "bf16"], help="default: the run's (fp32 where this device has no bf16)")
     e.add_argument("--device", default="cpu")
     e.add_argument("--threads", type=int, default=0)
     d = e.add_argument_group("dynamic evaluation (Krause et al. 2018); the saved model is never changed")

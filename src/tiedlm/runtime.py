@@ -33,6 +33,16 @@ def resolve_precision(name: str, device: torch.device) -> str:
     return "bf16" if cpu_supports_bf16() else "fp32"
 
 
+def run_precision(saved: str, device: torch.device, requested: str | None = None) -> str:
+    """The precision to run a trained model in: ``requested`` if given, else the run's own, except that a run
+    trained in bf16 (on a GPU or an AVX512-BF16 CPU) runs in fp32 on a device without bf16, where bf16 matmuls
+    are emulated and slow."""
+    if requested:
+        return resolve_precision(requested, device)
+    precision = resolve_precision(saved, device)
+    return "fp32" if precision == "bf16" and resolve_precision("auto", device) != "bf16" else precision
+
+
 def autocast(device: torch.device, precision: str, cache_enabled: bool = True):
     """bf16 autocast for matmuls (weights stay fp32; softmax and losses are computed in fp32).
 
