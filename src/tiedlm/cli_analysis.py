@@ -114,7 +114,8 @@ def register(add, sub_parser_class) -> None:
     b.add_argument("--out", default="bands", help="output folder")
     b.add_argument("--checkpoint", choices=["best", "last"], default="best")
     b.add_argument("--batch-size", type=int, help="evaluation batch size (default: each run's eval_batch_size)")
-    b.add_argument("--precision", choices=["fp32", "bf16"], help="default: each run's training precision (fp32 where this device has no bf16)")
+    b.add_argument("--precision", choices=["fp32", "bf16"],
+                   help="default: each run's training precision (fp32 where this device has no bf16)")
     b.add_argument("--threads", type=int, default=0)
 
     r = add("report", cmd_report, "markdown report with plots for finished (or running) runs")
