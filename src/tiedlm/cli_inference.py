@@ -191,7 +191,8 @@ def register(add) -> None:
     e.add_argument("--data", help="another corpus name or folder (read with the run's vocabulary)")
     e.add_argument("--checkpoint", choices=["best", "last"], default="best")
     e.add_argument("--batch-size", type=int, default=0, help="evaluation batch size (default: the run's)")
-    e.add_argument("--precision", choices=["fp32", "bf16"], help="default: the run's (fp32 where this device has no bf16)")
+    e.add_argument("--precision", choices=["fp32", "bf16"],
+                   help="default: the run's (fp32 where this device has no bf16)")
     e.add_argument("--device", default="cpu")
     e.add_argument("--threads", type=int, default=0)
     d = e.add_argument_group("dynamic evaluation (Krause et al. 2018); the saved model is never changed")
