@@ -109,6 +109,7 @@ def test_unsupported_runs_say_why(tiny_corpus):
     cfg = Config.load("ptb-small-real")
     cuda_dev, cpu = torch.device("cuda"), torch.device("cpu")
     assert unsupported_reason(cfg, cuda_dev, False) is None
+    assert "'off'" in unsupported_reason(cfg.with_overrides(["train.cuda_graph=off"]), cuda_dev, False)
     assert "CUDA device" in unsupported_reason(cfg, cpu, False)
     assert "DDP" in unsupported_reason(cfg, cuda_dev, True)
     assert "encoder" in unsupported_reason(Config.load("ptb-awd-tied"), cuda_dev, False)

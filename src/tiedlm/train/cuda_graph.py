@@ -31,8 +31,10 @@ from ..runtime import autocast
 
 
 def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | None:
-    """Why this run's step cannot be captured (None: it can)."""
+    """Why this run's step is not captured (None: it is)."""
     t, m, l = cfg.train, cfg.model, cfg.loss
+    if t.cuda_graph == "off":
+        return "train.cuda_graph = 'off'"
     if device.type != "cuda":
         return "CUDA graphs need a CUDA device"
     if distributed:

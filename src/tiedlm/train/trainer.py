@@ -106,8 +106,7 @@ class Trainer:
         self.stopped = False  # finetune ended early by the non-monotone criterion
         self.train_data = self.dist.shard(batchify(self.corpus.train, cfg.train.batch_size)).to(self.device)
         self.graphed = None  # the CUDA-graph step (tiedlm.train.cuda_graph), captured at the first full window
-        self.graph_reason = "train.cuda_graph = 'off'" if cfg.train.cuda_graph == "off" else \
-            unsupported_reason(cfg, self.device, self.dist.enabled)
+        self.graph_reason = unsupported_reason(cfg, self.device, self.dist.enabled)
         # position and running state; overwritten by a resumed checkpoint
         self.epoch, self.window, self.best_valid, self.best_epoch, self.elapsed = 1, 0, math.inf, 0, 0.0
         self.state, self.sums = None, _zero_sums()
