@@ -45,6 +45,38 @@ def test_target_gradient_option():
     assert g.abs().sum() > 0
 
 
+@pytest.mark.parametrize("path", ["native", "python-distinct", "python-per-token"])
+def test_gradient_through_target_matches_autograd(monkeypatch, path):
+    """target_grad: the closed-form gradient into L through ỹ (fused.py docstring) equals autograd of
+    J + γτ·KL(softmax(L[y*]Lᵀ/τ) ‖ softmax(z/τ)), for a tied model (z = h Lᵀ) with repeated targets."""
+    if path == "native" and not fused.native.available():
+        pytest.skip("the C++ kernels are not built here")
+    if path != "native":
+        monkeypatch.setattr(fused.native, "available", lambda: False)
+        monkeypatch.setattr(fused, "target_rows", lambda t, distinct=None, f=fused.target_rows: f(t, path == "python-distinct"))
+    g = torch.Generator().manual_seed(5)
+    n, v, d, tau, gamma = 29, 13, 6, 4.0, 0.65
+    h = torch.randn(n, d, generator=g)
+    emb0 = torch.randn(v, d, generator=g)
+    targets = torch.randint(0, v, (n,), generator=g)
+    assert targets.unique().numel() < n  # repeats: per-distinct-target rows sum several tokens
+
+    ref_emb = emb0.clone().requires_grad_()
+    z = h @ ref_emb.t()
+    log_tgt = F.log_softmax(ref_emb[targets] @ ref_emb.t() / tau, -1)
+    kl = F.kl_div(F.log_softmax(z / tau, -1), log_tgt, reduction="batchmean", log_target=True)
+    (F.cross_entropy(z, targets) + gamma * tau * kl).backward()
+
+    ours_emb = emb0.clone().requires_grad_()
+    total, ce, aug = LanguageModelLoss(True, tau, gamma, target_grad=True)(h @ ours_emb.t(), targets, ours_emb)
+    total.backward()
+    torch.testing.assert_close(aug, kl.detach())
+    torch.testing.assert_close(ours_emb.grad, ref_emb.grad, atol=1e-5, rtol=1e-4)
+    fixed_emb = emb0.clone().requires_grad_()
+    LanguageModelLoss(True, tau, gamma)(h @ fixed_emb.t(), targets, fixed_emb)[0].backward()
+    assert (fixed_emb.grad - ours_emb.grad).abs().max() > 1e-3  # the target's gradient is really there
+
+
 def test_total_loss_forms():
     logits, emb, targets = _setup(V=13)
     ce = F.cross_entropy(logits, targets)

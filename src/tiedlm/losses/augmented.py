@@ -19,8 +19,8 @@ class AugmentedLoss(nn.Module):
     With ``target_grad=False`` (default) ỹ is a fixed target: no gradient flows through it and
     ∂J_aug/∂logits_t = (ŷ_t − ỹ_t)/τ per token (eq. 3.4; divided by the number of tokens
     because of the mean). The paper does not say whether gradients flow through ỹ into L;
-    ``target_grad=True`` lets them. Log-probabilities are computed with log_softmax in fp32; the
-    fixed-target case runs the fused, chunked pass of :class:`~tiedlm.losses.fused.FusedLMLoss`.
+    ``target_grad=True`` lets them. Both run the fused, chunked pass of
+    :class:`~tiedlm.losses.fused.FusedLMLoss` in fp32, which gives the gradient through ỹ in closed form.
     """
 
     def __init__(self, tau: float = 20.0, target_grad: bool = False):
@@ -35,12 +35,7 @@ class AugmentedLoss(nn.Module):
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
         """logits (N, |V|), targets (N,), embeddings (|V|, d) -> scalar mean KL(ỹ ‖ ŷ)."""
-        if not self.target_grad:
-            return fused_lm_loss(logits, targets, embeddings, self.tau, with_ce=False)[1]
-        log_pred = F.log_softmax(at_least_fp32(logits) / self.tau, dim=-1)
-        log_tgt = self.target_log_probs(targets, embeddings)
-        # KL(ỹ‖ŷ) = Σ ỹ (log ỹ − log ŷ), per token, then mean over tokens
-        return F.kl_div(log_pred, log_tgt, reduction="sum", log_target=True) / logits.size(0)
+        return fused_lm_loss(logits, targets, embeddings, self.tau, with_ce=False, target_grad=self.target_grad)[1]
 
 
 class LanguageModelLoss(nn.Module):
@@ -69,12 +64,8 @@ class LanguageModelLoss(nn.Module):
             return ce, ce.detach(), None
         if embeddings is None:
             raise ValueError("the augmented loss needs the input embeddings")
-        tau = self.aug.tau
-        if self.aug.target_grad:
-            ce, _ = fused_lm_loss(logits, targets)
-            aug = self.aug(logits, targets, embeddings)
-        else:  # J and J_aug in one chunked pass over the logits
-            ce, aug = fused_lm_loss(logits, targets, embeddings, tau)
+        tau = self.aug.tau  # J and J_aug in one chunked pass over the logits
+        ce, aug = fused_lm_loss(logits, targets, embeddings, tau, target_grad=self.aug.target_grad)
         if self.form == "alpha":
             total = ce + self.gamma * tau * aug
         else:

@@ -18,6 +18,13 @@ in fp32 outlives a chunk. ỹ (eq. 3.7) depends only on the target word, so on t
 On a GPU nothing here waits for the device: ỹ is one row per token (finding the distinct targets would
 read them back to the host) and the backward scales by the incoming gradients as tensors, not Python
 numbers, so the whole loss can be captured in a CUDA graph (:mod:`tiedlm.train.cuda_graph`).
+
+With ``target_grad`` (gradients through ỹ into L; the paper is silent on it) the target scores Lᵀ u
+are an input of the function too, and its backward also returns their gradient in closed form, per
+distinct target w with n_w tokens and A_w = Σ_{t: y*_t = w} log ŷ_t (from the saved log-sum-exps):
+``∂ΣJ_aug/∂s_w = ỹ_w ⊙ (n_w (log ỹ_w − Σ ỹ_w log ỹ_w) − A_w + ⟨ỹ_w, A_w⟩) / τ``; autograd takes it
+from there through s = L[words] Lᵀ (two (U, |V|, d) matmuls) instead of through a second, token-sized
+log-softmax graph.
 """
 
 from __future__ import annotations
@@ -35,62 +42,83 @@ def at_least_fp32(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
 
 
-def augmented_targets(targets: torch.Tensor, embeddings: torch.Tensor, tau: float, distinct: bool | None = None):
-    """ỹ = softmax(Lᵀ u / τ) for each distinct target (eqs. 3.6, 3.7), as a fixed target (no gradient).
+def target_rows(targets: torch.Tensor, distinct: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(words (U,), inverse (N,))``: the rows of ỹ to build and each token's row among them.
 
-    Returns ``(probs (U, |V|) fp32, inverse (N,) index of each token's row, neg_entropy (U,) Σ ỹ log ỹ)``.
     ``distinct`` (default: on the CPU) makes the rows the U distinct targets; otherwise, the default on a GPU,
     there is one row per token (U = N, ``inverse`` = 0..N−1), since ``torch.unique`` would wait for the device
     (and could not be captured in a CUDA graph).
     """
+    if distinct is None:
+        distinct = targets.device.type != "cuda"
+    if distinct:
+        return torch.unique(targets, return_inverse=True)
+    return targets, torch.arange(targets.numel(), device=targets.device)
+
+
+def augmented_targets(targets: torch.Tensor, embeddings: torch.Tensor, tau: float, distinct: bool | None = None):
+    """ỹ = softmax(Lᵀ u / τ) for each distinct target (eqs. 3.6, 3.7), as a fixed target (no gradient).
+
+    Returns ``(probs (U, |V|) fp32, inverse (N,) index of each token's row, neg_entropy (U,) Σ ỹ log ỹ)``;
+    ``distinct`` as in :func:`target_rows`.
+    """
     with torch.no_grad():
-        if distinct is None:
-            distinct = targets.device.type != "cuda"
-        if distinct:
-            words, inverse = torch.unique(targets, return_inverse=True)
-        else:
-            words, inverse = targets, torch.arange(targets.numel(), device=targets.device)
+        words, inverse = target_rows(targets, distinct)
         scores = embeddings[words] @ embeddings.t()  # (U, |V|) Lᵀ u, one matmul (bf16 under autocast)
+        probs, neg_entropy = target_distribution(scores, tau, scores_are_temporary=True)
+        return probs, inverse, neg_entropy
+
+
+def target_distribution(scores: torch.Tensor, tau: float, scores_are_temporary: bool = False):
+    """``(ỹ (U, |V|) fp32, Σ ỹ log ỹ (U,))`` from the target scores Lᵀ u (U, |V|), row chunk by row chunk."""
+    with torch.no_grad():
         u, v = scores.shape
-        dtype = torch.promote_types(embeddings.dtype, torch.float32)
+        dtype = torch.promote_types(scores.dtype, torch.float32)
         probs, neg_entropy = scores.new_empty(u, v, dtype=dtype), scores.new_empty(u, dtype=dtype)
         rows = max(1, CHUNK_ELEMENTS // v)
         for s in range(0, u, rows):  # row chunks in cache: scale, softmax, entropy
-            z = at_least_fp32(scores[s : s + rows]).div_(tau)  # scores is our own temporary: divide in place
+            z = at_least_fp32(scores[s : s + rows])
+            z = z.div_(tau) if scores_are_temporary else z / tau  # in place only in our own temporary
             p = probs[s : s + rows]
             p.copy_(F.softmax(z, dim=-1))
             neg_entropy[s : s + rows] = (p * F.log_softmax(z, dim=-1)).sum(-1)
-        return probs, inverse, neg_entropy
+        return probs, neg_entropy
 
 
 class FusedLMLoss(torch.autograd.Function):
     """``(J, J_aug)``: mean cross-entropy and mean KL(ỹ‖softmax(z/τ)) over N tokens, fused and chunked.
 
     Arguments: logits (N, |V|) in any float dtype, targets (N,), ``with_ce`` (False: J is returned as 0
-    and costs nothing), then for the augmented loss the three outputs of :func:`augmented_targets` and
-    τ (all ``None`` without it). Gradients: eq. (3.4) for J_aug, ``softmax − onehot`` for J; ỹ is a
-    fixed target. J_aug is 0 without the augmented loss.
+    and costs nothing), then for the augmented loss the three outputs of :func:`augmented_targets`, τ,
+    and the target scores Lᵀ u (U, |V|) that ỹ came from if gradients are to flow through ỹ (else
+    ``None``). Gradients: eq. (3.4) for J_aug, ``softmax − onehot`` for J, and with ``scores`` the
+    closed form of the module docstring for them. J_aug is 0 without the augmented loss.
     """
 
     @staticmethod
-    def forward(ctx, logits, targets, with_ce, tgt_probs, inverse, neg_entropy, tau):
+    def forward(ctx, logits, targets, with_ce, tgt_probs, inverse, neg_entropy, tau, scores=None):
         n = logits.size(0)
         ctx.tau, ctx.with_ce, ctx.native = tau, with_ce, uses_native(logits, tgt_probs)
+        lse_tau = None
         if ctx.native:  # the C++ row kernel; saves each row's log-sum-exp for the backward
             targets = targets.contiguous()
             ce, cross, lse, lse_tau = torch.ops.tiedlm.lm_loss_forward(logits, targets, with_ce, tgt_probs, inverse,
                                                                        tau)
             ce, cross = ce.sum(), cross.sum()
-            ctx.save_for_backward(logits, targets, tgt_probs, inverse, lse, lse_tau)
+            saved = [lse, lse_tau]
         else:
             ce, cross = _forward_python(logits, targets, with_ce, tgt_probs, inverse, tau)
-            ctx.save_for_backward(logits, targets, tgt_probs, inverse)
+            saved = []
+        ctx.target_grad = scores is not None
+        extra = [neg_entropy, scores] if ctx.target_grad else []
+        ctx.save_for_backward(logits, targets, tgt_probs, inverse, *extra, *saved)
         aug = (neg_entropy.index_select(0, inverse).sum() - cross) / n if tgt_probs is not None else cross
         return ce / n, aug
 
     @staticmethod
     def backward(ctx, g_ce, g_aug):
-        logits, targets, tgt_probs, inverse, *lse = ctx.saved_tensors
+        logits, targets, tgt_probs, inverse, *rest = ctx.saved_tensors
+        neg_entropy, scores, *lse = rest if ctx.target_grad else [None, None, *rest]
         n = logits.size(0)
         if ctx.native:  # the C++ kernel takes the weights as numbers (a CPU tensor's .item() costs nothing)
             w_ce = g_ce.item() / n if ctx.with_ce else 0.0
@@ -100,7 +128,35 @@ class FusedLMLoss(torch.autograd.Function):
             w_ce = g_ce / n if ctx.with_ce else None  # the loss's own dtype: fp32, or fp64 for fp64 logits
             w_aug = g_aug / n if tgt_probs is not None else None
             grad = _backward_python(logits, targets, w_ce, tgt_probs, inverse, ctx.tau, w_aug)
-        return grad, None, None, None, None, None, None
+        grad_scores = None
+        if ctx.target_grad and ctx.needs_input_grad[7]:
+            lse_tau = lse[1] if ctx.native else None
+            grad_scores = _target_scores_grad(logits, inverse, tgt_probs, neg_entropy, scores, ctx.tau, w_aug, lse_tau)
+        return grad, None, None, None, None, None, None, grad_scores
+
+
+def _target_scores_grad(logits, inverse, tgt_probs, neg_entropy, scores, tau, w_aug, lse_tau=None):
+    """w_aug · ∂ΣJ_aug/∂s for the target scores s = Lᵀ u (U, |V|): gradients through ỹ (module docstring).
+
+    A_w = Σ_{t: y*_t = w} log ŷ_t is summed from the logits: z_t/τ − lse_τ(z_t) with the C++ kernel's saved
+    log-sum-exps (``lse_tau``), else by log-softmax chunk by chunk. Nothing waits for a GPU.
+    """
+    u, v = tgt_probs.shape
+    acc = tgt_probs.dtype
+    a = torch.zeros(u, v, dtype=acc, device=logits.device)
+    rows = max(1, CHUNK_ELEMENTS // v)
+    for s in range(0, logits.size(0), rows):
+        z = logits[s : s + rows].to(acc)  # no copy for fp32 logits
+        a.index_add_(0, inverse[s : s + rows], z if lse_tau is not None else F.log_softmax(z / tau, dim=-1))
+    counts = torch.zeros(u, dtype=acc, device=logits.device).index_add_(
+        0, inverse, torch.ones(inverse.numel(), dtype=acc, device=logits.device))
+    if lse_tau is not None:  # Σ_t log ŷ_t = (Σ_t z_t)/τ − Σ_t lse_τ(z_t)
+        lse_sum = torch.zeros(u, dtype=acc, device=logits.device).index_add_(0, inverse, lse_tau.to(acc))
+        a.div_(tau).sub_(lse_sum[:, None])
+    log_tgt = F.log_softmax(at_least_fp32(scores.detach()).to(acc) / tau, dim=-1)
+    g = log_tgt.sub_(neg_entropy[:, None]).mul_(counts[:, None]).sub_(a)
+    g.add_((tgt_probs * a).sum(-1, keepdim=True)).mul_(tgt_probs).mul_(w_aug / tau)
+    return g.to(scores.dtype)
 
 
 def uses_native(logits: torch.Tensor, tgt_probs: torch.Tensor | None = None) -> bool:
@@ -150,9 +206,18 @@ def _backward_python(logits, targets, w_ce, tgt_probs, inverse, tau, w_aug):
 
 
 def fused_lm_loss(logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor | None = None,
-                  tau: float = 1.0, with_ce: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """(J, J_aug) for logits (N, |V|) and targets (N,); J_aug (fixed ỹ from ``embeddings``) only if given."""
+                  tau: float = 1.0, with_ce: bool = True, target_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(J, J_aug) for logits (N, |V|) and targets (N,); J_aug (ỹ from ``embeddings``) only if they are given.
+
+    ỹ is a fixed target unless ``target_grad``, which lets the gradient of J_aug flow through ỹ into
+    ``embeddings`` as well.
+    """
     if embeddings is None:
-        return FusedLMLoss.apply(logits, targets, with_ce, None, None, None, float(tau))
-    probs, inverse, neg_entropy = augmented_targets(targets, embeddings.detach(), tau)
-    return FusedLMLoss.apply(logits, targets, with_ce, probs, inverse, neg_entropy, float(tau))
+        return FusedLMLoss.apply(logits, targets, with_ce, None, None, None, float(tau), None)
+    if not target_grad:
+        probs, inverse, neg_entropy = augmented_targets(targets, embeddings.detach(), tau)
+        return FusedLMLoss.apply(logits, targets, with_ce, probs, inverse, neg_entropy, float(tau), None)
+    words, inverse = target_rows(targets)
+    scores = embeddings[words] @ embeddings.t()  # (U, |V|) Lᵀ u, with gradient to L
+    probs, neg_entropy = target_distribution(scores.detach(), tau)
+    return FusedLMLoss.apply(logits, targets, with_ce, probs, inverse, neg_entropy, float(tau), scores)
