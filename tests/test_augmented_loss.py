@@ -53,7 +53,8 @@ def test_gradient_through_target_matches_autograd(monkeypatch, path):
         pytest.skip("the C++ kernels are not built here")
     if path != "native":
         monkeypatch.setattr(fused.native, "available", lambda: False)
-        monkeypatch.setattr(fused, "target_rows", lambda t, distinct=None, f=fused.target_rows: f(t, path == "python-distinct"))
+        rows = fused.target_rows
+        monkeypatch.setattr(fused, "target_rows", lambda t, distinct=None: rows(t, path == "python-distinct"))
     g = torch.Generator().manual_seed(5)
     n, v, d, tau, gamma = 29, 13, 6, 4.0, 0.65
     h = torch.randn(n, d, generator=g)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .fused import at_least_fp32, fused_lm_loss
+from .fused import fused_lm_loss
 
 
 class AugmentedLoss(nn.Module):
@@ -26,12 +25,6 @@ class AugmentedLoss(nn.Module):
     def __init__(self, tau: float = 20.0, target_grad: bool = False):
         super().__init__()
         self.tau, self.target_grad = float(tau), target_grad
-
-    def target_log_probs(self, targets: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
-        """log ỹ for each target id: (N,) ids, (|V|, d) input embeddings -> (N, |V|)."""
-        u = embeddings[targets]  # (N, d): u_t = L y*_t
-        scores = u @ embeddings.t()  # (N, |V|): Lᵀ u_t
-        return F.log_softmax(at_least_fp32(scores) / self.tau, dim=-1)
 
     def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
         """logits (N, |V|), targets (N,), embeddings (|V|, d) -> scalar mean KL(ỹ ‖ ŷ)."""

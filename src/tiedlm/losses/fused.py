@@ -65,11 +65,11 @@ def augmented_targets(targets: torch.Tensor, embeddings: torch.Tensor, tau: floa
     with torch.no_grad():
         words, inverse = target_rows(targets, distinct)
         scores = embeddings[words] @ embeddings.t()  # (U, |V|) Lᵀ u, one matmul (bf16 under autocast)
-        probs, neg_entropy = target_distribution(scores, tau, scores_are_temporary=True)
+        probs, neg_entropy = target_distribution(scores, tau)
         return probs, inverse, neg_entropy
 
 
-def target_distribution(scores: torch.Tensor, tau: float, scores_are_temporary: bool = False):
+def target_distribution(scores: torch.Tensor, tau: float):
     """``(ỹ (U, |V|) fp32, Σ ỹ log ỹ (U,))`` from the target scores Lᵀ u (U, |V|), row chunk by row chunk."""
     with torch.no_grad():
         u, v = scores.shape
@@ -77,8 +77,7 @@ def target_distribution(scores: torch.Tensor, tau: float, scores_are_temporary: 
         probs, neg_entropy = scores.new_empty(u, v, dtype=dtype), scores.new_empty(u, dtype=dtype)
         rows = max(1, CHUNK_ELEMENTS // v)
         for s in range(0, u, rows):  # row chunks in cache: scale, softmax, entropy
-            z = at_least_fp32(scores[s : s + rows])
-            z = z.div_(tau) if scores_are_temporary else z / tau  # in place only in our own temporary
+            z = at_least_fp32(scores[s : s + rows]) / tau  # a new chunk: scores may be saved for backward
             p = probs[s : s + rows]
             p.copy_(F.softmax(z, dim=-1))
             neg_entropy[s : s + rows] = (p * F.log_softmax(z, dim=-1)).sum(-1)
@@ -99,7 +98,6 @@ class FusedLMLoss(torch.autograd.Function):
     def forward(ctx, logits, targets, with_ce, tgt_probs, inverse, neg_entropy, tau, scores=None):
         n = logits.size(0)
         ctx.tau, ctx.with_ce, ctx.native = tau, with_ce, uses_native(logits, tgt_probs)
-        lse_tau = None
         if ctx.native:  # the C++ row kernel; saves each row's log-sum-exp for the backward
             targets = targets.contiguous()
             ce, cross, lse, lse_tau = torch.ops.tiedlm.lm_loss_forward(logits, targets, with_ce, tgt_probs, inverse,
