@@ -87,6 +87,23 @@ def test_no_dropout_on_input_embedding_and_eval():
     assert enc.sample_masks(3, torch.zeros(1)) == [None, None]
 
 
+def test_input_dropout_is_one_mask_per_sequence_over_time():
+    """model.dropout_input (Gal's p_x): the first layer sees x_t * m with one m per sequence, for every t."""
+    torch.manual_seed(0)
+    enc = VDLSTM(5, 6, layers=1, dropout=0.0, dropout_input=0.5).train()
+    seen = []
+    enc.layers[0].register_forward_pre_hook(lambda mod, args: seen.append(args[0]))
+    x = torch.ones(7, 3, 5)
+    enc(x, enc.init_state(3, x))
+    dropped = seen[0] == 0
+    assert dropped.any() and (~dropped).any()
+    assert (dropped == dropped[0]).all()  # the same units of the same sequence at every time step
+    assert set(seen[0].unique().tolist()) <= {0.0, 2.0}
+    enc.eval()
+    enc(x, enc.init_state(3, x))
+    assert torch.equal(seen[1], x)
+
+
 def test_init_range():
     m = LanguageModel(ModelConfig(embedding_size=8, hidden_size=8, init_range=0.07), 50)
     for p in m.parameters():

@@ -41,9 +41,10 @@ class ModelConfig:
     layers: int = 2  # transformer: blocks
     dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015); awd-lstm: on the output
     init_range: float = 0.1
+    # vd-lstm and awd-lstm: one mask per sequence on the embeddings fed to the first layer (AWD dropouti)
+    dropout_input: float = 0.0
     # awd-lstm only
     last_hidden_size: int = 0  # size of the last LSTM layer; 0: embedding_size, or hidden_size for output = full
-    dropout_input: float = 0.0  # locked dropout on the embeddings (AWD dropouti)
     dropout_hidden: float = 0.0  # locked dropout between LSTM layers (AWD dropouth)
     dropout_embedding: float = 0.0  # word types dropped from the embedding (AWD dropoute)
     weight_drop: float = 0.0  # DropConnect on the hidden-to-hidden weights (AWD wdrop)
@@ -200,7 +201,7 @@ class Config:
         for key in ("dropout_input", "dropout_hidden", "dropout_embedding", "weight_drop", "drill_dropout"):
             _check(0.0 <= getattr(m, key) < 1.0, f"model.{key}", getattr(m, key), "a drop probability in [0, 1)")
         if m.encoder == "vd-lstm":
-            for key in ("dropout_input", "dropout_hidden", "dropout_embedding", "weight_drop", "last_hidden_size"):
+            for key in ("dropout_hidden", "dropout_embedding", "weight_drop", "last_hidden_size"):
                 _check(not getattr(m, key), f"model.{key}", getattr(m, key),
                        "0 with model.encoder = 'vd-lstm' (it is an awd-lstm setting)")
         if m.encoder == "transformer":

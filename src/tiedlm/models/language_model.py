@@ -53,7 +53,8 @@ class LanguageModel(nn.Module):
                                              dropout=cfg.dropout, positions=cfg.positions,
                                              max_positions=cfg.max_positions, memory=cfg.memory)
         else:
-            self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout, cfg.sparse_spec())
+            self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout, cfg.sparse_spec(),
+                                  dropout_input=cfg.dropout_input)
         self.output = build_output(cfg, self.embedding, self.encoder.output_size)
         self.reset_parameters()
 

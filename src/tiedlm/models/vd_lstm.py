@@ -72,14 +72,20 @@ class VDLSTM(nn.Module):
     - One mask per sequence (per batch row and BPTT window), the same at every time step (Gal 2015).
     - The mask on layer l's hidden state is the same for its recurrent use and for its use as the
       input of layer l+1 (for the last layer: the input of the output layer).
-    - No dropout on the input embedding; one probability ``dropout`` for inputs and hidden states.
+    - ``dropout_input``: a variational mask on the embeddings x_t fed to the first layer (one per
+      sequence, the same at every time step). Default 0, the digest's reading of App. A ("We don't use
+      dropout in the input embedding layer"). The sentence after it, "the same dropout probability for
+      inputs and hidden states", names Gal's (2015) p_x and p_h, which reads as x_t being dropped with
+      ``dropout`` and "input embedding layer" as Gal's word-type embedding dropout (never used here);
+      ``dropout_input = dropout`` is that reading.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, layers: int, dropout: float, sparse=None):
+    def __init__(self, input_size: int, hidden_size: int, layers: int, dropout: float, sparse=None,
+                 dropout_input: float = 0.0):
         super().__init__()
         from .sparse_lstm import lstm_layers
 
-        self.num_layers, self.dropout = layers, dropout
+        self.num_layers, self.dropout, self.dropout_input = layers, dropout, dropout_input
         self.layers = lstm_layers([input_size] + [hidden_size] * layers, 0.0, sparse)
         self.hidden_size = self.output_size = self.layers[-1].hidden_size
 
@@ -95,6 +101,8 @@ class VDLSTM(nn.Module):
         """x (T,B,I) embeddings; returns the last layer's (masked) outputs (T,B,H) and the new state."""
         if masks is None:
             masks = self.sample_masks(x.size(1), state[0][0])
+        if self.training and self.dropout_input > 0:
+            x = x * variational_mask(x.size(1), x.size(2), self.dropout_input, x)
         new_state = []
         for layer, s, m in zip(self.layers, state, masks):
             x, s = layer(x, s, m)
