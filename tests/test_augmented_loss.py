@@ -176,3 +176,27 @@ def test_python_path_with_per_token_targets_matches_autograd(monkeypatch, distin
     (w_ce * ce + w_aug * aug).backward()
     torch.testing.assert_close(w_ce * ce + w_aug * aug, ref.detach())
     torch.testing.assert_close(ours_in.grad, ref_in.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_aug_bias_false_is_eq_3_1_as_printed():
+    """aug_bias=False: ŷ = softmax(W h / τ) without b (eq. 3.1); J sees W h + b; b gets J's gradient only."""
+    g = torch.Generator().manual_seed(1)
+    wh = torch.randn(6, 11, generator=g, dtype=torch.double, requires_grad=True)
+    b = torch.randn(11, generator=g, dtype=torch.double, requires_grad=True)
+    emb = torch.randn(11, 4, generator=g, dtype=torch.double)
+    targets = torch.randint(0, 11, (6,), generator=g)
+    tau, gamma = 3.0, 0.5
+    total, ce, aug = LanguageModelLoss(True, tau, gamma, aug_bias=False)(wh + b, targets, emb, b)
+    y_tilde = torch.softmax(emb[targets] @ emb.t() / tau, -1)
+    kl = (y_tilde * (y_tilde.log() - torch.log_softmax(wh / tau, -1))).sum(-1).mean()
+    ref_ce = F.cross_entropy(wh + b, targets)
+    torch.testing.assert_close(aug, kl.detach())
+    torch.testing.assert_close(ce, ref_ce.detach())
+    gw, gb = torch.autograd.grad(total, (wh, b))
+    rw, rb = torch.autograd.grad(ref_ce + gamma * tau * kl, (wh, b), retain_graph=True)
+    torch.testing.assert_close(gw, rw)
+    torch.testing.assert_close(gb, rb)
+    torch.testing.assert_close(gb, torch.autograd.grad(ref_ce, b)[0])  # no gradient into b from J_aug
+    # the default (aug_bias=True) tempers the whole logits W h + b: a different J_aug
+    _, _, aug_with_b = LanguageModelLoss(True, tau, gamma)(wh + b, targets, emb, b)
+    assert not torch.allclose(aug_with_b, aug)

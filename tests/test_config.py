@@ -25,14 +25,15 @@ def test_all_presets_load_and_validate():
             assert c.model.encoder == "transformer" and c.model.output == n.split("-")[2]
             assert c.train.optimizer == "adam" and c.model.embedding_size % c.model.heads == 0
             continue
-        if n == "ptb-small-real-bias":  # our deviation: ptb-small-real plus a learnable output bias, nothing else
+        if n == "ptb-small-real-bias":  # our deviation: ptb-small-real plus a learnable output bias, ỹ fixed
             base = Config.load("ptb-small-real")
-            base.model.tied_bias = True
+            base.model.tied_bias, base.loss.target_grad = True, False
             assert c.to_dict() == base.to_dict()
             continue
         assert (c.model.output == "tied") == n.endswith(("-re", "-real"))
         assert not c.model.tied_bias
         assert c.loss.augmented == n.endswith(("-al", "-real"))
+        assert c.loss.target_grad == n.endswith("-real")  # gradients through ỹ: REAL only (README, Presets)
 
 
 def test_drill_preset_settings_of_the_paper():

@@ -19,8 +19,10 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 
 
 def _cfg(corpus, preset="ptb-small-real", **extra):
+    """The preset on the tiny corpus, with ỹ fixed: gradients through ỹ (the REAL presets' setting) run eagerly."""
     return Config.load(preset).with_overrides(
-        tiny_overrides(corpus, **{"train.device": "cuda", "model.dropout": "0.3", **extra}))
+        tiny_overrides(corpus, **{"train.device": "cuda", "model.dropout": "0.3", "loss.target_grad": "false",
+                                  **extra}))
 
 
 def _fit(cfg, out, budget=None):
@@ -98,7 +100,7 @@ def test_non_finite_graphed_step_is_undone(tiny_corpus, tmp_path):
 def test_graphed_divergence_stops_without_checkpoint(tiny_corpus, tmp_path):
     tr = Trainer(_cfg(tiny_corpus, **{"train.epochs": "1"}), tmp_path / "run", progress=False, log=lambda *a: None)
     tr.setup(False)
-    tr.loss_fn = lambda logits, y, emb: (logits.float().sum() * float("inf"), logits.float().sum().detach(), None)
+    tr.loss_fn = lambda logits, y, emb, bias: (logits.float().sum() * float("inf"), logits.float().sum().detach(), None)
     with pytest.raises(TiedlmError, match="diverged"):
         tr.fit()
     assert tr.graphed is not None and not (tmp_path / "run" / "checkpoints").exists()
@@ -106,13 +108,16 @@ def test_graphed_divergence_stops_without_checkpoint(tiny_corpus, tmp_path):
 
 def test_unsupported_runs_say_why(tiny_corpus):
     """Runs the graph cannot take train eagerly, with the reason shown at the start of training."""
-    cfg = Config.load("ptb-small-real")
+    preset = Config.load("ptb-small-real")
+    cfg = preset.with_overrides(["loss.target_grad=false"])
     cuda_dev, cpu = torch.device("cuda"), torch.device("cpu")
     assert unsupported_reason(cfg, cuda_dev, False) is None
     assert "'off'" in unsupported_reason(cfg.with_overrides(["train.cuda_graph=off"]), cuda_dev, False)
     assert "CUDA device" in unsupported_reason(cfg, cpu, False)
     assert "DDP" in unsupported_reason(cfg, cuda_dev, True)
     assert "encoder" in unsupported_reason(Config.load("ptb-awd-tied"), cuda_dev, False)
-    assert "target_grad" in unsupported_reason(cfg.with_overrides(["loss.target_grad=true"]), cuda_dev, False)
+    assert "target_grad" in unsupported_reason(preset, cuda_dev, False)
+    assert "aug_bias" in unsupported_reason(Config.load("ptb-small-al").with_overrides(["loss.aug_bias=false"]),
+                                            cuda_dev, False)
     with pytest.raises(Exception, match="train.cuda_graph"):
         cfg.with_overrides(["train.cuda_graph=sometimes"])

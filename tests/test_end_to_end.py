@@ -118,9 +118,14 @@ def test_ctrl_c_or_sigterm_saves_and_resume_finishes(tiny_corpus, tmp_path, sig)
     # (`cmd &` in a script) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.time() + 60
+    deadline = time.time() + 600  # generous: on a loaded machine the child's imports alone can take a minute
     while not (run / "checkpoints" / "last.safetensors").exists() and time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"training exited early: {proc.communicate()[1]}")
         time.sleep(0.1)
+    if not (run / "checkpoints" / "last.safetensors").exists():
+        proc.kill()
+        pytest.fail("no checkpoint within 600 s")
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -139,9 +144,9 @@ def test_non_finite_loss_is_skipped_and_never_saved(tiny_corpus, tmp_path):
     tr.setup(False)
     real, calls = tr.loss_fn, {"n": 0}
 
-    def flaky(logits, y, emb):
+    def flaky(logits, y, emb, bias):
         calls["n"] += 1
-        total, ce, aug = real(logits, y, emb)
+        total, ce, aug = real(logits, y, emb, bias)
         return (total * float("nan"), ce, aug) if calls["n"] == 3 else (total, ce, aug)
 
     tr.loss_fn = flaky
@@ -152,21 +157,35 @@ def test_non_finite_loss_is_skipped_and_never_saved(tiny_corpus, tmp_path):
 
     tr2 = Trainer(cfg, tmp_path / "run2", progress=False, log=lambda *a: None)
     tr2.setup(False)
-    tr2.loss_fn = lambda logits, y, emb: (logits.sum() * float("inf"), logits.sum().detach(), None)
+    tr2.loss_fn = lambda logits, y, emb, bias: (logits.sum() * float("inf"), logits.sum().detach(), None)
     with pytest.raises(TiedlmError, match="diverged"):
         tr2.fit()
     assert not (tmp_path / "run2" / "checkpoints").exists()
 
 
-@pytest.mark.parametrize("preset,expected", [("ptb-small-vd", [47.787742, 44.737652]),
-                                             ("ptb-small-real", [53.668219, 45.181016])])
-def test_regression_pinned_train_ppl(tiny_corpus, tmp_path, preset, expected):
-    """Pins the numbers of a fixed-seed tiny run, so that a refactor that changes the maths fails loudly."""
-    tr = Trainer(_cfg(tiny_corpus, preset), tmp_path / "run", progress=False, log=lambda *a: None)
+def _train_ppls(cfg, out):
+    tr = Trainer(cfg, out, progress=False, log=lambda *a: None)
     tr.setup(False)
     tr.fit()
-    got = [m["train_ppl"] for m in read_metrics(tmp_path / "run")]
+    return [m["train_ppl"] for m in read_metrics(out)]
+
+
+@pytest.mark.parametrize("preset,extra,expected", [
+    ("ptb-small-vd", {}, [47.787742, 44.737652]),
+    ("ptb-small-real", {"loss.target_grad": "false"}, [53.668219, 45.181016]),  # ỹ fixed
+    ("ptb-small-real", {}, [55.485091, 47.909137]),  # the preset: gradients through ỹ
+])
+def test_regression_pinned_train_ppl(tiny_corpus, tmp_path, preset, extra, expected):
+    """Pins the numbers of a fixed-seed tiny run, so that a refactor that changes the maths fails loudly."""
+    got = _train_ppls(_cfg(tiny_corpus, preset, **extra), tmp_path / "run")
     assert got == pytest.approx(expected, rel=1e-4), got
+
+
+def test_aug_bias_false_trains_and_changes_the_run(tiny_corpus, tmp_path):
+    """loss.aug_bias = false (ŷ without b, eq. 3.1 as printed) trains end to end and is not the default's run."""
+    default = _train_ppls(_cfg(tiny_corpus, "ptb-small-al"), tmp_path / "default")
+    printed = _train_ppls(_cfg(tiny_corpus, "ptb-small-al", **{"loss.aug_bias": "false"}), tmp_path / "printed")
+    assert all(math.isfinite(v) for v in printed) and printed != pytest.approx(default, rel=1e-4)
 
 
 def _cli(args, capsys):

@@ -99,6 +99,7 @@ class LossConfig:
     form: str = "alpha"  # alpha: J + gamma*tau*J_aug (3.3) | beta: beta*J_aug*tau^2*|V| + (1-beta)*J (6.1)
     beta: float = 0.5
     target_grad: bool = False  # let gradients flow through the target distribution y~ into L
+    aug_bias: bool = True  # y^ = softmax((Wh + b)/tau) (the text's "logits / tau"); false: softmax(Wh/tau), eq. 3.1
     ar: float = 0.0  # activation regularisation alpha (awd-lstm, Merity et al. 2017 §4.6)
     tar: float = 0.0  # temporal activation regularisation beta (awd-lstm)
 

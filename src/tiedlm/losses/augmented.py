@@ -39,17 +39,22 @@ class LanguageModelLoss(nn.Module):
     """
 
     def __init__(self, augmented: bool = False, tau: float = 20.0, gamma: float = 0.5, form: str = "alpha",
-                 beta: float = 0.5, target_grad: bool = False):
+                 beta: float = 0.5, target_grad: bool = False, aug_bias: bool = True):
         super().__init__()
-        self.augmented, self.form, self.gamma, self.beta = augmented, form, gamma, beta
+        self.augmented, self.form, self.gamma, self.beta, self.aug_bias = augmented, form, gamma, beta, aug_bias
         self.aug = AugmentedLoss(tau, target_grad) if augmented else None
 
     @classmethod
     def from_config(cls, cfg) -> "LanguageModelLoss":
-        return cls(cfg.augmented, cfg.tau, cfg.gamma, cfg.form, cfg.beta, cfg.target_grad)
+        return cls(cfg.augmented, cfg.tau, cfg.gamma, cfg.form, cfg.beta, cfg.target_grad, cfg.aug_bias)
 
-    def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor | None = None):
-        """logits (..., |V|), targets (...) -> (total, ce, aug); ce and aug are detached floats-as-tensors."""
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor | None = None,
+                output_bias: torch.Tensor | None = None):
+        """logits (..., |V|), targets (...) -> (total, ce, aug); ce and aug are detached floats-as-tensors.
+
+        ``output_bias``: the b in logits = W h + b. With ``aug_bias=False`` ŷ is eq. (3.1) as printed,
+        softmax(W h / τ): J_aug sees logits − b, so b gets no gradient from it (the two paths cancel).
+        """
         logits = logits.reshape(-1, logits.size(-1))  # upcast to fp32 chunk by chunk inside the fused loss
         targets = targets.reshape(-1)
         if self.aug is None:
@@ -57,8 +62,12 @@ class LanguageModelLoss(nn.Module):
             return ce, ce.detach(), None
         if embeddings is None:
             raise ValueError("the augmented loss needs the input embeddings")
-        tau = self.aug.tau  # J and J_aug in one chunked pass over the logits
-        ce, aug = fused_lm_loss(logits, targets, embeddings, tau, target_grad=self.aug.target_grad)
+        tau = self.aug.tau
+        if self.aug_bias or output_bias is None:  # J and J_aug in one chunked pass over the logits
+            ce, aug = fused_lm_loss(logits, targets, embeddings, tau, target_grad=self.aug.target_grad)
+        else:  # J on W h + b, J_aug on W h: two passes
+            ce, _ = fused_lm_loss(logits, targets)
+            aug = self.aug(logits - output_bias, targets, embeddings)
         if self.form == "alpha":
             total = ce + self.gamma * tau * aug
         else:

@@ -84,6 +84,11 @@ class LanguageModel(nn.Module):
         """L^T as a (|V|, d) matrix: row i is the input vector of word i."""
         return self.embedding.weight
 
+    @property
+    def output_bias(self) -> torch.Tensor | None:
+        """b of the output layer (|V|,), or None where it has none (RE: b = 0)."""
+        return self.output.bias
+
     def init_state(self, batch: int):
         return self.encoder.init_state(batch, next(self.embedding.parameters()))
 

@@ -47,6 +47,8 @@ def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | No
         return "train.variable_bptt: windows of varying length"
     if l.augmented and l.target_grad:
         return "loss.target_grad: not yet tested inside a CUDA graph (gradients through ỹ run eagerly)"
+    if l.augmented and not l.aug_bias:
+        return "loss.aug_bias = false: not yet tested inside a CUDA graph (runs eagerly)"
     if m.sparse_layer or m.embedding_density < 1.0:
         return "sparse layers or embeddings run eagerly"
     return None
@@ -98,7 +100,7 @@ class GraphedStep:
         model = self.model
         with autocast(self.x.device, self.precision, cache_enabled=False):
             logits, new_state = model(self.x, self.state)
-            loss, ce, aug = self.loss_fn(logits, self.y, model.input_embeddings)
+            loss, ce, aug = self.loss_fn(logits, self.y, model.input_embeddings, model.output_bias)
         loss = loss * self.time_scale
         for p in self.params:
             p.grad = None

@@ -272,7 +272,7 @@ class Trainer:
             group["lr"] = lr
         with autocast(self.device, self.precision):
             logits, new_state = self.step_model(x, detach_state(self.state))
-            loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings)
+            loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings, self.model.output_bias)
             reg = self.model.regularization(l.ar, l.tar)
         if reg is not None:
             loss = loss + reg
