@@ -21,8 +21,9 @@ GAMMA = {"ptb": 0.65, "wt2": 1.25}
 CORPUS = {"ptb": "ptb", "wt2": "wikitext-2", "wt2half1": "wikitext-2-half1", "wt2half2": "wikitext-2-half2"}
 VARIANTS = {"vd": (False, "full"), "al": (True, "full"), "re": (False, "tied"), "real": (True, "tied")}
 # REAL presets let gradients flow through the target y~ into the shared matrix; measured on PTB small only.
-TARGET_GRAD = ("# The paper does not say whether gradients flow through the target y~; with b = 0 they must for this\n"
-               "# model to train (README, \"Why REAL trails VD\": PTB small test 87.43 with, 100.30 without).\n"
+TARGET_GRAD = ("# The paper does not say whether gradients flow through the target y~. With b = 0 the small PTB model\n"
+               "# needs them to train (README, \"Why REAL trails VD\": test 87.43 with, 100.30 without); the other\n"
+               "# sizes and corpora are not measured.\n"
                "target_grad = true\n")
 NAMES = {"vd": "VD-LSTM", "al": "VD-LSTM +AL", "re": "VD-LSTM +RE", "real": "VD-LSTM +REAL"}
 
