@@ -100,3 +100,45 @@ def test_analyze_bands_bins_tokens_by_training_frequency(two_runs, tmp_path, cap
     ev = json.loads(capsys.readouterr().out)
     assert got["overall_ce"]["ptb-small-real"] == pytest.approx(ev["loss"], rel=1e-5)  # same tokens, same model
     assert sum(r["tokens"] for r in got["rows"]) == ev["tokens"]  # every token in exactly one band
+
+
+def test_analyze_augmented_matches_the_augmented_loss_and_tends_to_uniform(two_runs, tmp_path, capsys):
+    from tiedlm.analysis.augmented_targets import augmented_loss_strength, target_distribution
+    from tiedlm.evaluation import stream_logits
+    from tiedlm.losses import AugmentedLoss
+
+    run = load_run(two_runs[1])  # REAL: W = L^T, b = 0
+    ids = torch.randint(0, len(run.vocab), (4 * 12 + 1,))
+    taus = [1.0, 2.0, 20.0, 1e6]
+    res = augmented_loss_strength(run.model, ids, taus, gamma=0.5, batch_size=4, bptt=5)
+    rows = {r["tau"]: r for r in res["rows"]}
+    # independent references: the fused AugmentedLoss for J_aug, and p - e_y / eq. (3.7) by hand
+    aug, ce_grad, mass, n = 0.0, 0.0, 0.0, 0
+    emb = run.model.input_embeddings.detach()
+    with torch.inference_mode():
+        for logits, y in stream_logits(run.model, ids, 4, 5):
+            aug += AugmentedLoss(tau=2.0)(logits, y, emb).item() * y.numel()
+            ce_grad += (torch.softmax(logits, -1) - torch.nn.functional.one_hot(y, logits.size(-1))).norm(dim=-1).sum()
+            yt = target_distribution(emb, y, 2.0)
+            assert torch.allclose(yt.sum(-1), torch.ones(y.numel()))
+            mass += yt.gather(1, y[:, None]).sum().item() * len(run.vocab)
+            n += y.numel()
+    assert res["tokens"] == n
+    assert rows[2.0]["aug"] == pytest.approx(aug / n, rel=1e-4)
+    assert rows[2.0]["ce_grad"] == pytest.approx(ce_grad.item() / n, rel=1e-4)
+    assert rows[2.0]["target_mass"] == pytest.approx(mass / n, rel=1e-4)
+    # the entropy of y~ grows with tau and reaches log|V| (eq. 4.2); the pull vanishes with it
+    entropies = [rows[t]["entropy"] for t in taus]
+    assert entropies == sorted(entropies) and rows[1e6]["kl_to_uniform"] < 1e-6
+    assert rows[1e6]["aug_grad"] < 1e-4 * rows[1.0]["aug_grad"]
+
+    capsys.readouterr()
+    out = tmp_path / "aug"
+    assert main(["analyze", "augmented", str(two_runs[1]), "--split", "valid", "--tau", "2", "20", "--json",
+                 "--out", str(out)]) == 0
+    got = json.loads(capsys.readouterr().out)
+    (only,) = got.values()
+    assert [r["tau"] for r in only["rows"]] == [2.0, 20.0] and only["augmented"] is True
+    assert json.loads((out / "augmented.json").read_text()) == got and "| τ |" in (out / "augmented.md").read_text()
+    assert main(["analyze", "augmented", str(two_runs[1]), "--tau", "0"]) == 2
+    assert "temperatures must be > 0" in capsys.readouterr().err

@@ -1,7 +1,9 @@
-"""CLI commands for the papers' analyses: ``experiment subspace``, ``analyze bands`` and ``report``."""
+"""CLI commands for the papers' analyses: ``experiment subspace``, ``analyze bands``, ``analyze augmented``
+and ``report``."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -70,6 +72,42 @@ def cmd_analyze_bands(args) -> int:
     return 0
 
 
+def cmd_analyze_augmented(args) -> int:
+    from .analysis.augmented_targets import augmented_loss_strength, strength_markdown
+    from .data import load_corpus
+    from .run import load_run
+    from .runtime import run_precision, set_threads
+
+    from .errors import UsageError
+
+    if args.tau and min(args.tau) <= 0:
+        raise UsageError(f"--tau {min(args.tau):g}: temperatures must be > 0")
+    set_threads(args.threads)
+    results, text = {}, []
+    for run_dir in args.runs:
+        r = load_run(run_dir, which=args.checkpoint)
+        loss = r.config.loss
+        taus = args.tau or sorted({1.0, 2.0, 5.0, 10.0, float(loss.tau)})
+        gamma = args.gamma if args.gamma is not None else loss.gamma
+        corpus = load_corpus(r.config.data.name, r.config.data.data_dir, vocab=r.vocab)
+        precision = run_precision(r.config.train.precision, r.model.embedding.weight.device, args.precision)
+        res = augmented_loss_strength(r.model, corpus.splits[args.split], taus, gamma, loss.aug_bias,
+                                      args.batch_size or r.config.train.eval_batch_size, r.config.train.bptt,
+                                      precision, progress=not args.json)
+        res.update(split=args.split, checkpoint=r.checkpoint, augmented=loss.augmented)
+        results[str(r.path)] = res
+        text.append(strength_markdown(f"{r.path.name} ({args.split})", res))
+    md = "\n".join(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "augmented.md").write_text(md)
+        (out / "augmented.json").write_text(json.dumps(results, indent=2) + "\n")
+        md += f"\nwrote {out / 'augmented.md'} and {out / 'augmented.json'}"
+    _emit(args, results, md)
+    return 0
+
+
 def register(add, sub_parser_class) -> None:
     from .experiments.subspace_validation import SubspaceExperimentConfig
 
@@ -117,6 +155,22 @@ def register(add, sub_parser_class) -> None:
     b.add_argument("--precision", choices=["fp32", "bf16"],
                    help="default: each run's training precision (fp32 where this device has no bf16)")
     b.add_argument("--threads", type=int, default=0)
+
+    g = add_command(asub, "augmented", cmd_analyze_augmented,
+                    "Inan et al. eqs. 3.1-3.7: how informative the target y~ is and how hard the augmented loss pulls",
+                    "For each run and temperature: the entropy of the augmented loss's target y~ = softmax(L^T L y*/tau) "
+                    "against uniform, its mass on the target word, and the mean L2 norms of the cross-entropy's and "
+                    "the augmented loss's gradients on the logits (p - e_y and gamma (y^_tau - y~)), over a split.")
+    g.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    g.add_argument("--split", choices=["train", "valid", "test"], default="valid")
+    g.add_argument("--tau", type=float, nargs="+", help="temperatures (default: 1 2 5 10 and the run's loss.tau)")
+    g.add_argument("--gamma", type=float, help="the weight gamma in alpha = gamma tau (default: the run's loss.gamma)")
+    g.add_argument("--out", help="also write augmented.md and augmented.json to this folder")
+    g.add_argument("--checkpoint", choices=["best", "last"], default="best")
+    g.add_argument("--batch-size", type=int, help="evaluation batch size (default: the run's eval_batch_size)")
+    g.add_argument("--precision", choices=["fp32", "bf16"],
+                   help="default: the run's training precision (fp32 where this device has no bf16)")
+    g.add_argument("--threads", type=int, default=0)
 
     r = add("report", cmd_report, "markdown report with plots for finished (or running) runs")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR")

@@ -1,0 +1,89 @@
+"""How much the augmented loss can say, and how hard it pulls (Inan et al. 2017, §3, eqs. 3.1–3.7).
+
+The augmented loss compares the tempered prediction ŷ_t = softmax(W h_t / τ) (eq. 3.1) with the target
+ỹ_t = softmax(Lᵀ L y*_t / τ) (eq. 3.7), built from the input embeddings. Two things decide whether it
+can change a model:
+
+- **How far ỹ is from uniform.** At a high temperature ỹ tends to the uniform distribution (eq. 4.2);
+  then it carries little more than "spread the mass". :func:`target_distribution` gives ỹ, and
+  :func:`augmented_loss_strength` reports its entropy, KL(ỹ ‖ uniform) and the mass it puts on the
+  target word itself, in multiples of 1/|V|.
+- **How large its gradient is next to the cross-entropy's.** On the logits z_t the cross-entropy J
+  gives p_t − e_{y*} and α·J_aug gives α(ŷ_t − ỹ_t)/τ = γ(ŷ_t − ỹ_t) (eq. 3.4 with α = γτ, eq. 3.3).
+  The report gives the mean L2 norm of each per token and their ratio.
+
+Both are measured over a split with a trained model in eval mode (no dropout), for several τ.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..evaluation import stream_logits
+
+
+def target_distribution(embeddings: torch.Tensor, targets: torch.Tensor, tau: float) -> torch.Tensor:
+    """ỹ = softmax(Lᵀ u / τ) with u = L y* (Inan et al. eqs. 3.6–3.7): (N,) target ids -> (N, |V|).
+
+    ``embeddings`` is the input embedding matrix, one row per word (|V|, d), i.e. Lᵀ."""
+    u = embeddings[targets]
+    return torch.softmax((u @ embeddings.T).float() / tau, dim=-1)
+
+
+_FIELDS = ("entropy", "target_mass", "ce_grad", "aug_grad", "ratio", "aug")
+
+
+@torch.inference_mode()
+def augmented_loss_strength(model, ids: torch.Tensor, taus, gamma: float, aug_bias: bool = True,
+                            batch_size: int = 10, bptt: int = 35, precision: str = "fp32",
+                            progress: bool = False) -> dict:
+    """Per τ in ``taus``, means over every position of ``ids`` of: H(ỹ), ỹ(target)·|V|, ‖p − e_y‖₂,
+    ‖γ(ŷ_τ − ỹ_τ)‖₂, their per-token ratio and J_aug = KL(ỹ ‖ ŷ_τ).
+
+    ``aug_bias=False`` tempers W h without the output bias, eq. (3.1) as printed (the config's
+    ``loss.aug_bias``). Returns ``{"vocab": |V|, "tokens": N, "uniform_entropy": log|V|, "rows": [...]}``."""
+    emb = model.input_embeddings.detach().float()
+    bias = model.output_bias
+    shift = bias.detach().float() if (bias is not None and not aug_bias) else None
+    taus = [float(t) for t in taus]
+    sums = {t: dict.fromkeys(_FIELDS, 0.0) for t in taus}
+    n = 0
+    for logits, y in stream_logits(model, ids, batch_size, bptt, precision, progress, desc="augmented loss"):
+        onehot = torch.nn.functional.one_hot(y, logits.size(-1)).float()
+        ce_grad = (torch.softmax(logits, -1) - onehot).norm(dim=-1)
+        tempered = logits - shift if shift is not None else logits
+        sims = emb[y] @ emb.T
+        for t in taus:
+            log_target = torch.log_softmax(sims / t, -1)
+            target = log_target.exp()
+            log_pred = torch.log_softmax(tempered / t, -1)
+            aug_grad = gamma * (log_pred.exp() - target).norm(dim=-1)
+            s = sums[t]
+            s["entropy"] += -(target * log_target).sum().item()
+            s["target_mass"] += target.gather(1, y[:, None]).sum().item() * logits.size(-1)
+            s["ce_grad"] += ce_grad.sum().item()
+            s["aug_grad"] += aug_grad.sum().item()
+            s["ratio"] += (aug_grad / ce_grad).sum().item()
+            s["aug"] += (target * (log_target - log_pred)).sum().item()
+        n += y.numel()
+    vocab = emb.size(0)
+    rows = [{"tau": t, "gamma": gamma, "alpha": gamma * t, **{k: v / n for k, v in sums[t].items()}} for t in taus]
+    for r in rows:
+        r["kl_to_uniform"] = math.log(vocab) - r["entropy"]
+    return {"vocab": vocab, "tokens": n, "uniform_entropy": math.log(vocab), "rows": rows}
+
+
+def strength_markdown(name: str, result: dict) -> str:
+    """One markdown table of :func:`augmented_loss_strength`'s rows."""
+    lines = [f"**{name}** ({result['tokens']:,} tokens, |V| = {result['vocab']:,}, "
+             f"uniform entropy {result['uniform_entropy']:.3f} nats)", "",
+             "| τ | γ | H(ỹ) | KL(ỹ ‖ uniform) | ỹ(target)·\\|V\\| | ‖p − e_y‖ | ‖γ(ŷ_τ − ỹ)‖ | "
+             "ratio of the two, per token | J_aug |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in result["rows"]:
+        lines.append(f"| {r['tau']:g} | {r['gamma']:g} | {r['entropy']:.3f} | {r['kl_to_uniform']:.4f} | "
+                     f"{r['target_mass']:.2f} | {r['ce_grad']:.3f} | {r['aug_grad']:.5f} | {r['ratio']:.5f} | "
+                     f"{r['aug']:.5f} |")
+    return "\n".join(lines) + "\n"
