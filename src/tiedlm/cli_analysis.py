@@ -75,10 +75,9 @@ def cmd_analyze_bands(args) -> int:
 def cmd_analyze_augmented(args) -> int:
     from .analysis.augmented_targets import augmented_loss_strength, strength_markdown
     from .data import load_corpus
+    from .errors import UsageError
     from .run import load_run
     from .runtime import run_precision, set_threads
-
-    from .errors import UsageError
 
     if args.tau and min(args.tau) <= 0:
         raise UsageError(f"--tau {min(args.tau):g}: temperatures must be > 0")

@@ -32,7 +32,7 @@ def target_distribution(embeddings: torch.Tensor, targets: torch.Tensor, tau: fl
     return torch.softmax((u @ embeddings.T).float() / tau, dim=-1)
 
 
-_FIELDS = ("entropy", "target_mass", "ce_grad", "aug_grad", "ratio", "aug")
+_FIELDS = ("entropy", "target_mass", "aug_grad", "ratio", "aug")
 
 
 @torch.inference_mode()
@@ -49,10 +49,11 @@ def augmented_loss_strength(model, ids: torch.Tensor, taus, gamma: float, aug_bi
     shift = bias.detach().float() if (bias is not None and not aug_bias) else None
     taus = [float(t) for t in taus]
     sums = {t: dict.fromkeys(_FIELDS, 0.0) for t in taus}
-    n = 0
+    ce_grad_sum, n = 0.0, 0
     for logits, y in stream_logits(model, ids, batch_size, bptt, precision, progress, desc="augmented loss"):
         onehot = torch.nn.functional.one_hot(y, logits.size(-1)).float()
         ce_grad = (torch.softmax(logits, -1) - onehot).norm(dim=-1)
+        ce_grad_sum += ce_grad.sum().item()
         tempered = logits - shift if shift is not None else logits
         sims = emb[y] @ emb.T
         for t in taus:
@@ -63,13 +64,13 @@ def augmented_loss_strength(model, ids: torch.Tensor, taus, gamma: float, aug_bi
             s = sums[t]
             s["entropy"] += -(target * log_target).sum().item()
             s["target_mass"] += target.gather(1, y[:, None]).sum().item() * logits.size(-1)
-            s["ce_grad"] += ce_grad.sum().item()
             s["aug_grad"] += aug_grad.sum().item()
             s["ratio"] += (aug_grad / ce_grad).sum().item()
             s["aug"] += (target * (log_target - log_pred)).sum().item()
         n += y.numel()
     vocab = emb.size(0)
-    rows = [{"tau": t, "gamma": gamma, "alpha": gamma * t, **{k: v / n for k, v in sums[t].items()}} for t in taus]
+    rows = [{"tau": t, "gamma": gamma, "alpha": gamma * t, "ce_grad": ce_grad_sum / n,
+             **{k: v / n for k, v in sums[t].items()}} for t in taus]
     for r in rows:
         r["kl_to_uniform"] = math.log(vocab) - r["entropy"]
     return {"vocab": vocab, "tokens": n, "uniform_entropy": math.log(vocab), "rows": rows}
