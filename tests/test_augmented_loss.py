@@ -178,6 +178,25 @@ def test_python_path_with_per_token_targets_matches_autograd(monkeypatch, distin
     torch.testing.assert_close(ours_in.grad, ref_in.grad, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("target_grad", [False, True])
+def test_shifted_single_pass_equals_two_passes(target_grad):
+    """The fused shift (one pass) gives what J on z plus J_aug on a separate z − b gives, gradients included."""
+    g = torch.Generator().manual_seed(5)
+    wh = torch.randn(40, 23, generator=g, requires_grad=True)
+    b = torch.randn(23, generator=g, requires_grad=True)
+    emb = torch.randn(23, 6, generator=g, requires_grad=True)
+    targets = torch.randint(0, 23, (40,), generator=g)
+    ce, aug = fused.fused_lm_loss(wh + b, targets, emb, 4.0, target_grad=target_grad, shift=b)
+    ref_ce, _ = fused.fused_lm_loss(wh + b, targets)
+    _, ref_aug = fused.fused_lm_loss(wh + b - b, targets, emb, 4.0, with_ce=False, target_grad=target_grad)
+    torch.testing.assert_close((ce, aug), (ref_ce, ref_aug))
+    params = (wh, b, emb) if target_grad else (wh, b)
+    ours = torch.autograd.grad(ce + 2.5 * aug, params)
+    ref = torch.autograd.grad(ref_ce + 2.5 * ref_aug, params)
+    for a, r in zip(ours, ref):
+        torch.testing.assert_close(a, r, atol=1e-6, rtol=1e-5)
+
+
 def test_aug_bias_false_is_eq_3_1_as_printed():
     """aug_bias=False: ŷ = softmax(W h / τ) without b (eq. 3.1); J sees W h + b; b gets J's gradient only."""
     g = torch.Generator().manual_seed(1)

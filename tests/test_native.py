@@ -73,6 +73,29 @@ def test_loss_matches_python_chunks(dtype, with_ce, augmented, monkeypatch):
     assert native_out[2].abs().sum() > 0
 
 
+@needs_native
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("target_grad", [False, True])
+def test_shifted_loss_matches_python_chunks(dtype, target_grad, monkeypatch):
+    """loss.aug_bias = false in one pass: J on z, J_aug on z − b; same values and gradients (z, b, L) both ways."""
+    g = torch.Generator().manual_seed(3)
+    logits = (torch.randn(150, 301, generator=g) * 4).to(dtype)  # 150 rows: more than one block of rows
+    targets = torch.randint(0, 301, (150,), generator=g)
+    emb, bias = torch.randn(301, 8, generator=g), torch.randn(301, generator=g)
+
+    def run():
+        z, b, e = logits.clone().requires_grad_(), bias.clone().requires_grad_(), emb.clone().requires_grad_()
+        ce, aug = fused.fused_lm_loss(z, targets, e, 3.0, target_grad=target_grad, shift=b)
+        (0.8 * ce + 1.7 * aug).backward()
+        return ce, aug, z.grad.float(), b.grad, e.grad if target_grad else torch.zeros(())
+
+    native_out, python_out = _both(run, monkeypatch)
+    tol = {"atol": 1e-5, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 1e-3, "rtol": 1e-2}
+    for a, b in zip(native_out, python_out):
+        torch.testing.assert_close(a, b, **tol)
+    assert native_out[3].abs().sum() > 0
+
+
 def test_unbuildable_kernels_fall_back_with_one_line(tmp_path):
     """A build folder that cannot be made: one line on stderr, and the model still trains (Python code)."""
     blocker = tmp_path / "file"

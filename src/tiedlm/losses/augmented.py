@@ -54,6 +54,7 @@ class LanguageModelLoss(nn.Module):
 
         ``output_bias``: the b in logits = W h + b. With ``aug_bias=False`` ŷ is eq. (3.1) as printed,
         softmax(W h / τ): J_aug sees logits − b, so b gets no gradient from it (the two paths cancel).
+        Either way J and J_aug take one fused pass over the logits.
         """
         logits = logits.reshape(-1, logits.size(-1))  # upcast to fp32 chunk by chunk inside the fused loss
         targets = targets.reshape(-1)
@@ -63,11 +64,8 @@ class LanguageModelLoss(nn.Module):
         if embeddings is None:
             raise ValueError("the augmented loss needs the input embeddings")
         tau = self.aug.tau
-        if self.aug_bias or output_bias is None:  # J and J_aug in one chunked pass over the logits
-            ce, aug = fused_lm_loss(logits, targets, embeddings, tau, target_grad=self.aug.target_grad)
-        else:  # J on W h + b, J_aug on W h: two passes
-            ce, _ = fused_lm_loss(logits, targets)
-            aug = self.aug(logits - output_bias, targets, embeddings)
+        shift = None if self.aug_bias else output_bias  # J on W h + b, J_aug on W h (eq. 3.1 as printed)
+        ce, aug = fused_lm_loss(logits, targets, embeddings, tau, target_grad=self.aug.target_grad, shift=shift)
         if self.form == "alpha":
             total = ce + self.gamma * tau * aug
         else:

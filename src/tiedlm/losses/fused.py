@@ -25,6 +25,11 @@ distinct target w with n_w tokens and A_w = Σ_{t: y*_t = w} log ŷ_t (from the 
 ``∂ΣJ_aug/∂s_w = ỹ_w ⊙ (n_w (log ỹ_w − Σ ỹ_w log ỹ_w) − A_w + ⟨ỹ_w, A_w⟩) / τ``; autograd takes it
 from there through s = L[words] Lᵀ (two (U, |V|, d) matmuls) instead of through a second, token-sized
 log-softmax graph.
+
+With a ``shift`` (|V|) the augmented loss tempers ``z − shift`` instead of z: ŷ = softmax(W h/τ) for logits
+z = W h + b and shift = b, eq. (3.1) as printed (``loss.aug_bias = false``). J still sees z, so the pass
+over the logits stays one pass, and the backward returns ∂/∂shift = −Σ_t (ŷ_t − ỹ_t)/τ (times the
+incoming weight), which cancels the J_aug part that b receives through z: b learns from J only.
 """
 
 from __future__ import annotations
@@ -89,67 +94,76 @@ class FusedLMLoss(torch.autograd.Function):
 
     Arguments: logits (N, |V|) in any float dtype, targets (N,), ``with_ce`` (False: J is returned as 0
     and costs nothing), then for the augmented loss the three outputs of :func:`augmented_targets`, τ,
-    and the target scores Lᵀ u (U, |V|) that ỹ came from if gradients are to flow through ỹ (else
-    ``None``). Gradients: eq. (3.4) for J_aug, ``softmax − onehot`` for J, and with ``scores`` the
-    closed form of the module docstring for them. J_aug is 0 without the augmented loss.
+    the target scores Lᵀ u (U, |V|) that ỹ came from if gradients are to flow through ỹ (else
+    ``None``), and the ``shift`` (|V|) that J_aug subtracts from the logits (else ``None``; module
+    docstring). Gradients: eq. (3.4) for J_aug, ``softmax − onehot`` for J, and with ``scores`` and
+    ``shift`` the closed forms of the module docstring for them. J_aug is 0 without the augmented loss.
     """
 
     @staticmethod
-    def forward(ctx, logits, targets, with_ce, tgt_probs, inverse, neg_entropy, tau, scores=None):
+    def forward(ctx, logits, targets, with_ce, tgt_probs, inverse, neg_entropy, tau, scores=None, shift=None):
         n = logits.size(0)
-        ctx.tau, ctx.with_ce, ctx.native = tau, with_ce, uses_native(logits, tgt_probs)
+        ctx.tau, ctx.with_ce, ctx.native = tau, with_ce, uses_native(logits, tgt_probs, shift)
         if ctx.native:  # the C++ row kernel; saves each row's log-sum-exp for the backward
             targets = targets.contiguous()
             ce, cross, lse, lse_tau = torch.ops.tiedlm.lm_loss_forward(logits, targets, with_ce, tgt_probs, inverse,
-                                                                       tau)
+                                                                       tau, shift)
             ce, cross = ce.sum(), cross.sum()
             saved = [lse, lse_tau]
         else:
-            ce, cross = _forward_python(logits, targets, with_ce, tgt_probs, inverse, tau)
+            ce, cross = _forward_python(logits, targets, with_ce, tgt_probs, inverse, tau, shift)
             saved = []
-        ctx.target_grad = scores is not None
+        ctx.target_grad, ctx.shifted = scores is not None, shift is not None
         extra = [neg_entropy, scores] if ctx.target_grad else []
-        ctx.save_for_backward(logits, targets, tgt_probs, inverse, *extra, *saved)
+        ctx.save_for_backward(logits, targets, tgt_probs, inverse, shift, *extra, *saved)
         aug = (neg_entropy.index_select(0, inverse).sum() - cross) / n if tgt_probs is not None else cross
         return ce / n, aug
 
     @staticmethod
     def backward(ctx, g_ce, g_aug):
-        logits, targets, tgt_probs, inverse, *rest = ctx.saved_tensors
+        logits, targets, tgt_probs, inverse, shift, *rest = ctx.saved_tensors
         neg_entropy, scores, *lse = rest if ctx.target_grad else [None, None, *rest]
         n = logits.size(0)
         if ctx.native:  # the C++ kernel takes the weights as numbers (a CPU tensor's .item() costs nothing)
             w_ce = g_ce.item() / n if ctx.with_ce else 0.0
             w_aug = g_aug.item() / n if tgt_probs is not None else 0.0
-            grad = torch.ops.tiedlm.lm_loss_backward(logits, targets, *lse, w_ce, tgt_probs, inverse, ctx.tau, w_aug)
+            grad, grad_shift = torch.ops.tiedlm.lm_loss_backward(logits, targets, *lse, w_ce, tgt_probs, inverse,
+                                                                 ctx.tau, w_aug, shift)
         else:  # 0-dim tensors: no read-back from a GPU
             w_ce = g_ce / n if ctx.with_ce else None  # the loss's own dtype: fp32, or fp64 for fp64 logits
             w_aug = g_aug / n if tgt_probs is not None else None
-            grad = _backward_python(logits, targets, w_ce, tgt_probs, inverse, ctx.tau, w_aug)
+            grad, grad_shift = _backward_python(logits, targets, w_ce, tgt_probs, inverse, ctx.tau, w_aug, shift)
         grad_scores = None
         if ctx.target_grad and ctx.needs_input_grad[7]:
             lse_tau = lse[1] if ctx.native else None
-            grad_scores = _target_scores_grad(logits, inverse, tgt_probs, neg_entropy, scores, ctx.tau, w_aug, lse_tau)
-        return grad, None, None, None, None, None, None, grad_scores
+            grad_scores = _target_scores_grad(logits, inverse, tgt_probs, neg_entropy, scores, ctx.tau, w_aug, lse_tau,
+                                              shift)
+        grad_shift = grad_shift.to(shift.dtype) if ctx.shifted and ctx.needs_input_grad[8] else None
+        return grad, None, None, None, None, None, None, grad_scores, grad_shift
 
 
-def _target_scores_grad(logits, inverse, tgt_probs, neg_entropy, scores, tau, w_aug, lse_tau=None):
+def _target_scores_grad(logits, inverse, tgt_probs, neg_entropy, scores, tau, w_aug, lse_tau=None, shift=None):
     """w_aug · ∂ΣJ_aug/∂s for the target scores s = Lᵀ u (U, |V|): gradients through ỹ (module docstring).
 
-    A_w = Σ_{t: y*_t = w} log ŷ_t is summed from the logits: z_t/τ − lse_τ(z_t) with the C++ kernel's saved
-    log-sum-exps (``lse_tau``), else by log-softmax chunk by chunk. Nothing waits for a GPU.
+    A_w = Σ_{t: y*_t = w} log ŷ_t is summed from the logits: (z_t − shift)/τ − lse_τ(z_t − shift) with the C++
+    kernel's saved log-sum-exps (``lse_tau``), else by log-softmax chunk by chunk. Nothing waits for a GPU.
     """
     u, v = tgt_probs.shape
     acc = tgt_probs.dtype
     a = torch.zeros(u, v, dtype=acc, device=logits.device)
     rows = max(1, CHUNK_ELEMENTS // v)
+    b = shift.detach().to(acc) if shift is not None else None
     for s in range(0, logits.size(0), rows):
         z = logits[s : s + rows].to(acc)  # no copy for fp32 logits
-        a.index_add_(0, inverse[s : s + rows], z if lse_tau is not None else F.log_softmax(z / tau, dim=-1))
+        if lse_tau is None:
+            z = F.log_softmax((z if b is None else z - b) / tau, dim=-1)
+        a.index_add_(0, inverse[s : s + rows], z)
     counts = torch.zeros(u, dtype=acc, device=logits.device).index_add_(
         0, inverse, torch.ones(inverse.numel(), dtype=acc, device=logits.device))
-    if lse_tau is not None:  # Σ_t log ŷ_t = (Σ_t z_t)/τ − Σ_t lse_τ(z_t)
+    if lse_tau is not None:  # Σ_t log ŷ_t = (Σ_t z_t − n_w shift)/τ − Σ_t lse_τ(z_t − shift)
         lse_sum = torch.zeros(u, dtype=acc, device=logits.device).index_add_(0, inverse, lse_tau.to(acc))
+        if b is not None:
+            a.sub_(counts[:, None] * b)
         a.div_(tau).sub_(lse_sum[:, None])
     log_tgt = F.log_softmax(at_least_fp32(scores.detach()).to(acc) / tau, dim=-1)
     g = log_tgt.sub_(neg_entropy[:, None]).mul_(counts[:, None]).sub_(a)
@@ -157,14 +171,15 @@ def _target_scores_grad(logits, inverse, tgt_probs, neg_entropy, scores, tau, w_
     return g.to(scores.dtype)
 
 
-def uses_native(logits: torch.Tensor, tgt_probs: torch.Tensor | None = None) -> bool:
+def uses_native(logits: torch.Tensor, tgt_probs: torch.Tensor | None = None, shift: torch.Tensor | None = None) -> bool:
     """Whether the C++ row kernel (:mod:`tiedlm.native`) takes these: contiguous fp32/bf16 logits on the CPU."""
     return (logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.bfloat16)
             and logits.is_contiguous() and (tgt_probs is None or tgt_probs.dtype == torch.float32)
+            and (shift is None or (shift.dtype == torch.float32 and shift.is_contiguous()))
             and native.available())
 
 
-def _forward_python(logits, targets, with_ce, tgt_probs, inverse, tau):
+def _forward_python(logits, targets, with_ce, tgt_probs, inverse, tau, shift=None):
     """Σ CE and Σ ỹ·log ŷ over the rows, chunk by chunk (the fallback of the C++ kernel)."""
     n, v = logits.shape
     rows = max(1, CHUNK_ELEMENTS // v)
@@ -176,20 +191,23 @@ def _forward_python(logits, targets, with_ce, tgt_probs, inverse, tau):
         if with_ce:
             ce -= F.log_softmax(z, dim=-1).gather(1, t[:, None]).sum()
         if tgt_probs is not None:
-            log_pred = F.log_softmax(z / tau, dim=-1)  # eq. (3.1)
+            log_pred = F.log_softmax((z if shift is None else z - shift) / tau, dim=-1)  # eq. (3.1)
             cross += (tgt_probs.index_select(0, inverse[s : s + rows]) * log_pred).sum()
     return ce, cross
 
 
-def _backward_python(logits, targets, w_ce, tgt_probs, inverse, tau, w_aug):
-    """w_ce·∂ΣJ/∂z + w_aug·∂ΣJ_aug/∂z chunk by chunk, in the logits' dtype (the fallback of the C++ kernel).
+def _backward_python(logits, targets, w_ce, tgt_probs, inverse, tau, w_aug, shift=None):
+    """``(w_ce·∂ΣJ/∂z + w_aug·∂ΣJ_aug/∂z, ∂/∂shift)`` chunk by chunk (the fallback of the C++ kernel).
 
+    The first is in the logits' dtype; the second is −Σ_rows of the J_aug part (None without a shift).
     The weights are 0-dim tensors (or None for a term that is off), so nothing waits for a GPU.
     """
     n, v = logits.shape
     rows = max(1, CHUNK_ELEMENTS // v)
     grad = torch.empty_like(logits)
     w_q = w_aug / tau if w_aug is not None else None
+    grad_shift = None if shift is None else torch.zeros(v, dtype=torch.promote_types(logits.dtype, torch.float32),
+                                                        device=logits.device)
     for s in range(0, n, rows):
         z = at_least_fp32(logits[s : s + rows])
         g = None
@@ -197,25 +215,31 @@ def _backward_python(logits, targets, w_ce, tgt_probs, inverse, tau, w_aug):
             g = F.softmax(z, dim=-1).mul_(w_ce)
             g.scatter_add_(1, targets[s : s + rows, None], (-w_ce).to(g.dtype).expand(g.size(0), 1))
         if w_q is not None:  # ∂J_aug/∂z = (ŷ − ỹ)/τ, eq. (3.4)
-            q = F.softmax(z / tau, dim=-1).sub_(tgt_probs.index_select(0, inverse[s : s + rows])).mul_(w_q)
+            zs = z if shift is None else z - shift
+            q = F.softmax(zs / tau, dim=-1).sub_(tgt_probs.index_select(0, inverse[s : s + rows])).mul_(w_q)
+            if grad_shift is not None:
+                grad_shift.sub_(q.sum(0))
             g = q if g is None else g.add_(q)
         grad[s : s + rows] = g
-    return grad
+    return grad, grad_shift
 
 
 def fused_lm_loss(logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor | None = None,
-                  tau: float = 1.0, with_ce: bool = True, target_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                  tau: float = 1.0, with_ce: bool = True, target_grad: bool = False,
+                  shift: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(J, J_aug) for logits (N, |V|) and targets (N,); J_aug (ỹ from ``embeddings``) only if they are given.
 
     ỹ is a fixed target unless ``target_grad``, which lets the gradient of J_aug flow through ỹ into
-    ``embeddings`` as well.
+    ``embeddings`` as well. J_aug tempers ``logits − shift`` where a ``shift`` (|V|) is given.
     """
     if embeddings is None:
-        return FusedLMLoss.apply(logits, targets, with_ce, None, None, None, float(tau), None)
+        return FusedLMLoss.apply(logits, targets, with_ce, None, None, None, float(tau), None, None)
+    if shift is not None and shift.dtype in (torch.bfloat16, torch.float16):
+        shift = shift.float()
     if not target_grad:
         probs, inverse, neg_entropy = augmented_targets(targets, embeddings.detach(), tau)
-        return FusedLMLoss.apply(logits, targets, with_ce, probs, inverse, neg_entropy, float(tau), None)
+        return FusedLMLoss.apply(logits, targets, with_ce, probs, inverse, neg_entropy, float(tau), None, shift)
     words, inverse = target_rows(targets)
     scores = embeddings[words] @ embeddings.t()  # (U, |V|) Lᵀ u, with gradient to L
     probs, neg_entropy = target_distribution(scores.detach(), tau)
-    return FusedLMLoss.apply(logits, targets, with_ce, probs, inverse, neg_entropy, float(tau), scores)
+    return FusedLMLoss.apply(logits, targets, with_ce, probs, inverse, neg_entropy, float(tau), scores, shift)
