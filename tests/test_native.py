@@ -96,6 +96,24 @@ def test_shifted_loss_matches_python_chunks(dtype, target_grad, monkeypatch):
     assert native_out[3].abs().sum() > 0
 
 
+@needs_native
+def test_shift_gradient_is_the_same_on_one_and_two_threads():
+    """∂/∂shift is summed over fixed row blocks, so the thread count does not change a bit of it."""
+    g = torch.Generator().manual_seed(6)
+    logits, targets = torch.randn(333, 257, generator=g) * 3, torch.randint(0, 257, (333,), generator=g)
+    emb, bias = torch.randn(257, 8, generator=g), torch.randn(257, generator=g)
+    previous, grads = torch.get_num_threads(), []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            b = bias.clone().requires_grad_()
+            _, aug = fused.fused_lm_loss(logits, targets, emb, 3.0, with_ce=False, shift=b)
+            grads.append(torch.autograd.grad(aug, b)[0])
+    finally:
+        torch.set_num_threads(previous)
+    assert torch.equal(*grads) and grads[0].abs().sum() > 0
+
+
 def test_unbuildable_kernels_fall_back_with_one_line(tmp_path):
     """A build folder that cannot be made: one line on stderr, and the model still trains (Python code)."""
     blocker = tmp_path / "file"
