@@ -14,21 +14,14 @@ other work on the machine falls on all three alike:
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
-
 import torch
+from common import interleaved_arguments, interleaved_medians
 
 ROWS, VOCAB, DIM, TAU, GAMMA = 700, 10_000, 200, 20.0, 0.65
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--reps", type=int, default=20, help="forward + backward passes per timed block")
-    p.add_argument("--blocks", type=int, default=5, help="timed blocks per variant (the median is reported)")
-    p.add_argument("--threads", type=int, default=1, help="0: all cores")
-    args = p.parse_args()
+    args = interleaved_arguments(__doc__, "reps", "forward + backward passes per timed block", 20)
 
     from tiedlm import native
     from tiedlm.losses import LanguageModelLoss, fused
@@ -54,22 +47,14 @@ def main() -> None:
         "aug_bias = false, two passes": two_passes,
     }
 
-    def block(loss_fn) -> float:
-        """Seconds per forward + backward, over one block of reps."""
-        start = time.perf_counter()
-        for _ in range(args.reps):
-            loss_fn(wh + bias).backward()
-        return (time.perf_counter() - start) / args.reps
+    def block(loss_fn):
+        return lambda: [loss_fn(wh + bias).backward() for _ in range(args.reps)]
 
-    for fn in variants.values():  # warm-up (and the one-time kernel build)
-        block(fn)
-    times = {name: [] for name in variants}
-    for _ in range(args.blocks):
-        for name, fn in variants.items():
-            times[name].append(block(fn))
+    # the first (warm-up) round also builds the C++ kernels where they are not built yet
+    med = {name: t / args.reps for name, t in interleaved_medians(
+        {name: block(fn) for name, fn in variants.items()}, args.blocks).items()}
     print(f"loss alone: {ROWS} x {VOCAB:,} fp32 logits, τ = {TAU:g}, {threads} thread(s), torch {torch.__version__}, "
           f"C++ kernels: {'yes' if native.available() else 'no'}; median of {args.blocks} blocks of {args.reps}")
-    med = {name: statistics.median(t) for name, t in times.items()}
     for name, t in med.items():
         print(f"{name:<30} {t * 1e3:7.2f} ms per forward + backward")
     one, two = med["aug_bias = false, one pass"], med["aug_bias = false, two passes"]

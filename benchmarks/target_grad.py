@@ -14,12 +14,9 @@ that other work on the machine falls on all three alike:
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
-
 import torch
 import torch.nn.functional as F
+from common import interleaved_arguments, interleaved_medians
 
 VOCAB, BATCH, BPTT, HIDDEN, TAU, GAMMA = 10_000, 20, 35, 200, 20.0, 0.65
 
@@ -33,11 +30,7 @@ def autograd_loss(logits, targets, emb):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=10, help="training steps per timed block")
-    p.add_argument("--blocks", type=int, default=5, help="timed blocks per loss (the median is reported)")
-    p.add_argument("--threads", type=int, default=1, help="0: all cores")
-    args = p.parse_args()
+    args = interleaved_arguments(__doc__, "steps", "training steps per timed block", 10)
 
     from tiedlm import native
     from tiedlm.config import ModelConfig
@@ -69,19 +62,13 @@ def main() -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         opt.step()
 
-    for fn in losses.values():
-        for _ in range(2):
-            step(fn)
-    rates = {name: [] for name in losses}
-    for _ in range(args.blocks):
-        for name, fn in losses.items():
-            t = time.perf_counter()
-            for _ in range(args.steps):
-                step(fn)
-            rates[name].append(args.steps * BATCH * BPTT / (time.perf_counter() - t))
+    def block(loss_fn):
+        return lambda: [step(loss_fn) for _ in range(args.steps)]
+
+    seconds = interleaved_medians({name: block(fn) for name, fn in losses.items()}, args.blocks)
+    med = {name: args.steps * BATCH * BPTT / s for name, s in seconds.items()}
     print(f"small tied PTB model, fp32, {threads} thread(s), torch {torch.__version__}, "
           f"C++ kernels: {'yes' if native.available() else 'no'}; {args.blocks} blocks of {args.steps} steps")
-    med = {name: statistics.median(r) for name, r in rates.items()}
     for name, r in med.items():
         print(f"{name:<22} {r:8,.0f} tok/s")
     print(f"target_grad fused / autograd: {med['target_grad fused'] / med['target_grad autograd']:.2f}x; "

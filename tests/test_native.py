@@ -53,47 +53,28 @@ def test_recurrence_matches_python_loop(blocks, masked, monkeypatch):
 
 @needs_native
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("with_ce,augmented", [(True, False), (True, True), (False, True)])
-def test_loss_matches_python_chunks(dtype, with_ce, augmented, monkeypatch):
+@pytest.mark.parametrize("with_ce,augmented,target_grad,shifted", [
+    (True, False, False, False), (True, True, False, False), (False, True, False, False),
+    (True, True, False, True), (True, True, True, True)])  # shifted: loss.aug_bias = false, J_aug on z − b
+def test_loss_matches_python_chunks(dtype, with_ce, augmented, target_grad, shifted, monkeypatch):
+    """Values and gradients (z; with a shift b; with target_grad L) of the C++ kernel and the Python chunks."""
     g = torch.Generator().manual_seed(2)
-    logits = (torch.randn(45, 301, generator=g) * 4).to(dtype)  # 301: not a multiple of the vector width
-    targets = torch.randint(0, 301, (45,), generator=g)
-    emb = torch.randn(301, 8, generator=g) if augmented else None
-
-    def run():
-        z = logits.clone().requires_grad_()
-        ce, aug = fused.fused_lm_loss(z, targets, emb, 3.0, with_ce)
-        (0.8 * ce + 1.7 * aug).backward()
-        return ce, aug, z.grad.float()
-
-    native_out, python_out = _both(run, monkeypatch)
-    tol = {"atol": 1e-6, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-4, "rtol": 1e-2}
-    for a, b in zip(native_out, python_out):
-        torch.testing.assert_close(a, b, **tol)
-    assert native_out[2].abs().sum() > 0
-
-
-@needs_native
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("target_grad", [False, True])
-def test_shifted_loss_matches_python_chunks(dtype, target_grad, monkeypatch):
-    """loss.aug_bias = false in one pass: J on z, J_aug on z − b; same values and gradients (z, b, L) both ways."""
-    g = torch.Generator().manual_seed(3)
-    logits = (torch.randn(150, 301, generator=g) * 4).to(dtype)  # 150 rows: more than one block of rows
-    targets = torch.randint(0, 301, (150,), generator=g)
+    logits = (torch.randn(150, 301, generator=g) * 4).to(dtype)  # 301: not a multiple of the vector width
+    targets = torch.randint(0, 301, (150,), generator=g)  # 150 rows: more than one block of rows
     emb, bias = torch.randn(301, 8, generator=g), torch.randn(301, generator=g)
 
     def run():
         z, b, e = logits.clone().requires_grad_(), bias.clone().requires_grad_(), emb.clone().requires_grad_()
-        ce, aug = fused.fused_lm_loss(z, targets, e, 3.0, target_grad=target_grad, shift=b)
+        ce, aug = fused.fused_lm_loss(z, targets, e if augmented else None, 3.0, with_ce, target_grad=target_grad,
+                                      shift=b if shifted else None)
         (0.8 * ce + 1.7 * aug).backward()
-        return ce, aug, z.grad.float(), b.grad, e.grad if target_grad else torch.zeros(())
+        return [ce, aug, z.grad.float()] + [b.grad] * shifted + [e.grad] * target_grad
 
     native_out, python_out = _both(run, monkeypatch)
-    tol = {"atol": 1e-5, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 1e-3, "rtol": 1e-2}
-    for a, b in zip(native_out, python_out):
+    tol = {"atol": 1e-6, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-4, "rtol": 1e-2}
+    for a, b in zip(native_out, python_out, strict=True):
         torch.testing.assert_close(a, b, **tol)
-    assert native_out[3].abs().sum() > 0
+    assert all(grad.abs().sum() > 0 for grad in native_out[2:])
 
 
 @needs_native
