@@ -1,12 +1,17 @@
 """Dynamic evaluation (Krause et al. 2018): scoring before updating, adaptation helps, the run is untouched."""
 
+import copy
 import hashlib
 import json
 
 import torch
 
 from tiedlm.cli import main
-from tiedlm.dynamic_evaluation import DynamicEvalSettings, dynamic_evaluate, gradient_rms
+import math
+
+import torch.nn.functional as F
+
+from tiedlm.dynamic_evaluation import DynamicEvalSettings, dynamic_evaluate, dynamic_step, effective_settings, gradient_rms
 from tiedlm.evaluation import evaluate
 from tiedlm.run import load_run
 
@@ -26,14 +31,14 @@ def test_dynamic_evaluation_scores_before_it_adapts_and_helps_on_repetitive_text
     before = [p.detach().clone() for p in run.model.parameters()]
     settings = DynamicEvalSettings(batch_size=2, bptt=5, stat_tokens=400)
     rms = gradient_rms(run.model, torch.randint(0, len(run.vocab), (2000,)), settings)
-    assert all((r >= 0).all() for r in rms) and any((r > 0).any() for r in rms)
+    assert all((r >= 0).all() for r in rms.rms) and any((r > 0).any() for r in rms.rms)
     ids = torch.randint(0, len(run.vocab), (201,))
     frozen = DynamicEvalSettings(lr=0.0, lamb=0.0, batch_size=2, bptt=5)
     static = evaluate(run.model, ids, batch_size=2, bptt=5)
     assert abs(dynamic_evaluate(run.model, ids, rms, frozen)["loss"] - static["loss"]) < 1e-5
     phrase = torch.randint(0, len(run.vocab), (12,))
     repeated = phrase.repeat(40)  # a text that repeats itself: adaptation must pay off
-    adapted = dynamic_evaluate(run.model, repeated, rms, DynamicEvalSettings(lr=0.01, lamb=0.0, bptt=5))
+    adapted = dynamic_evaluate(run.model, repeated, rms, DynamicEvalSettings(lr=0.01, lamb=0.0, epsilon=1e-3, bptt=5))
     assert adapted["ppl"] < 0.5 * evaluate(run.model, repeated, batch_size=1, bptt=5)["ppl"]
     assert all(torch.equal(a, b) for a, b in zip(before, run.model.parameters()))  # the caller's model untouched
 
@@ -51,3 +56,92 @@ def test_evaluate_dynamic_cli_with_grid_leaves_the_run_unchanged(tiny_corpus, tm
     assert out["dynamic_ppl"] > 1 and out["static_ppl"] > 1
     assert digest() == saved
     assert main(["evaluate", str(run), "--dynamic", "--dyn-bptt", "0"]) == 2
+
+
+def _paper_statistics(model, ids, streams, bptt):
+    """MS written out: sqrt of the mean over training segments of the squared gradient (dropout off)."""
+    n = ids.numel() // streams
+    data = ids[: n * streams].view(streams, n).t()
+    model.eval()
+    params = list(model.parameters())
+    sq, segments, state = [torch.zeros_like(p) for p in params], 0, model.init_state(streams)
+    for i in range(0, n - 1, bptt):
+        x, y = data[i: i + bptt], data[i + 1: i + 1 + bptt]
+        x = x[: y.size(0)]
+        logits, state = model(x, state)
+        state = [tuple(t.detach() for t in s) for s in state]
+        grads = torch.autograd.grad(F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)), params)
+        sq = [a + g * g for a, g in zip(sq, grads)]
+        segments += 1
+    return [torch.sqrt(a / segments) for a in sq], segments
+
+
+def test_dynamic_evaluation_follows_krause_et_al_written_out(tiny_corpus, tmp_path):
+    """Krause et al. (2018) eq. 9 with the global decay, step by step from the weights *before* each step:
+    θ ← θ − η g/(MS + ε) + λ (MS / mean_p mean(MS_p)) ⊙ (θ⁰ − θ), decay rate clipped at 1/λ."""
+    run = load_run(_train(tiny_corpus, tmp_path / "run"))
+    torch.manual_seed(3)
+    train_ids = torch.randint(0, len(run.vocab), (301,))
+    ids = torch.randint(0, len(run.vocab), (16,))
+    settings = DynamicEvalSettings(lr=0.03, lamb=0.4, epsilon=1e-3, bptt=5, stat_batch_size=4)
+    stats = gradient_rms(run.model, train_ids, settings)
+    ms, segments = _paper_statistics(copy.deepcopy(run.model), train_ids, 4, 5)
+    assert stats.segments == segments == math.ceil((301 // 4 - 1) / 5)
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-9) for a, b in zip(stats.rms, ms))
+
+    model = copy.deepcopy(run.model).eval()
+    params = list(model.parameters())
+    theta0 = [p.detach().clone() for p in params]
+    mean_ms = sum(m.mean() for m in ms) / len(ms)  # averaged over the tensors, not summed
+    decrate = [torch.clamp(m / mean_ms, max=1 / settings.lamb) for m in ms]
+    total, count, state = 0.0, 0, model.init_state(1)
+    for i in range(0, ids.numel() - 1, 5):
+        x, y = ids[i: i + 5, None], ids[i + 1: i + 6, None]
+        x = x[: y.size(0)]
+        logits, state = model(x, state)
+        state = [tuple(t.detach() for t in s) for s in state]
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        total, count = total + loss.item() * y.numel(), count + y.numel()
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            new = [p - settings.lr * g / (m + settings.epsilon) + settings.lamb * d * (p0 - p)
+                   for p, g, m, d, p0 in zip(params, grads, ms, decrate, theta0)]
+            for p, v in zip(params, new):
+                p.copy_(v)
+    res = dynamic_evaluate(run.model, ids, stats, settings, return_model=True)
+    assert res["tokens"] == count == 15
+    assert abs(res["loss"] - total / count) < 1e-5
+    for a, b in zip(res["model"].parameters(), params):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_dynamic_step_decays_from_the_weights_before_the_step():
+    """With λ·decrate = 1 (the clip) the decay returns θ to θ⁰ and the gradient step is kept: θ⁰ − η g/(MS + ε).
+    Applying the decay to the already-updated weights would erase the step."""
+    theta0 = torch.tensor([1.0, -2.0, 0.5])
+    p = torch.tensor([1.5, -1.0, 0.0])
+    p.grad = torch.tensor([0.2, -0.4, 1.0])
+    ms = torch.tensor([0.1, 0.2, 0.5])
+    dynamic_step([p], [theta0], [ms], [torch.ones(3)], lr=0.01, epsilon=0.1)
+    assert torch.allclose(p, theta0 - 0.01 * torch.tensor([0.2, -0.4, 1.0]) / (ms + 0.1))
+    q = torch.tensor([1.5, -1.0, 0.0])
+    q.grad = p.grad
+    k = torch.tensor([0.25, 0.5, 0.0])
+    dynamic_step([q], [theta0], [ms], [k], lr=0.01, epsilon=0.1)
+    before = torch.tensor([1.5, -1.0, 0.0])
+    assert torch.allclose(q, before - 0.01 * q.grad / (ms + 0.1) + k * (theta0 - before))
+
+
+def test_old_hyper_converts_like_the_reference_oldhyper(tiny_corpus, tmp_path):
+    """Krause et al.'s --oldhyper: λ / n_tensors, η / √n_segments, ε / √n_segments."""
+    run = load_run(_train(tiny_corpus, tmp_path / "run"))
+    settings = DynamicEvalSettings(lr=0.002, lamb=0.02, epsilon=0.001, old_hyper=True, stat_batch_size=4)
+    stats = gradient_rms(run.model, torch.randint(0, len(run.vocab), (301,)), settings)
+    eff = effective_settings(settings, stats)
+    n = len(list(run.model.parameters()))
+    assert eff.lamb == 0.02 / n and eff.lr == 0.002 / math.sqrt(stats.segments)
+    assert eff.epsilon == 0.001 / math.sqrt(stats.segments) and not eff.old_hyper
+    ids = torch.randint(0, len(run.vocab), (41,))
+    a = dynamic_evaluate(run.model, ids, stats, settings)
+    b = dynamic_evaluate(run.model, ids, stats, eff)
+    assert a["loss"] == b["loss"] and a["effective"] == b["effective"]

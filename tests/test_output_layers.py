@@ -67,18 +67,27 @@ def test_bilinear_and_dual_follow_their_formulas():
     assert torch.allclose(labels, g_out) and torch.allclose(logits, g_in @ g_out.t() + dual.bias, atol=1e-6)
 
 
-@pytest.mark.parametrize("res_e,res_prev", [(True, False), (False, False), (True, True)])
-def test_drill_label_encoder_follows_eqs_8_to_10(res_e, res_prev):
+@pytest.mark.parametrize("depth", [1, 3])
+@pytest.mark.parametrize("res_e,res_prev", [(True, False), (False, False), (True, True), (False, True)])
+def test_drill_label_encoder_follows_eqs_8_to_10(depth, res_e, res_prev):
     torch.manual_seed(0)
     emb = nn.Embedding(30, 6)
-    drill = DrillOutput(emb, depth=3, activation="tanh", residual_embedding=res_e, residual_previous=res_prev).eval()
-    e = x = emb.weight
-    for lin in drill.label_encoder.layers:
-        x = torch.tanh(x @ lin.weight.t() + lin.bias) + (e if res_e else 0) + (x if res_prev else 0)
+    drill = DrillOutput(emb, depth=depth, activation="tanh", residual_embedding=res_e,
+                        residual_previous=res_prev).eval()
+    e = emb.weight
+    u = [(lin.weight, lin.bias) for lin in drill.label_encoder.layers]
+    # eq. (10) written out layer by layer: E1 = f(E) [+ E]; Ei = f(E(i-1)) [+ E] [+ E(i-1)] for i >= 2
+    x = torch.tanh(e @ u[0][0].t() + u[0][1]) + (e if res_e else 0)
+    for w, b in u[1:]:
+        x = torch.tanh(x @ w.t() + b) + (e if res_e else 0) + (x if res_prev else 0)
     h = torch.randn(4, 6)
     logits, labels = drill(h)
     assert torch.allclose(labels, x, atol=1e-6) and torch.allclose(logits, h @ x.t() + drill.bias, atol=1e-5)
-    assert drill.dedicated_parameters() == 3 * (36 + 6) + 30
+    assert drill.dedicated_parameters() == depth * (36 + 6) + 30
+    if depth == 1:  # one layer: the residual to the previous layer adds nothing (its input is E)
+        plain = DrillOutput(emb, depth=1, activation="tanh", residual_embedding=res_e, residual_previous=False).eval()
+        plain.load_state_dict(drill.state_dict())
+        assert torch.equal(plain(h)[1], labels)
 
 
 def test_drill_dropout_variational_shares_one_mask_over_labels():

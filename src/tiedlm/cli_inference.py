@@ -43,39 +43,52 @@ def _dynamic_settings(args):
     for key in ("dyn_lr", "dyn_lambda", "dyn_epsilon"):
         if getattr(args, key) < 0:
             raise UsageError(f"--{key.replace('_', '-')} must be >= 0")
-    if args.dyn_bptt < 1 or args.dyn_batch_size < 1:
-        raise UsageError("--dyn-bptt and --dyn-batch-size must be >= 1")
+    for key in ("dyn_bptt", "dyn_batch_size", "stat_batch_size"):
+        if getattr(args, key) < 1:
+            raise UsageError(f"--{key.replace('_', '-')} must be >= 1")
+    if args.stat_tokens < 0 or args.grid_tokens < 0:
+        raise UsageError("--stat-tokens and --grid-tokens must be >= 0 (0: the whole split)")
+    if any(v < 0 for v in (args.grid_lrs or []) + (args.grid_lambdas or [])):
+        raise UsageError("--grid-lrs and --grid-lambdas must be >= 0")
     return DynamicEvalSettings(lr=args.dyn_lr, lamb=args.dyn_lambda, epsilon=args.dyn_epsilon,
-                               bptt=args.dyn_bptt, batch_size=args.dyn_batch_size, stat_tokens=args.stat_tokens)
+                               bptt=args.dyn_bptt, batch_size=args.dyn_batch_size,
+                               stat_batch_size=args.stat_batch_size, stat_tokens=args.stat_tokens,
+                               old_hyper=args.dyn_old_hyper)
 
 
 def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
     """``evaluate --dynamic``: gradient statistics on train, optional lr/λ grid on valid, then the split."""
     import dataclasses
 
-    from .dynamic_evaluation import dynamic_evaluate, gradient_rms
+    from .dynamic_evaluation import GRID_LAMBDAS, GRID_LRS, dynamic_evaluate, effective_settings, gradient_rms
 
     log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
-    rms = gradient_rms(run.model, corpus.train, settings, precision, progress=not args.json)
+    stats = gradient_rms(run.model, corpus.train, settings, precision, progress=not args.json)
     grid = []
     if args.grid:
         valid = corpus.valid[: args.grid_tokens + 1] if args.grid_tokens else corpus.valid
-        for lr in args.grid_lrs:
-            for lamb in args.grid_lambdas:
+        scale = settings.bptt / 5  # Krause et al. scale their grid with the segment length
+        lrs = args.grid_lrs or [v * scale for v in GRID_LRS]
+        lambdas = args.grid_lambdas or [v * scale for v in GRID_LAMBDAS]
+        for lr in lrs:
+            for lamb in lambdas:
                 trial = dataclasses.replace(settings, lr=lr, lamb=lamb)
-                r = dynamic_evaluate(run.model, valid, rms, trial, precision, progress=not args.json,
-                                     desc=f"grid lr={lr} λ={lamb}")
+                r = dynamic_evaluate(run.model, valid, stats, trial, precision, progress=not args.json,
+                                     desc=f"grid lr={lr:g} λ={lamb:g}")
                 grid.append({"lr": lr, "lambda": lamb, "valid_ppl": r["ppl"], "tokens": r["tokens"]})
                 log(f"grid: lr {lr:g} λ {lamb:g}: valid ppl {r['ppl']:.2f} ({r['tokens']:,} tokens)")
         best = min(grid, key=lambda g: g["valid_ppl"])
         settings.lr, settings.lamb = best["lr"], best["lambda"]
-    res = dynamic_evaluate(run.model, corpus.splits[args.split], rms, settings, precision, progress=not args.json,
+    res = dynamic_evaluate(run.model, corpus.splits[args.split], stats, settings, precision, progress=not args.json,
                            desc=f"dynamic {args.split}")
+    eff = effective_settings(settings, stats)
     out = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "split": args.split,
            "static_ppl": static["ppl"], "dynamic_ppl": res["ppl"], "tokens": res["tokens"],
-           "settings": dataclasses.asdict(settings), "grid": grid, "precision": precision}
+           "settings": dataclasses.asdict(settings), "effective": res["effective"],
+           "statistics_segments": stats.segments, "grid": grid, "precision": precision}
+    old = f" = paper scaling lr {eff.lr:.3g}, λ {eff.lamb:.3g}, ε {eff.epsilon:.3g}" if settings.old_hyper else ""
     _emit(args, out, f"{run.path} [{run.checkpoint}] {args.split}: static ppl {static['ppl']:.2f} -> dynamic ppl "
-                     f"{res['ppl']:.2f} (lr {settings.lr:g}, λ {settings.lamb:g}, ε {settings.epsilon:g}, "
+                     f"{res['ppl']:.2f} (lr {settings.lr:g}, λ {settings.lamb:g}, ε {settings.epsilon:g}{old}, "
                      f"bptt {settings.bptt}, batch {settings.batch_size})")
     return 0
 
@@ -197,16 +210,24 @@ def register(add) -> None:
     e.add_argument("--threads", type=int, default=0)
     d = e.add_argument_group("dynamic evaluation (Krause et al. 2018); the saved model is never changed")
     d.add_argument("--dynamic", action="store_true", help="adapt the model on the split as it reads it")
-    d.add_argument("--dyn-lr", type=float, default=0.002, help="step size (paper's AWD-LSTM value 0.002)")
-    d.add_argument("--dyn-lambda", type=float, default=0.02, help="decay toward the trained weights (0.02)")
-    d.add_argument("--dyn-epsilon", type=float, default=0.001, help="added to the gradient RMS (0.001)")
+    d.add_argument("--dyn-lr", type=float, default=5e-5,
+                   help="step size η (5e-5, Krause et al.'s code; the paper's 0.002 needs --dyn-old-hyper)")
+    d.add_argument("--dyn-lambda", type=float, default=0.002, help="decay λ toward the trained weights (0.002)")
+    d.add_argument("--dyn-epsilon", type=float, default=2e-5, help="ε added to the gradient RMS (2e-5)")
+    d.add_argument("--dyn-old-hyper", action="store_true",
+                   help="lr/λ/ε are in the original code's scaling (the paper's AWD-LSTM 0.002/0.02/0.001): "
+                        "converted like Krause et al.'s --oldhyper")
     d.add_argument("--dyn-bptt", type=int, default=5, help="segment length (5)")
     d.add_argument("--dyn-batch-size", type=int, default=1, help="parallel streams (1: the text in order)")
+    d.add_argument("--stat-batch-size", type=int, default=100,
+                   help="parallel training streams for the gradient statistics (100, as Krause et al.)")
     d.add_argument("--stat-tokens", type=int, default=0,
                    help="training tokens for the gradient RMS (default 0: the whole training split)")
     d.add_argument("--grid", action="store_true", help="choose lr and lambda on the valid split first")
-    d.add_argument("--grid-lrs", type=float, nargs="+", default=[0.001, 0.002, 0.005])
-    d.add_argument("--grid-lambdas", type=float, nargs="+", default=[0.005, 0.02, 0.05])
+    d.add_argument("--grid-lrs", type=float, nargs="+",
+                   help="default: Krause et al.'s 3e-5 4e-5 5e-5 6e-5 7e-5 1e-4, times bptt/5")
+    d.add_argument("--grid-lambdas", type=float, nargs="+",
+                   help="default: Krause et al.'s 0.001 0.002 0.003 0.005, times bptt/5")
     d.add_argument("--grid-tokens", type=int, default=0, help="valid tokens per grid point (0: all)")
 
     p = add("predict", cmd_predict, "top next-word predictions of one or two runs side by side "

@@ -1,21 +1,32 @@
 """Dynamic evaluation (Krause et al. 2018, "Dynamic Evaluation of Neural Sequence Models"), RMS variant.
 
 The model reads the evaluation stream segment by segment (``bptt`` = 5 tokens by default). Each segment
-is scored *before* the model learns from it, then the weights take one step
+is scored *before* the model learns from it; then every weight tensor θ_p takes one step computed from the
+weights *before* the step (Krause et al. eq. 9 with the global decay of §5):
 
-    θ ← θ − lr · ∇_θ L(segment) / (MS + ε) + λ · decrate ⊙ (θ₀ − θ)
+    θ_p ← θ_p − η · ∇_p L(segment) / (MS_p + ε) + λ · decrate_p ⊙ (θ_p⁰ − θ_p)
 
-where MS is the root-mean-square of each weight's gradient over segments of the *training* data
-(:func:`gradient_rms`), θ₀ the trained weights and decrate = MS / Σ_p mean(MS_p) (Krause et al.'s global
-decay, clipped so that λ·decrate ≤ 1). Dropout is off. The caller's model is never modified: the
-adaptation runs on a copy, and nothing is written to the run directory.
+- MS_p is the root-mean-square of the gradient of each weight over the segments of the *training* data
+  (:func:`gradient_rms`: ``stat_batch_size`` = 100 parallel streams of ``bptt`` tokens, dropout off);
+- θ⁰ are the trained weights;
+- decrate_p = MS_p / mean_q(mean(MS_q)), the RMS normalised by its average over the parameter tensors,
+  clipped at 1/λ so that the decay never overshoots θ⁰.
 
-Pappas & Henderson (2019) use the AWD-LSTM settings lr 0.002, λ 0.02, ε 0.001 (the defaults here).
+This is the convention of Krause et al.'s public code (benkrause/dynamic-evaluation) after they corrected it to
+follow the paper's equations, and its defaults are that code's: η = 5e-5, λ = 0.002, ε = 2e-5, and the grid
+η ∈ {3, 4, 5, 6, 7, 10}·10⁻⁵, λ ∈ {1, 2, 3, 5}·10⁻³ (both scaled by bptt/5). The paper's AWD-LSTM numbers
+(η 0.002, λ 0.02, ε 0.001, which Pappas & Henderson also use) were found with the *original* code, which
+summed where the paper averages; ``old_hyper = True`` converts them the way the reference's ``--oldhyper``
+does: λ/n_tensors, η/√n_segments and ε/√n_segments, with n_segments the number of statistics segments.
+
+Dropout is off. The caller's model is never modified: the adaptation runs on a copy, and nothing is written
+to the run directory.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -27,15 +38,29 @@ from .losses.fused import at_least_fp32
 from .models.vd_lstm import detach_state
 from .runtime import autocast
 
+# Krause et al.'s grid (benkrause/dynamic-evaluation), for bptt = 5; scaled by bptt/5 like theirs
+GRID_LRS = (3e-5, 4e-5, 5e-5, 6e-5, 7e-5, 1e-4)
+GRID_LAMBDAS = (0.001, 0.002, 0.003, 0.005)
+
 
 @dataclass
 class DynamicEvalSettings:
-    lr: float = 0.002
-    lamb: float = 0.02  # λ: decay toward the trained weights
-    epsilon: float = 0.001
-    bptt: int = 5
+    lr: float = 5e-5  # η
+    lamb: float = 0.002  # λ: decay toward the trained weights
+    epsilon: float = 2e-5  # ε, added to MS
+    bptt: int = 5  # segment length, for the statistics and the adaptation
     batch_size: int = 1  # parallel streams of the evaluation split (1: the text read once, in order)
+    stat_batch_size: int = 100  # parallel streams of the training split for the gradient statistics
     stat_tokens: int = 0  # training tokens used for the gradient statistics (0: the whole training split)
+    old_hyper: bool = False  # lr, lamb, epsilon are in the original code's scaling (see the module docstring)
+
+
+@dataclass
+class GradientStatistics:
+    """MS per parameter tensor (:func:`gradient_rms`) and the number of training segments it averages."""
+
+    rms: list[torch.Tensor]
+    segments: int
 
 
 def _segment_loss(model, x, y, state, device, precision):
@@ -45,18 +70,20 @@ def _segment_loss(model, x, y, state, device, precision):
 
 
 def gradient_rms(model, train_ids: torch.Tensor, settings: DynamicEvalSettings, precision: str = "fp32",
-                 progress: bool = False) -> list[torch.Tensor]:
-    """MS per parameter: sqrt(mean over training segments of grad²), with dropout off. The model is unchanged."""
+                 progress: bool = False) -> GradientStatistics:
+    """MS_p = sqrt(mean over training segments of (∂L/∂θ_p)²), L the mean cross-entropy of a segment of
+    ``stat_batch_size`` streams × ``bptt`` tokens, dropout off, state carried. The model is unchanged."""
     from tqdm import tqdm
 
     device = model.embedding.weight.device
     ids = train_ids[: settings.stat_tokens + 1] if settings.stat_tokens else train_ids
-    data = batchify(ids, settings.batch_size).to(device)
+    streams = max(1, min(settings.stat_batch_size, (ids.numel() - 1) // 2))
+    data = batchify(ids, streams).to(device)
     params = list(model.parameters())
     sums = [torch.zeros_like(p) for p in params]
     was_training = model.training
     model.eval()
-    state, n = model.init_state(settings.batch_size), 0
+    state, n = model.init_state(streams), 0
     try:
         for _, x, y in tqdm(bptt_windows(data, settings.bptt), total=num_windows(data, settings.bptt),
                             desc="gradient statistics", disable=not progress, leave=False, unit="seg"):
@@ -70,35 +97,63 @@ def gradient_rms(model, train_ids: torch.Tensor, settings: DynamicEvalSettings, 
     finally:
         model.zero_grad(set_to_none=True)
         model.train(was_training)
-    return [s.div_(max(n, 1)).sqrt_() for s in sums]
+    return GradientStatistics([s.div_(max(n, 1)).sqrt_() for s in sums], n)
 
 
-def dynamic_evaluate(model, ids: torch.Tensor, rms: list[torch.Tensor], settings: DynamicEvalSettings,
-                     precision: str = "fp32", progress: bool = False, desc: str = "dynamic eval") -> dict:
-    """Mean cross-entropy and perplexity of ``ids`` under dynamic evaluation of a *copy* of ``model``."""
+def effective_settings(settings: DynamicEvalSettings, stats: GradientStatistics) -> DynamicEvalSettings:
+    """``settings`` in the paper's scaling: unchanged, or converted from the original code's (``old_hyper``)."""
+    if not settings.old_hyper:
+        return settings
+    root = math.sqrt(max(stats.segments, 1))
+    return dataclasses.replace(settings, lr=settings.lr / root, epsilon=settings.epsilon / root,
+                               lamb=settings.lamb / len(stats.rms), old_hyper=False)
+
+
+def decay_rates(rms: list[torch.Tensor], lamb: float) -> list[torch.Tensor]:
+    """λ · decrate_p = λ · MS_p / mean_q(mean(MS_q)), clipped at 1 (decrate at 1/λ)."""
+    mean = sum(ms.mean() for ms in rms) / len(rms)
+    return [(lamb * ms / mean).clamp_(max=1.0) for ms in rms]
+
+
+@torch.no_grad()
+def dynamic_step(params: list[torch.Tensor], start: list[torch.Tensor], rms: list[torch.Tensor],
+                 decay: list[torch.Tensor], lr: float, epsilon: float) -> None:
+    """One update of every tensor from the weights before it: θ += λ·decrate⊙(θ⁰ − θ) − η·g/(MS + ε)."""
+    for p, p0, ms, k in zip(params, start, rms, decay):
+        step = k * (p0 - p)
+        if p.grad is not None:
+            step.addcdiv_(p.grad, ms + epsilon, value=-lr)
+        p.add_(step)
+
+
+def dynamic_evaluate(model, ids: torch.Tensor, stats: GradientStatistics, settings: DynamicEvalSettings,
+                     precision: str = "fp32", progress: bool = False, desc: str = "dynamic eval",
+                     return_model: bool = False) -> dict:
+    """Mean cross-entropy and perplexity of ``ids`` under dynamic evaluation of a *copy* of ``model``
+    (the adapted copy under ``"model"`` with ``return_model``)."""
     from tqdm import tqdm
 
+    s = effective_settings(settings, stats)
     model = copy.deepcopy(model)
     model.eval()
     device = model.embedding.weight.device
     params = list(model.parameters())
     start = [p.detach().clone() for p in params]
-    gsum = sum(ms.mean() for ms in rms)
-    decay = [(settings.lamb * ms / gsum).clamp_(max=1.0) for ms in rms]
-    denom = [ms + settings.epsilon for ms in rms]
-    data = batchify(ids, settings.batch_size).to(device)
-    state, total, count = model.init_state(settings.batch_size), 0.0, 0
-    for _, x, y in tqdm(bptt_windows(data, settings.bptt), total=num_windows(data, settings.bptt), desc=desc,
+    decay = decay_rates(stats.rms, s.lamb)
+    data = batchify(ids, s.batch_size).to(device)
+    state, total, count = model.init_state(s.batch_size), 0.0, 0
+    for _, x, y in tqdm(bptt_windows(data, s.bptt), total=num_windows(data, s.bptt), desc=desc,
                         disable=not progress, leave=False, unit="seg"):
         model.zero_grad(set_to_none=True)
         loss, state = _segment_loss(model, x, y, detach_state(state), device, precision)
         total += loss.item() * y.numel()  # scored before the model learns from this segment
         count += y.numel()
         loss.backward()
-        with torch.no_grad():
-            for p, p0, d, k in zip(params, start, denom, decay):
-                if p.grad is not None:
-                    p.addcdiv_(p.grad, d, value=-settings.lr)
-                p.add_(k * (p0 - p))
+        dynamic_step(params, start, stats.rms, decay, s.lr, s.epsilon)
+    model.zero_grad(set_to_none=True)
     ce = total / count
-    return {"loss": ce, "ppl": math.exp(ce), "tokens": count}
+    out = {"loss": ce, "ppl": math.exp(min(ce, 700.0)), "tokens": count,
+           "effective": {"lr": s.lr, "lamb": s.lamb, "epsilon": s.epsilon}}
+    if return_model:
+        out["model"] = model
+    return out

@@ -14,13 +14,15 @@ ACTIVATIONS = {"sigmoid": torch.sigmoid, "relu": torch.relu, "tanh": torch.tanh,
 class LabelEncoder(nn.Module):
     """Depth-k label encoder g_out(E) = E⁽ᵏ⁾ (eqs. 8–10, 12).
 
-    E⁽⁰⁾ = E;  E⁽ⁱ⁾ = σ(δ(E⁽ⁱ⁻¹⁾) U⁽ⁱ⁾ + b⁽ⁱ⁾) [+ E] [+ E⁽ⁱ⁻¹⁾],  U⁽ⁱ⁾ (d, d).
+    E⁽⁰⁾ = E;  E⁽ⁱ⁾ = σ(δ(E⁽ⁱ⁻¹⁾) U⁽ⁱ⁾ + b⁽ⁱ⁾) [+ E] [+ E⁽ⁱ⁻¹⁾ for i ≥ 2],  U⁽ⁱ⁾ (d, d).
 
     - δ is dropout on each layer's input, E itself included (as the authors' code applies it).
       ``variational=True`` samples one mask over the d dimensions per forward pass, shared by all
       labels; otherwise a new mask per label and dimension.
     - ``residual_embedding`` adds E to every layer's output (eq. 10, the paper's default);
-      ``residual_previous`` adds the layer's input too (worse on PTB, Table 4).
+      ``residual_previous`` adds the previous layer's output E⁽ⁱ⁻¹⁾ too, from layer 2 on (worse on PTB,
+      Table 4): layer 1's input is E itself, which the residual to E already adds, so layer 1 never gets E
+      twice.
     """
 
     def __init__(self, dim: int, depth: int, activation: str = "sigmoid", dropout: float = 0.0,
@@ -51,11 +53,11 @@ class LabelEncoder(nn.Module):
     def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
         act = ACTIVATIONS[self.activation]
         x = embeddings
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
             y = act(layer(self._drop(x)))
             if self.residual_embedding:
                 y = y + embeddings
-            if self.residual_previous:
+            if self.residual_previous and i > 0:  # the residual to the previous layer starts at layer 2
                 y = y + x
             x = y
         return x
