@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -204,7 +206,8 @@ def test_train_save_load_translate_round_trip(tmp_path):
 
 
 def test_interrupted_translation_resumes_exactly(tmp_path, monkeypatch):
-    """Stopping mid-epoch and resuming gives the same weights as an uninterrupted run."""
+    """A real SIGTERM inside a training step stops after that step; resuming gives the same weights as an
+    uninterrupted run."""
     from tiedlm.translation import train as tr
     from tiedlm.translation.train import TranslationInterrupted
 
@@ -220,12 +223,13 @@ def test_interrupted_translation_resumes_exactly(tmp_path, monkeypatch):
     def stop_after_7(*a, **k):
         calls["n"] += 1
         if calls["n"] == 7:
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGTERM)  # delivered here, in the middle of the step
         return real(*a, **k)
 
     monkeypatch.setattr(tr, "translation_loss", stop_after_7)
-    with pytest.raises(TranslationInterrupted):
+    with pytest.raises(TranslationInterrupted, match="epoch 1, batch 7"):
         tr.train_translator(cfg, tmp_path / "split", progress=False, log=lambda *a: None)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is gone with the run
     monkeypatch.setattr(tr, "translation_loss", real)
     tr.train_translator(cfg, tmp_path / "split", resume=True, progress=False, log=lambda *a: None)
     from tiedlm.train.checkpoint import load_checkpoint

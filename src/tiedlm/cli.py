@@ -10,9 +10,7 @@ import argparse
 import json
 import os
 import shlex
-import signal
 import sys
-import threading
 from pathlib import Path
 
 from .errors import TiedlmError, UsageError
@@ -30,7 +28,7 @@ def _emit(args, obj, text: str) -> None:
 # ----------------------------------------------------------------------------- commands
 def cmd_train(args) -> int:
     from .config import Config
-    from .train import Interrupted, train
+    from .train import train
 
     if args.resume:
         if args.config:
@@ -59,33 +57,12 @@ def cmd_train(args) -> int:
     if not args.resume and main_rank:
         log(cfg.to_toml())
     command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    _stop_on_sigterm()
-    try:
-        summary = train(cfg, run_dir, resume=bool(args.resume), command=command, progress=not args.no_progress,
-                        log=log)
-    except Interrupted as exc:
-        if main_rank:
-            print(f"tiedlm: {exc}", file=sys.stderr)
-        return 130
+    summary = train(cfg, run_dir, resume=bool(args.resume), command=command, progress=not args.no_progress, log=log)
     if not main_rank:
         return 0
     _emit(args, {"run_dir": str(run_dir), **summary},
           f"run {run_dir}: valid ppl {summary['valid_ppl']:.2f}, test ppl {summary['test_ppl']:.2f}")
     return 0
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def _stop_on_sigterm() -> None:
-    """SIGTERM (schedulers, `kill`) stops training like Ctrl-C: a resumable checkpoint, then exit 130.
-
-    Background jobs started by a non-interactive shell (`nohup tiedlm train ... &`) inherit SIGINT as
-    ignored, so SIGTERM is the signal that reaches them.
-    """
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
 def cmd_presets(args) -> int:
@@ -158,6 +135,8 @@ def _add_more_commands(add) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .train.interrupts import RunInterrupted
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -168,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     except TiedlmError as exc:
         print(f"tiedlm: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except RunInterrupted as exc:  # a stopped training run: how to resume it (rank 0 speaks under torchrun)
+        if os.environ.get("RANK", "0") == "0":
+            print(f"tiedlm: {exc}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("tiedlm: interrupted", file=sys.stderr)
         return 130

@@ -22,7 +22,8 @@ def cmd_evaluate(args) -> int:
     corpus = load_corpus(name, data_dir, vocab=run.vocab)
     device = run.model.embedding.weight.device
     precision = run_precision(run.config.train.precision, device, args.precision)
-    bs = args.batch_size or run.config.train.eval_batch_size
+    # test as the papers measure it: one stream (batch 1); train and valid as during training
+    bs = args.batch_size or (1 if args.split == "test" else run.config.train.eval_batch_size)
     settings = _dynamic_settings(args) if args.dynamic else None  # bad options fail before any evaluation
     res = evaluate(run.model, corpus.splits[args.split], bs, run.config.train.bptt, precision, progress=not args.json,
                    desc=f"{args.split}")
@@ -33,7 +34,7 @@ def cmd_evaluate(args) -> int:
            "batch_size": bs, "precision": precision}
     note = f" ({corpus.unknown[args.split]} tokens mapped to <unk>)" if corpus.unknown[args.split] else ""
     _emit(args, out, f"{run.path} [{run.checkpoint}] {name} {args.split}: ppl {res['ppl']:.2f} "
-                     f"over {res['tokens']:,} tokens{note}")
+                     f"over {res['tokens']:,} tokens, batch {bs}{note}")
     return 0
 
 
@@ -203,7 +204,8 @@ def register(add) -> None:
     e.add_argument("--split", choices=["train", "valid", "test"], default="test")
     e.add_argument("--data", help="another corpus name or folder (read with the run's vocabulary)")
     e.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    e.add_argument("--batch-size", type=int, default=0, help="evaluation batch size (default: the run's)")
+    e.add_argument("--batch-size", type=int, default=0,
+                   help="parallel streams (default: 1 for test, the papers' protocol; the run's for train/valid)")
     e.add_argument("--precision", choices=["fp32", "bf16"],
                    help="default: the run's (fp32 where this device has no bf16)")
     e.add_argument("--device", default="cpu")

@@ -8,14 +8,12 @@ from pathlib import Path
 
 
 def cmd_tag_train(args) -> int:
-    from .cli import _stop_on_sigterm
     from .tagging import TaggerConfig, train_tagger
 
     run_dir = Path(args.out)
     extra = [f"data_dir={args.data_dir}"] if args.data_dir and not args.resume else []
     cfg = TaggerConfig.for_run(run_dir, args.resume, args.set + extra)
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
-    _stop_on_sigterm()
     m = train_tagger(cfg, run_dir, resume=args.resume, progress=not args.no_progress, log=log)
     text = (f"tagger {run_dir}: dev {100 * m['dev_accuracy']:.2f}%, test {100 * m['test_accuracy']:.2f}% "
             f"(best epoch {m['best_epoch']}), embedding parameters {m['parameters']['embedding']:,}")

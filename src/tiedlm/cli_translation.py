@@ -10,20 +10,13 @@ from .errors import UsageError
 
 
 def cmd_translate_train(args) -> int:
-    from .cli import _stop_on_sigterm
     from .translation import TranslationConfig, train_translator
-    from .translation.train import TranslationInterrupted
 
     run_dir = Path(args.out)
     extra = [f"data_dir={args.data_dir}"] if args.data_dir and not args.resume else []
     cfg = TranslationConfig.for_run(run_dir, args.resume, args.set + extra)
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
-    _stop_on_sigterm()
-    try:
-        m = train_translator(cfg, run_dir, resume=args.resume, progress=not args.no_progress, log=log)
-    except TranslationInterrupted as exc:
-        print(f"tiedlm: {exc}", file=sys.stderr)
-        return 130
+    m = train_translator(cfg, run_dir, resume=args.resume, progress=not args.no_progress, log=log)
     text = (f"translator {run_dir}: test BLEU {m['test_bleu']:.2f} ({m['bleu_signature']}), test ppl "
             f"{m['test_ppl']:.2f}, {m['parameters']['total']:,} parameters, {m['train_seconds'] / 60:.1f} min")
     print(json.dumps(m, indent=2) if args.json else text)

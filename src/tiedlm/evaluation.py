@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -14,9 +14,11 @@ from .runtime import autocast
 
 
 def stream_logits(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, precision: str = "fp32",
-                  progress: bool = False, desc: str = "eval") -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+                  progress: bool = False, desc: str = "eval",
+                  check: Callable[[], None] | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Run ``model`` over the 1-D id stream ``ids`` in eval mode; yield (fp32 logits (N, |V|), targets (N,))
-    per BPTT window. Call under ``torch.inference_mode()``; the model's train/eval mode is restored after."""
+    per BPTT window. Call under ``torch.inference_mode()``; the model's train/eval mode is restored after.
+    ``check`` is called before every window (a training loop's stop check, which may raise)."""
     from tqdm import tqdm
 
     device = model.embedding.weight.device
@@ -27,6 +29,8 @@ def stream_logits(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35
     try:
         for _, x, y in tqdm(bptt_windows(data, bptt), total=num_windows(data, bptt), desc=desc, leave=False,
                             disable=not progress, unit="win"):
+            if check is not None:
+                check()
             with autocast(device, precision):
                 logits, state = model(x, state)
             yield at_least_fp32(logits).reshape(-1, logits.size(-1)), y.reshape(-1)
@@ -36,11 +40,18 @@ def stream_logits(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35
 
 @torch.inference_mode()
 def evaluate(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, precision: str = "fp32",
-             progress: bool = False, desc: str = "eval") -> dict:
-    """Mean cross-entropy (nats/token) and perplexity of ``model`` on the 1-D id stream ``ids``."""
+             progress: bool = False, desc: str = "eval", check: Callable[[], None] | None = None) -> dict:
+    """Mean cross-entropy (nats/token) and perplexity of ``model`` on the 1-D id stream ``ids``
+    (perplexity ``inf`` where the cross-entropy is too large for a float)."""
     total, count = 0.0, 0
-    for logits, y in stream_logits(model, ids, batch_size, bptt, precision, progress, desc):
+    for logits, y in stream_logits(model, ids, batch_size, bptt, precision, progress, desc, check):
         total += F.cross_entropy(logits, y, reduction="sum").item()
         count += y.numel()
     ce = total / count
-    return {"loss": ce, "ppl": math.exp(ce), "tokens": count}
+    return {"loss": ce, "ppl": perplexity(ce), "tokens": count}
+
+
+def perplexity(cross_entropy: float) -> float:
+    """exp(cross-entropy), ``inf`` past float range (a diverged model) and ``nan`` for ``nan``."""
+    return math.exp(cross_entropy) if cross_entropy < 709.0 else (math.inf if cross_entropy == cross_entropy
+                                                                   else math.nan)

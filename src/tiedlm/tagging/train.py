@@ -1,7 +1,9 @@
 """Train and evaluate the POS tagger: Adam, best-dev model kept, a resumable checkpoint after every epoch.
 
 A run directory holds ``config.json``, ``vocab.txt``, ``tags.txt``, ``checkpoint.safetensors`` (model,
-best model, optimizer and RNG state; written atomically, no pickle) and ``metrics.json``.
+best model, optimizer and RNG state and the position in the epoch; written atomically, no pickle) and
+``metrics.json``. SIGINT/SIGTERM stop between two batches with a checkpoint (:mod:`tiedlm.train.interrupts`);
+``--resume`` continues from the same batch.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..errors import TiedlmError, UsageError
 from ..runtime import set_threads
 from ..train.checkpoint import (load_checkpoint, load_training_state, model_state, save_training_state,
                                 write_json_atomic)
+from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
 from .config import TaggerConfig
 from .data import TaggingCorpus, load_tagging_corpus
 from .model import BiLSTMTagger
@@ -38,11 +41,16 @@ def accuracy(model: BiLSTMTagger, corpus: TaggingCorpus, split: str, batch_size:
     return correct / total
 
 
+class TaggerInterrupted(RunInterrupted):
+    def __init__(self, run_dir: Path, epoch: int, batch: int, saved: bool = True):
+        where = f"in epoch {epoch} after batch {batch}" if saved else "at once by a second signal (nothing written)"
+        super().__init__(f"tagger training interrupted {where}; resume with: tiedlm tag train --out {run_dir} "
+                         f"--resume")
+
+
 def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True,
                  log=print) -> dict:
     """Train (or continue) a tagger in ``run_dir``; returns the metrics written to ``metrics.json``."""
-    from tqdm import tqdm
-
     cfg.validate()
     threads = set_threads(cfg.threads)
     run_dir = Path(run_dir)
@@ -62,45 +70,23 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
     torch.manual_seed(cfg.seed)
     model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    state = {"epoch": 0, "best_dev": -1.0, "best_epoch": 0, "history": [], "seconds": 0.0}
+    state = {"epoch": 0, "batch": 0, "sums": [0.0, 0], "best_dev": -1.0, "best_epoch": 0, "history": [],
+             "seconds": 0.0, "epoch_seconds": 0.0}
     best = {k: v.clone() for k, v in model.state_dict().items()}
     if resume:
         best, state = load_training_state(run_dir / "checkpoint.safetensors", model, opt)
         log(f"resuming {run_dir} after epoch {state['epoch']} of {cfg.epochs}")
     counts = model.parameter_counts()
     n_train = corpus.tokens("train")
-    for epoch in range(state["epoch"] + 1, cfg.epochs + 1):
-        model.train()
-        start, total, seen = time.perf_counter(), 0.0, 0
-        bar = tqdm(total=n_train, desc=f"tag epoch {epoch}/{cfg.epochs}", unit="tok", unit_scale=True,
-                   disable=not progress, leave=False)
-        for ids, tags, lengths in corpus.batches("train", cfg.batch_size, shuffle_seed=cfg.seed * 1000 + epoch):
-            logits = model(ids, lengths)
-            loss = F.cross_entropy(logits.flatten(0, 1), tags.flatten(), ignore_index=-100)
-            if not math.isfinite(loss.item()):
-                raise TiedlmError(f"non-finite tagging loss at epoch {epoch}; lower --set lr (now {cfg.lr})")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-            opt.step()
-            n = int(lengths.sum())
-            total, seen = total + loss.item() * n, seen + n
-            bar.update(n)
-            bar.set_postfix(loss=f"{total / seen:.3f}")
-        bar.close()
-        dev = accuracy(model, corpus, "dev")
-        seconds = time.perf_counter() - start
-        state["seconds"] += seconds
-        state["history"].append({"epoch": epoch, "train_loss": total / seen, "dev_accuracy": dev,
-                                 "seconds": seconds})
-        if dev > state["best_dev"]:
-            state["best_dev"], state["best_epoch"] = dev, epoch
-            best = {k: v.clone() for k, v in model.state_dict().items()}
-        state["epoch"] = epoch
-        save_training_state(run_dir / "checkpoint.safetensors", model, best, opt, state)
-        log(f"epoch {epoch:3d} | train loss {total / seen:.4f} | dev acc {100 * dev:.2f}% | "
-            f"{n_train / seconds:,.0f} tok/s | {seconds:.0f} s")
+    with StopRequest() as stop:
+        while state["epoch"] < cfg.epochs:
+            try:
+                best = _train_epoch(cfg, run_dir, corpus, model, opt, state, best, n_train, progress, log, stop)
+            except StopRequested:  # between two batches: model, optimizer and position agree
+                save_training_state(run_dir / "checkpoint.safetensors", model, best, opt, state)
+                raise TaggerInterrupted(run_dir, state["epoch"] + 1, state["batch"]) from None
+            except KeyboardInterrupt:  # a second signal: stop now, write nothing
+                raise TaggerInterrupted(run_dir, state["epoch"] + 1, state["batch"], saved=False) from None
     model.load_state_dict(best)
     metrics = {"dev_accuracy": accuracy(model, corpus, "dev"), "test_accuracy": accuracy(model, corpus, "test"),
                "best_epoch": state["best_epoch"], "epochs": cfg.epochs, "parameters": counts,
@@ -109,6 +95,52 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
                "vocab_size": len(corpus.vocab), "history": state["history"]}
     write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics
+
+
+def _train_epoch(cfg: TaggerConfig, run_dir: Path, corpus: TaggingCorpus, model, opt, state: dict, best: dict,
+                 n_train: int, progress: bool, log, stop: StopRequest) -> dict:
+    """Epoch ``state["epoch"] + 1`` from batch ``state["batch"]`` on, then dev accuracy and the checkpoint;
+    returns the best weights. Raises :class:`StopRequested` between two batches once a signal asked to stop."""
+    from tqdm import tqdm
+
+    epoch = state["epoch"] + 1
+    model.train()
+    start = time.perf_counter() - state.get("epoch_seconds", 0.0)
+    total, seen = state.get("sums", [0.0, 0])
+    with tqdm(total=n_train, initial=seen, desc=f"tag epoch {epoch}/{cfg.epochs}", unit="tok", unit_scale=True,
+              disable=not progress, leave=False) as bar:
+        batches = corpus.batches("train", cfg.batch_size, shuffle_seed=cfg.seed * 1000 + epoch)
+        for b, (ids, tags, lengths) in enumerate(batches):
+            if b < state.get("batch", 0):
+                continue
+            state["epoch_seconds"] = time.perf_counter() - start
+            stop.check()
+            logits = model(ids, lengths)
+            loss = F.cross_entropy(logits.flatten(0, 1), tags.flatten(), ignore_index=-100)
+            if not math.isfinite(loss.item()):
+                raise TiedlmError(f"non-finite tagging loss at epoch {epoch}; lower --set lr (now {cfg.lr}) in a new run")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+            opt.step()
+            n = int(lengths.sum())
+            total, seen = total + loss.item() * n, seen + n
+            state["batch"], state["sums"] = b + 1, [total, seen]
+            bar.update(n)
+            bar.set_postfix(loss=f"{total / seen:.3f}")
+    dev = accuracy(model, corpus, "dev")
+    seconds = time.perf_counter() - start
+    state["seconds"] += seconds
+    state["history"].append({"epoch": epoch, "train_loss": total / seen, "dev_accuracy": dev, "seconds": seconds})
+    if dev > state["best_dev"]:
+        state["best_dev"], state["best_epoch"] = dev, epoch
+        best = {k: v.clone() for k, v in model.state_dict().items()}
+    state.update(epoch=epoch, batch=0, sums=[0.0, 0], epoch_seconds=0.0)
+    save_training_state(run_dir / "checkpoint.safetensors", model, best, opt, state)
+    log(f"epoch {epoch:3d} | train loss {total / seen:.4f} | dev acc {100 * dev:.2f}% | "
+        f"{n_train / seconds:,.0f} tok/s | {seconds:.0f} s")
+    return best
 
 
 def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, list[str]]:

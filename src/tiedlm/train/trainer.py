@@ -35,7 +35,7 @@ from ..config import Config
 from ..data import Vocabulary, batchify, load_corpus
 from ..data.batching import fixed_window_lengths, scheduled_windows, variable_window_lengths
 from ..errors import TiedlmError, UsageError
-from ..evaluation import evaluate
+from ..evaluation import evaluate, perplexity
 from ..losses import LanguageModelLoss
 from ..models import LanguageModel
 from ..models.vd_lstm import detach_state
@@ -44,14 +44,21 @@ from .cuda_graph import GraphedStep, unsupported_reason
 from .checkpoint import (load_checkpoint, load_optimizer, model_state, optimizer_tensors, save_checkpoint,
                          write_json_atomic)
 from .distributed import DistributedContext
+from .interrupts import RunInterrupted, StopRequest, StopRequested
 
 
-class Interrupted(Exception):
-    """Training stopped early (Ctrl-C or a window budget); a resumable checkpoint was written."""
+class Interrupted(RunInterrupted):
+    """Training stopped early (SIGINT/SIGTERM or a window budget); the run can be resumed exactly."""
 
-    def __init__(self, run_dir: Path, epoch: int, window: int):
-        super().__init__(f"interrupted at epoch {epoch}, window {window}; resume with: tiedlm train --resume {run_dir}")
-        self.run_dir, self.epoch, self.window = run_dir, epoch, window
+    def __init__(self, run_dir: Path, epoch: int, window: int, saved: bool = True, final: bool = False):
+        if final:
+            where = "during the final evaluation"
+        elif saved:
+            where = f"at epoch {epoch}, window {window} (checkpoint written)"
+        else:
+            where = "at once by a second signal (nothing written; resuming repeats the steps since the last checkpoint)"
+        super().__init__(f"interrupted {where}; resume with: tiedlm train --resume {run_dir}")
+        self.run_dir, self.epoch, self.window, self.saved = run_dir, epoch, window, saved
 
 
 class Trainer:
@@ -129,16 +136,19 @@ class Trainer:
         if self.device.type == "cuda":
             self.log("CUDA graph: " + ("the training step of full windows is captured once and replayed"
                                        if self.graph_reason is None else f"off ({self.graph_reason})"))
-        self.budget = budget_windows
-        while self.epoch <= t.epochs + t.finetune_epochs and not self.stopped:
+        with StopRequest(budget_windows) as self.stop:
+            while self.epoch <= t.epochs + t.finetune_epochs and not self.stopped:
+                try:
+                    self._run_epoch()
+                except StopRequested:  # between two steps, or between two validation windows
+                    self._save("last")  # one consistent state: every rank stops at the same window
+                    raise Interrupted(self.run_dir, self.epoch, self.window) from None
+                except KeyboardInterrupt:  # a second signal: stopped at once, nothing written
+                    raise Interrupted(self.run_dir, self.epoch, self.window, saved=False) from None
             try:
-                self._run_epoch()
-            except KeyboardInterrupt:  # Ctrl-C (or the window budget): save where we are, resumable
-                if self.dist.enabled:  # ranks stop at different windows: keep the last epoch-end checkpoint
-                    raise Interrupted(self.run_dir, self.epoch, 0) from None
-                self._save("last")
-                raise Interrupted(self.run_dir, self.epoch, self.window) from None
-        return self.finish()
+                return self.finish()
+            except (StopRequested, KeyboardInterrupt):  # the final evaluation is redone on resume
+                raise Interrupted(self.run_dir, self.epoch, 0, saved=False, final=True) from None
 
     def _run_epoch(self) -> None:
         """Train one epoch, validate, keep the best checkpoint, log, and advance (saving `last`)."""
@@ -148,7 +158,8 @@ class Trainer:
         lr = self.cfg.lr_at(self.epoch)
         self._train_epoch(lr)
         t0 = time.perf_counter()
-        valid = evaluate(self.eval_model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision)
+        valid = evaluate(self.eval_model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision,
+                         check=self._check_stop)
         epoch_wall = self.sums["time"] + time.perf_counter() - t0
         if valid["ppl"] < self.best_valid:
             self.best_valid, self.best_epoch = valid["ppl"], self.epoch
@@ -226,6 +237,7 @@ class Trainer:
         start = time.perf_counter() - self.sums["time"]
         with bar:
             for k, x, y in scheduled_windows(self.train_data, lengths, start=self.window):
+                self._check_stop()  # between two steps: the state below is always one consistent whole
                 step_lr = lr * min(1.0, (self.updates + 1) / t.warmup_steps) if t.warmup_steps else lr
                 if t.variable_bptt:  # variable windows: lr scaled by length / bptt
                     step_lr *= y.size(0) / t.bptt
@@ -239,10 +251,8 @@ class Trainer:
                     bar.write(f"warning: non-finite loss/gradient at epoch {self.epoch} window {k}; step skipped "
                               f"({bad_in_a_row} in a row)")
                     if bad_in_a_row >= t.max_nonfinite:
-                        raise TiedlmError(
-                            f"training diverged: {bad_in_a_row} non-finite steps in a row at epoch {self.epoch}; "
-                            f"the last good checkpoint is {self.ckpt_dir / 'last.safetensors'}; lower train.lr "
-                            f"or train.clip and resume with --resume {self.run_dir} --set train.lr=...")
+                        raise TiedlmError(self._diverged(f"{bad_in_a_row} non-finite steps in a row at epoch "
+                                                         f"{self.epoch}"))
                     self.window = k + 1
                     continue
                 bad_in_a_row = 0
@@ -257,12 +267,29 @@ class Trainer:
                 self.sums["all_tokens"] += n
                 self.sums["time"] = time.perf_counter() - start
                 bar.update(n)
-                bar.set_postfix(ppl=f"{math.exp(self.sums['ce'] / self.sums['tokens']):.1f}", lr=f"{lr:.3g}",
+                bar.set_postfix(ppl=f"{perplexity(self.sums['ce'] / self.sums['tokens']):.1f}", lr=f"{lr:.3g}",
                                 refresh=False)
-                if self.budget is not None:
-                    self.budget -= 1
-                    if self.budget <= 0 and self.window < total:
-                        raise KeyboardInterrupt
+                self.stop.step_done(stop_allowed=self.window < total)
+
+    def _check_stop(self) -> None:
+        """Raise :class:`StopRequested` once a signal (or the window budget) asked to stop; under torchrun the
+        ranks decide together, so that all of them stop after the same window."""
+        if self.dist.enabled:
+            if not self.dist.all_true(not self.stop.requested):
+                raise StopRequested
+        else:
+            self.stop.check()
+
+    def _diverged(self, what: str) -> str:
+        """The message of a run that diverged: what happened, the checkpoint to go back to, and the fix."""
+        last = self.ckpt_dir / "last.safetensors"
+        if last.is_file():
+            where = (f"the last good checkpoint is {last}; lower train.lr or train.clip and resume from it with "
+                     f"--resume {self.run_dir} --set train.lr=...")
+        else:
+            where = (f"no checkpoint was written yet (it diverged in the first epoch); start again with a lower "
+                     f"train.lr (now {self.cfg.train.lr:g}) or train.clip, e.g. --set train.lr=... in a new --out")
+        return f"training diverged: {what}; {where}"
 
     def _eager_step(self, x, y, lr: float, params):
         """Forward, loss, backward, clipping and the optimizer's update, op by op; returns
@@ -298,15 +325,23 @@ class Trainer:
     def finish(self) -> dict:
         t = self.cfg.train
         self.finish_start = time.perf_counter()
+        if not (self.ckpt_dir / "best.safetensors").is_file():
+            raise TiedlmError(self._diverged("no epoch reached a finite validation perplexity"))
         tensors, _ = load_checkpoint(self.ckpt_dir / "best.safetensors")
         self.model.load_state_dict(model_state(tensors))
-        valid = evaluate(self.model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision)
-        test = evaluate(self.model, self.corpus.test, t.eval_batch_size, t.bptt, self.precision)
+        check = self._check_stop
+        valid = evaluate(self.model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision, check=check)
+        # test as the papers measure it (Zaremba et al.'s and Merity et al.'s code): one stream, state carried,
+        # every token scored; and as validation is measured (eval_batch_size streams, each started cold)
+        test = evaluate(self.model, self.corpus.test, 1, t.bptt, self.precision, check=check)
+        test_streams = evaluate(self.model, self.corpus.test, t.eval_batch_size, t.bptt, self.precision, check=check)
         records = read_metrics(self.run_dir)
         train_time = sum(r["epoch_time_s"] for r in records)
         train_tokens = sum(r["train_tokens"] for r in records)
         summary = {
             "valid_ppl": valid["ppl"], "test_ppl": test["ppl"], "best_epoch": self.best_epoch,
+            "test_protocol": "batch 1: the test split read as one stream (the papers' protocol)",
+            "test_ppl_streams": test_streams["ppl"], "valid_tokens": valid["tokens"], "test_tokens": test["tokens"],
             "epochs": len(records), "parameters": self.model.parameter_counts(),
             "wall_time_s": round(self.elapsed + time.perf_counter() - self.finish_start, 1), "train_time_s": round(train_time, 1),
             "tokens_per_s": round(train_tokens / train_time, 1) if train_time else None,
@@ -329,7 +364,7 @@ class Trainer:
     def _epoch_record(self, lr: float, valid_ppl: float, wall_time: float) -> dict:
         s = self.sums
         return {
-            "epoch": self.epoch, "lr": lr, "train_ppl": math.exp(s["ce"] / max(s["tokens"], 1)),
+            "epoch": self.epoch, "lr": lr, "train_ppl": perplexity(s["ce"] / max(s["tokens"], 1)),
             "train_aug": s["aug"] / max(s["tokens"], 1) if self.cfg.loss.augmented else None,
             "valid_ppl": valid_ppl, "train_tokens": int(s["tokens"]), "skipped_steps": int(s["skipped"]),
             "tokens_per_s": s["tokens"] / s["time"] if s["time"] else 0.0, "epoch_time_s": s["time"],

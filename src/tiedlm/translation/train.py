@@ -7,7 +7,7 @@ written atomically, no pickle), ``metrics.jsonl`` (one line per epoch) and, afte
 
 Training: Adam (β 0.9/0.98) with linear warm-up to ``lr`` and inverse-square-root decay (Vaswani et al.
 §5.3), label-smoothed cross-entropy on target subwords, optionally + γτ·J_aug (the augmented loss of
-Inan et al. eq. 3.3 over the target embedding). Ctrl-C / SIGTERM writes a checkpoint mid-epoch;
+Inan et al. eq. 3.3 over the target embedding). Ctrl-C / SIGTERM (:mod:`tiedlm.train.interrupts`) writes a checkpoint between two batches;
 ``--resume`` continues from the same batch with the same RNG state.
 """
 
@@ -23,11 +23,13 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import TiedlmError, UsageError
+from ..evaluation import perplexity
 from ..losses import AugmentedLoss
 from ..losses.fused import at_least_fp32
 from ..runtime import autocast, resolve_precision, set_threads
 from ..train.checkpoint import (load_checkpoint, load_training_state, model_state, save_training_state,
                                 write_json_atomic)
+from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
 from .config import TranslationConfig
 from .data import PAD, ParallelCorpus, SubwordVocab, encode_source, load_parallel_corpus
 from .model import TransformerTranslator
@@ -36,10 +38,12 @@ from .search import beam_search, greedy_search
 CHECKPOINT = "checkpoint.safetensors"
 
 
-class TranslationInterrupted(Exception):
-    def __init__(self, run_dir: Path, epoch: int, batch: int):
-        super().__init__(f"interrupted at epoch {epoch}, batch {batch}; resume with: "
-                         f"tiedlm translate train --resume --out {run_dir}")
+class TranslationInterrupted(RunInterrupted):
+    def __init__(self, run_dir: Path, epoch: int, batch: int, saved: bool = True):
+        where = f"at epoch {epoch}, batch {batch}" if saved else "at once by a second signal (nothing written)"
+        super().__init__(f"translation training interrupted {where}; resume with: "
+                         f"tiedlm translate train --out {run_dir} --resume")
+        self.run_dir, self.epoch, self.batch = run_dir, epoch, batch
 
 
 def inverse_sqrt_lr(cfg: TranslationConfig, step: int) -> float:
@@ -79,7 +83,6 @@ def validation_nll(model: TransformerTranslator, cfg: TranslationConfig, corpus:
 def train_translator(cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True,
                      log=print) -> dict:
     """Train (or continue) a translator in ``run_dir``; returns the metrics written to ``metrics.json``."""
-    from tqdm import tqdm
 
     cfg.validate()
     threads = set_threads(cfg.threads)
@@ -107,67 +110,80 @@ def train_translator(cfg: TranslationConfig, run_dir: Path, resume: bool = False
     log(f"tiedlm translate | {cfg.source_lang}->{cfg.target_lang} | device {device} | precision {precision} | "
         f"threads {threads} | subwords {len(corpus.source_vocab)}/{len(corpus.target_vocab)} | output {cfg.output} | "
         f"parameters {counts['total']:,}")
-    while state["epoch"] <= cfg.epochs:
-        epoch = state["epoch"]
-        batches = corpus.batches("train", cfg.batch_tokens, shuffle_seed=cfg.seed * 1000 + epoch,
-                                 max_length=cfg.max_length)
-        model.train()
-        start = time.perf_counter()
-        bar = tqdm(total=len(batches), initial=state["batch"], desc=f"translate epoch {epoch}/{cfg.epochs}",
-                   unit="batch", disable=not progress, leave=False, dynamic_ncols=True)
-        try:
-            for b in range(state["batch"], len(batches)):
-                src, tin, tout = (t.to(device) for t in corpus.tensors("train", batches[b]))
-                step = state["step"] + 1
-                for group in opt.param_groups:
-                    group["lr"] = inverse_sqrt_lr(cfg, step)
-                with autocast(device, precision):
-                    loss, nll, n = translation_loss(model, cfg, src, tin, tout, aug)
-                if not torch.isfinite(loss):
-                    raise TiedlmError(f"non-finite translation loss at epoch {epoch}, batch {b}; lower --set lr "
-                                      f"(now {cfg.lr}) or raise warmup_steps, then resume with --resume")
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if cfg.clip:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-                opt.step()
-                state["step"], state["batch"] = step, b + 1
-                state["sums"][0] += float(nll)
-                state["sums"][1] += n
-                bar.update(1)
-                bar.set_postfix(ppl=f"{math.exp(state['sums'][0] / state['sums'][1]):.1f}")
-        except KeyboardInterrupt:
-            bar.close()
-            state["seconds"] += time.perf_counter() - start
-            save_training_state(run_dir / CHECKPOINT, model, best, opt, state)
-            raise TranslationInterrupted(run_dir, epoch, state["batch"]) from None
-        bar.close()
-        seconds = time.perf_counter() - start
-        valid = validation_nll(model, cfg, corpus, "valid", precision, device)
-        state["seconds"] += seconds
-        record = {"epoch": epoch, "train_ppl": math.exp(state["sums"][0] / state["sums"][1]),
-                  "valid_ppl": math.exp(valid), "lr": inverse_sqrt_lr(cfg, max(state["step"], 1)),
-                  "epoch_seconds": seconds, "target_tokens_per_s": state["sums"][1] / max(seconds, 1e-9)}
-        if valid < state["best_valid"]:
-            state["best_valid"], state["best_epoch"] = valid, epoch
-            best = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        state.update(epoch=epoch + 1, batch=0, sums=[0.0, 0])
-        save_training_state(run_dir / CHECKPOINT, model, best, opt, state)
-        with open(run_dir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(record) + "\n")
-        log(f"epoch {epoch:3d} | train ppl {record['train_ppl']:7.2f} | valid ppl {record['valid_ppl']:7.2f} | "
-            f"{record['target_tokens_per_s']:,.0f} target tok/s | {seconds:.0f} s")
+    with StopRequest() as stop:
+        while state["epoch"] <= cfg.epochs:
+            try:
+                best = _train_epoch(cfg, run_dir, corpus, model, opt, aug, state, best, device, precision, progress,
+                                    log, stop)
+            except StopRequested:  # between two batches: model, optimizer and position agree
+                save_training_state(run_dir / CHECKPOINT, model, best, opt, state)
+                raise TranslationInterrupted(run_dir, state["epoch"], state["batch"]) from None
+            except KeyboardInterrupt:  # a second signal: stop now, write nothing
+                raise TranslationInterrupted(run_dir, state["epoch"], state["batch"], saved=False) from None
     model.load_state_dict(best)
     result = bleu(model, cfg, corpus, "test", device, precision, progress=progress)
     (run_dir / "test.hyp.txt").write_text("\n".join(result.pop("hypotheses")) + "\n")
     metrics = {"test_bleu": result["bleu"], "bleu_signature": result["signature"],
-               "test_ppl": math.exp(validation_nll(model, cfg, corpus, "test", precision, device)),
-               "valid_ppl": math.exp(state["best_valid"]), "best_epoch": state["best_epoch"], "epochs": cfg.epochs,
+               "test_ppl": perplexity(validation_nll(model, cfg, corpus, "test", precision, device)),
+               "valid_ppl": perplexity(state["best_valid"]), "best_epoch": state["best_epoch"], "epochs": cfg.epochs,
                "parameters": counts, "train_seconds": state["seconds"], "decode_seconds": result["seconds"],
                "threads": threads, "precision": precision, "seed": cfg.seed, "output": cfg.output,
                "beam": cfg.beam, "length_penalty": cfg.length_penalty}
     write_json_atomic(run_dir / "metrics.json", metrics)
     return metrics
+
+
+def _train_epoch(cfg: TranslationConfig, run_dir: Path, corpus: ParallelCorpus, model, opt, aug, state: dict,
+                 best: dict, device, precision: str, progress: bool, log, stop: StopRequest) -> dict:
+    """One epoch from ``state["batch"]`` on, then validation and the epoch-end checkpoint; returns the best
+    weights. Raises :class:`StopRequested` between two batches once a signal asked to stop."""
+    from tqdm import tqdm
+
+    epoch = state["epoch"]
+    batches = corpus.batches("train", cfg.batch_tokens, shuffle_seed=cfg.seed * 1000 + epoch,
+                             max_length=cfg.max_length)
+    model.train()
+    start = time.perf_counter() - state.get("epoch_seconds", 0.0)
+    with tqdm(total=len(batches), initial=state["batch"], desc=f"translate epoch {epoch}/{cfg.epochs}",
+              unit="batch", disable=not progress, leave=False, dynamic_ncols=True) as bar:
+        for b in range(state["batch"], len(batches)):
+            state["epoch_seconds"] = time.perf_counter() - start
+            stop.check()
+            src, tin, tout = (t.to(device) for t in corpus.tensors("train", batches[b]))
+            step = state["step"] + 1
+            for group in opt.param_groups:
+                group["lr"] = inverse_sqrt_lr(cfg, step)
+            with autocast(device, precision):
+                loss, nll, n = translation_loss(model, cfg, src, tin, tout, aug)
+            if not torch.isfinite(loss):
+                raise TiedlmError(f"non-finite translation loss at epoch {epoch}, batch {b}; lower --set lr "
+                                  f"(now {cfg.lr}) or raise warmup_steps, then resume with --resume")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+            opt.step()
+            state["step"], state["batch"] = step, b + 1
+            state["sums"][0] += float(nll)
+            state["sums"][1] += n
+            bar.update(1)
+            bar.set_postfix(ppl=f"{perplexity(state['sums'][0] / state['sums'][1]):.1f}")
+    seconds = time.perf_counter() - start
+    valid = validation_nll(model, cfg, corpus, "valid", precision, device)
+    state["seconds"] += seconds
+    record = {"epoch": epoch, "train_ppl": perplexity(state["sums"][0] / state["sums"][1]),
+              "valid_ppl": perplexity(valid), "lr": inverse_sqrt_lr(cfg, max(state["step"], 1)),
+              "epoch_seconds": seconds, "target_tokens_per_s": state["sums"][1] / max(seconds, 1e-9)}
+    if valid < state["best_valid"]:
+        state["best_valid"], state["best_epoch"] = valid, epoch
+        best = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    state.update(epoch=epoch + 1, batch=0, sums=[0.0, 0], epoch_seconds=0.0)
+    save_training_state(run_dir / CHECKPOINT, model, best, opt, state)
+    with open(run_dir / "metrics.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
+    log(f"epoch {epoch:3d} | train ppl {record['train_ppl']:7.2f} | valid ppl {record['valid_ppl']:7.2f} | "
+        f"{record['target_tokens_per_s']:,.0f} target tok/s | {seconds:.0f} s")
+    return best
 
 
 def translate_ids(model: TransformerTranslator, cfg: TranslationConfig, source: torch.Tensor,
@@ -239,7 +255,7 @@ def evaluate_translator(run_dir: Path, split: str = "test", beam: int | None = N
     precision = resolve_precision(cfg.precision, device)
     result = bleu(model, cfg, corpus, split, device, precision, beam, progress=progress)
     result.pop("hypotheses")
-    ppl = math.exp(validation_nll(model, cfg, corpus, split, precision, device))
+    ppl = perplexity(validation_nll(model, cfg, corpus, split, precision, device))
     return {"split": split, "bleu": result["bleu"], "signature": result["signature"], "ppl": ppl,
             "beam": cfg.beam if beam is None else beam, "decode_seconds": result["seconds"],
             "parameters": model.parameter_counts()}

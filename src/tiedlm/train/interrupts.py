@@ -1,0 +1,79 @@
+"""Stop requests: SIGINT (Ctrl-C) and SIGTERM (``kill``, schedulers) set a flag; the training loops act on it.
+
+A signal never raises inside a training step, so the checkpoint written on a stop holds one consistent state:
+the loops look at :attr:`StopRequest.requested` between steps (and between evaluation windows), save, and
+stop. A *second* signal stops at once (``KeyboardInterrupt``) without writing anything: the last checkpoint
+on disk is then the one to resume from, and it is consistent too, since checkpoints are written atomically.
+
+Background jobs started by a non-interactive shell (``nohup tiedlm train ... &``) inherit SIGINT as ignored,
+so SIGTERM is the signal that reaches them; both are handled alike. Handlers can only be installed from the
+main thread; elsewhere (a library caller's worker thread) the flag is simply never set by a signal.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopRequested(Exception):
+    """Raised by a loop that saw the stop flag; the caller saves and reports how to resume."""
+
+
+class RunInterrupted(Exception):
+    """A training run stopped early and can be resumed; the message says how. The CLI exits with 130."""
+
+
+class StopRequest:
+    """Context manager that turns SIGINT/SIGTERM into a flag while it is active (restoring the handlers after).
+
+    ``budget`` (optional) counts steps down: :meth:`step_done` raises the flag when it reaches zero, the same
+    way a signal would (tests and the window budget of :func:`tiedlm.train.train` use it)."""
+
+    def __init__(self, budget: int | None = None):
+        self.signum: int | None = None
+        self.budget = budget
+        self._old: dict[int, object] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def signalled(self) -> bool:
+        """A real signal (not the budget) asked to stop."""
+        return bool(self.signum)
+
+    def check(self) -> None:
+        """Raise :class:`StopRequested` if a stop was asked for."""
+        if self.signum is not None:
+            raise StopRequested
+
+    def step_done(self, stop_allowed: bool = True) -> None:
+        """Count one step against the budget; raise the flag once it is spent (where ``stop_allowed``)."""
+        if self.budget is not None:
+            self.budget -= 1
+            if self.budget <= 0 and stop_allowed and self.signum is None:
+                self.signum = 0  # not a signal: the budget ran out
+
+    def _handle(self, signum, frame) -> None:
+        if self.signum:  # a second signal: stop now, write nothing
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __enter__(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            for s in SIGNALS:
+                old = signal.getsignal(s)
+                if old is signal.SIG_IGN:  # ignored by the parent (e.g. SIGINT of a background job): keep it so
+                    continue
+                self._old[s] = old
+                signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, old in self._old.items():
+            signal.signal(s, old)
+        self._old.clear()
