@@ -64,7 +64,7 @@ def test_corrupt_mirror_file(tmp_path, monkeypatch):
     for s in ("train", "valid", "test"):
         (tmp_path / "ptb" / f"{s}.txt").write_text("not ptb\n")
     monkeypatch.setenv("TIEDLM_DATA", str(tmp_path))
-    with pytest.raises(DataError, match="does not match the expected"):
+    with pytest.raises(DataError, match="is not the verified train file"):
         load_corpus("ptb")
 
 

@@ -296,7 +296,7 @@ def test_error_paths_are_one_line(tiny_corpus, tmp_path, capsys, monkeypatch):
         (bad / f"{s}.txt").write_text("x\n")
     monkeypatch.setenv("TIEDLM_DATA", str(bad.parent))
     got, err = _cli(["train", "ptb-small-vd", "--out", str(tmp_path / "b")], capsys)
-    assert got == 1 and "does not match the expected" in err and len(err.splitlines()) == 1
+    assert got == 1 and "is not the verified train file" in err and len(err.splitlines()) == 1
     # empty prompt and an existing run
     run = tmp_path / "run"
     assert _train(tiny_corpus, run, "train.epochs=1") == 0
@@ -304,11 +304,87 @@ def test_error_paths_are_one_line(tiny_corpus, tmp_path, capsys, monkeypatch):
     got, err = _cli(["predict", str(run), ""], capsys)
     assert got == 2 and "phrase is empty" in err
     got, err = _cli(["generate", str(run), "--temperature", "0"], capsys)
-    assert got == 2 and "must be > 0" in err
+    assert got == 2 and "expected a finite number > 0" in err
     got, err = _cli(["train", "ptb-small-real", "--out", str(run)], capsys)
     assert got == 2 and "already holds a run" in err
     got, err = _cli(["train", "--resume", str(run)], capsys)
     assert got == 2 and "finished all 1 epochs" in err
+
+
+def _corpus(folder: Path, train: bytes, valid: bytes = b"a b c d e\n" * 30, test: bytes = b"a b c d e\n" * 30):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in (("train", train), ("valid", valid), ("test", test)):
+        (folder / f"{name}.txt").write_bytes(data)
+    return folder
+
+
+def test_bad_input_gets_one_line_that_names_the_fix(tiny_corpus, tmp_path, capsys, monkeypatch):
+    """The issue's catalogue of bad inputs: each a one-line error naming the problem and the fix, no traceback,
+    exit 2 for usage errors; nothing trains before the data is known to be usable."""
+    monkeypatch.chdir(tmp_path)
+    small = ["--set", "model.embedding_size=8", "--set", "model.hidden_size=8", "--set", "train.threads=1",
+             "--no-progress"]
+    words = b"the cat sat on a mat\n" * 200
+    cases = [
+        # your own text with the preset's corpus checksum: the error says how to train on it
+        (["train", "ptb-small-vd", "--data-dir", str(tiny_corpus), *small], 1, f"use --data {tiny_corpus}"),
+        (["train", "ptb-small-vd", "--data-dir", "nowhere", *small], 2, "nowhere' is not a folder"),
+        (["train", "ptb-small-vd", "--data", "nowhere", *small], 2, "neither a known corpus nor an existing folder"),
+        # corpus problems, found before any training
+        (["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "empty", b"")), *small], 1, "holds no words"),
+        (["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "blank", b"\n  \n\n")), *small], 1,
+         "holds no words"),
+        (["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "oneline", b"a b c\n")), *small], 1,
+         "lower train.batch_size"),
+        (["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "latin1", words + b"caf\xe9\n")), *small], 1,
+         "train.txt, line 201, column 4: byte 0xe9 is not UTF-8"),
+        (["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "novalid", words, valid=b"")), *small], 1,
+         "valid.txt holds no words"),
+        # numbers
+        (["train", "ptb-small-vd", "--set", "train.lr=inf"], 2, "expected a finite number"),
+        (["train", "ptb-small-vd", "--set", "train.lr=nan"], 2, "expected a finite number"),
+        (["predict", str(tmp_path), "a", "--top", "-1"], 2, "--top: expected an integer >= 1"),
+        (["predict", str(tmp_path), "a", "--top", "0"], 2, "--top: expected an integer >= 1"),
+        (["evaluate", str(tmp_path), "--threads", "-1"], 2, "--threads: expected an integer >= 0"),
+        (["evaluate", str(tmp_path), "--batch-size", "0"], 2, "--batch-size: expected an integer >= 1"),
+        (["translate", "evaluate", str(tmp_path), "--beam", "0"], 2, "--beam: expected an integer >= 1"),
+        (["translate", "translate", str(tmp_path), "--beam", "-3"], 2, "--beam: expected an integer >= 1"),
+        (["translate", "translate", str(tmp_path), ""], 2, "sentence 1 is empty"),
+        # paths and messages
+        (["train", "ptb-smal-vd"], 2, "(similar: ptb-small-vd"),
+        (["experiment", "subspace", "--out", str(Path(__file__).parents[1] / "experiments" / "results" / "subspace")],
+         2, "holds committed results"),
+    ]
+    (tmp_path / "afile").write_text("x")
+    cases += [
+        (["train", "ptb-small-vd", "--data", str(tiny_corpus), "--out", "afile", *small], 2, "is a file, not a folder"),
+        (["train", "ptb-small-vd", "--data", str(tiny_corpus), "--out", "afile/run", *small], 2, "cannot write there"),
+    ]
+    for args, code, msg in cases:
+        got, err = _cli(args, capsys)
+        assert got == code and msg in err and len(err.splitlines()) == 1 and "Traceback" not in err, (args, err)
+    assert "ptb-awd" not in _cli(["train", "ptb-smal-vd"], capsys)[1]
+    assert not (tmp_path / "runs" / "ptb-small-vd").exists()  # none of them left a run folder behind
+
+    # divergence: a clear message, no OverflowError, and no "last good checkpoint" that does not exist
+    got, err = _cli(["train", "ptb-small-vd", "--data", str(tiny_corpus), "--out", "div", "--set", "train.lr=1e6",
+                     *small], capsys)
+    assert got == 1 and "training diverged" in err and "no checkpoint was written yet" in err, err
+    # a run trained with a relative corpus folder evaluates and resumes from elsewhere
+    rel = _corpus(tmp_path / "mine", words, valid=words[:400], test=words[:400])
+    got, _ = _cli(["train", "ptb-small-vd", "--data", "mine", "--out", "rel", "--set", "train.epochs=1", *small],
+                  capsys)
+    assert got == 0 and Config.load(tmp_path / "rel" / "config.toml").data.name == str(rel)
+    monkeypatch.chdir(tiny_corpus)
+    assert main(["evaluate", str(tmp_path / "rel")]) == 0
+    # run folders: a missing vocab.txt, a damaged checkpoint
+    (tmp_path / "rel" / "vocab.txt").rename(tmp_path / "vocab.bak")
+    got, err = _cli(["evaluate", str(tmp_path / "rel")], capsys)
+    assert got == 1 and "vocab.txt is missing" in err
+    (tmp_path / "vocab.bak").rename(tmp_path / "rel" / "vocab.txt")
+    (tmp_path / "rel" / "checkpoints" / "best.safetensors").write_bytes(b"garbage")
+    got, err = _cli(["evaluate", str(tmp_path / "rel")], capsys)
+    assert got == 1 and "--checkpoint last" in err and len(err.splitlines()) == 1
 
 
 def test_init_from_starts_from_another_runs_final_weights(tiny_corpus, tmp_path, capsys):

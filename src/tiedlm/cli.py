@@ -35,7 +35,11 @@ def cmd_train(args) -> int:
             raise UsageError("give either a PRESET/CONFIG to start a run or --resume RUN_DIR, not both")
         run_dir = Path(args.resume)
         if not (run_dir / "checkpoints" / "last.safetensors").is_file():
-            raise UsageError(f"{run_dir} has no checkpoints/last.safetensors to resume from")
+            raise UsageError(f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder "
+                             f"of an interrupted `tiedlm train`")
+        if not (run_dir / "config.toml").is_file():
+            raise UsageError(f"{run_dir} has no config.toml; a run folder needs the config.toml that `tiedlm train` "
+                             f"wrote into it")
         cfg = Config.load(run_dir / "config.toml")
         allowed = ("train.epochs=", "train.finetune_epochs=", "train.threads=", "train.lr=", "train.clip=",
                    "train.cuda_graph=")
@@ -49,6 +53,11 @@ def cmd_train(args) -> int:
         if not args.config:
             raise UsageError("give a PRESET name or CONFIG.toml (see `tiedlm presets`), or --resume RUN_DIR")
         cfg = Config.load(args.config).with_overrides(args.set)
+        if args.data and args.data_dir:
+            raise UsageError("give either --data (a corpus name, or a folder of your own text) or --data-dir (a "
+                             "folder holding the preset's corpus), not both")
+        if args.data:  # the preset's model and recipe on another corpus: a known name, or your own folder
+            cfg = cfg.with_overrides([f"data.name={args.data}", "data.data_dir="])
         if args.data_dir:
             cfg = cfg.with_overrides([f"data.data_dir={args.data_dir}"])
         run_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
@@ -101,8 +110,22 @@ def add_run_arguments(parser, example: str, resume_help: str, data_help: str) ->
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help=f"override a setting, e.g. --set {example}")
     parser.add_argument("--resume", action="store_true", help=resume_help)
+    parser.add_argument("--data", metavar="FOLDER", help="train on a corpus of your own in FOLDER (read as it is; "
+                        "sets data_dir and own_data=true)")
     parser.add_argument("--data-dir", help=data_help)
     parser.add_argument("--no-progress", action="store_true")
+
+
+def data_settings(args) -> list[str]:
+    """``--data`` / ``--data-dir`` of `tag train` and `translate train` as key=value settings of a new run."""
+    if args.data and args.data_dir:
+        raise UsageError("give either --data (a corpus of your own) or --data-dir (a folder holding the built-in "
+                         "corpus, verified), not both")
+    if args.resume and (args.data or args.data_dir):
+        raise UsageError("a resumed run reads the data it was trained on; drop --data/--data-dir")
+    if args.data:
+        return [f"data_dir={Path(args.data).expanduser().resolve()}", "own_data=true"]
+    return [f"data_dir={Path(args.data_dir).expanduser().resolve()}"] if args.data_dir else []
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,7 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
     t.add_argument("--out", help="run directory (default: runs/PRESET)")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run exactly where it stopped")
-    t.add_argument("--data-dir", help="folder holding train.txt/valid.txt/test.txt (overrides TIEDLM_DATA)")
+    t.add_argument("--data", metavar="NAME|FOLDER",
+                   help="train on another corpus: ptb, wikitext-2, or a folder of your own text holding train.txt, "
+                        "valid.txt and test.txt (read as it is)")
+    t.add_argument("--data-dir", help="folder holding the preset's corpus files, verified by checksum "
+                                      "(overrides TIEDLM_DATA)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     add("presets", cmd_presets, "list the built-in presets")

@@ -8,11 +8,23 @@ import sys
 from pathlib import Path
 
 from .cli import _emit, add_command, add_group
+from .cli_types import POSITIVE, THREADS, number
+
+
+def _output_folder(folder: str) -> Path:
+    """An analysis's --out: never a folder of committed results, and writable, checked before any work."""
+    from .paths import ensure_writable_folder, refuse_committed
+
+    out = Path(folder)
+    refuse_committed(out)
+    ensure_writable_folder(out)
+    return out
 
 
 def cmd_experiment_subspace(args) -> int:
     from .experiments.subspace_validation import SubspaceExperimentConfig, run_experiment
 
+    out = _output_folder(args.out)
     cfg = SubspaceExperimentConfig(runs=args.runs, seed=args.seed, epochs=args.epochs, vocab=args.vocab,
                                    slice_words=args.slice_words, optimizer=args.optimizer, lr=args.lr,
                                    momentum=args.momentum, precision=args.precision,
@@ -23,7 +35,6 @@ def cmd_experiment_subspace(args) -> int:
     if args.taus:
         cfg.taus = args.taus
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
-    out = Path(args.out)
     summary = run_experiment(cfg, out, progress=not args.no_progress, log=log)
     _emit(args, summary, (out / "summary.md").read_text() + f"\nwrote {out}/subspace.csv, subspace.png, summary.md")
     return 0
@@ -32,7 +43,7 @@ def cmd_experiment_subspace(args) -> int:
 def cmd_report(args) -> int:
     from .analysis.report import make_report
 
-    path = make_report(args.runs, args.out)
+    path = make_report(args.runs, _output_folder(args.out))
     _emit(args, {"report": str(path)}, f"wrote {path} and {path.parent / 'valid_ppl.png'}")
     return 0
 
@@ -44,6 +55,8 @@ def cmd_analyze_bands(args) -> int:
     from .data import load_corpus
     from .errors import UsageError
     from .run import load_run
+
+    out = _output_folder(args.out)
     from .runtime import run_precision, set_threads
 
     set_threads(args.threads)
@@ -67,7 +80,7 @@ def cmd_analyze_bands(args) -> int:
                                                  r.config.train.bptt, precision, progress=not args.json)
     table = band_table(counts, targets, ces)
     table.update(split=args.split, data=data.name, checkpoint=args.checkpoint)
-    path = write_band_report(table, Path(args.out), title=f"{data.name} {args.split}")
+    path = write_band_report(table, out, title=f"{data.name} {args.split}")
     _emit(args, table, path.read_text() + f"\nwrote {path}, {path.parent / 'bands.png'}, {path.parent / 'bands.json'}")
     return 0
 
@@ -81,6 +94,7 @@ def cmd_analyze_augmented(args) -> int:
 
     if args.tau and min(args.tau) <= 0:
         raise UsageError(f"--tau {min(args.tau):g}: temperatures must be > 0")
+    out = _output_folder(args.out) if args.out else None
     set_threads(args.threads)
     results, text = {}, []
     for run_dir in args.runs:
@@ -97,9 +111,7 @@ def cmd_analyze_augmented(args) -> int:
         results[str(r.path)] = res
         text.append(strength_markdown(f"{r.path.name} ({args.split})", res))
     md = "\n".join(text)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+    if out is not None:
         (out / "augmented.md").write_text(md)
         (out / "augmented.json").write_text(json.dumps(results, indent=2) + "\n")
         md += f"\nwrote {out / 'augmented.md'} and {out / 'augmented.json'}"
@@ -116,28 +128,28 @@ def register(add, sub_parser_class) -> None:
                     "Inan et al. §6.2 / Figure 1: subspace distance between L^T and W",
                     "Inan et al. (2017) §6.2: train LSTM LMs with loss (6.1) over a beta sweep (tau = 10) and a tau "
                     "sweep (beta = 1); report subspace_distance(L^T, W).")
-    s.add_argument("--out", default="experiments/results/subspace", help="folder for the CSV, PNG and summary")
-    s.add_argument("--runs", type=int, default=d.runs, help="seeds per point (the paper: 10)")
+    s.add_argument("--out", default="runs/subspace", help="folder for the CSV, PNG and summary (runs/subspace)")
+    s.add_argument("--runs", type=POSITIVE, default=d.runs, help="seeds per point (the paper: 10)")
     s.add_argument("--seed", type=int, default=d.seed, help="run r uses seed SEED + r for its slice and its weights")
-    s.add_argument("--epochs", type=int, default=d.epochs)
+    s.add_argument("--epochs", type=POSITIVE, default=d.epochs)
     s.add_argument("--optimizer", choices=["sgd", "adam"], default=d.optimizer,
                    help="sgd: updates stay in the span of the gradients, which the theory of §4 relies on")
-    s.add_argument("--lr", type=float, default=d.lr)
-    s.add_argument("--momentum", type=float, default=d.momentum, help="SGD momentum")
+    s.add_argument("--lr", type=number(0, above=True), default=d.lr)
+    s.add_argument("--momentum", type=number(0, maximum=1), default=d.momentum, help="SGD momentum")
     s.add_argument("--vocab", choices=["full", "slice"], default=d.vocab,
                    help="softmax over PTB's 10k words (full) or over the words of each slice (slice: ~3x faster)")
-    s.add_argument("--slice-words", type=int, default=d.slice_words)
-    s.add_argument("--betas", type=float, nargs="+", help="beta sweep (default 0, 0.1, ..., 1)")
-    s.add_argument("--taus", type=float, nargs="+", help="tau sweep (default 1 2 5 10 20 40)")
-    s.add_argument("--init-range", type=float, default=d.init_range,
+    s.add_argument("--slice-words", type=POSITIVE, default=d.slice_words)
+    s.add_argument("--betas", type=number(0, maximum=1), nargs="+", help="beta sweep (default 0, 0.1, ..., 1)")
+    s.add_argument("--taus", type=number(0, above=True), nargs="+", help="tau sweep (default 1 2 5 10 20 40)")
+    s.add_argument("--init-range", type=number(0, above=True), default=d.init_range,
                    help="uniform init range of the embedding and the LSTM")
-    s.add_argument("--output-init-range", type=float, default=d.output_init_range,
+    s.add_argument("--output-init-range", type=number(0, above=True), default=d.output_init_range,
                    help="uniform init range of the output W (b starts at 0); a negative value means --init-range. "
                         "Directions of W that the hidden states never excite keep their initial values, so a "
                         "random W hides the effect of the loss (see the README)")
     s.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=d.precision,
                    help="fp32 by default: bf16 rounding of the logits is a sizeable fraction of ỹ's deviation from uniform")
-    s.add_argument("--threads", type=int, default=0)
+    s.add_argument("--threads", type=THREADS, default=0)
     s.add_argument("--data-dir", help="folder holding PTB's train.txt/valid.txt/test.txt")
     s.add_argument("--no-progress", action="store_true")
 
@@ -148,12 +160,12 @@ def register(add, sub_parser_class) -> None:
                     "target word occurs in the training data; writes bands.md, bands.json and bands.png.")
     b.add_argument("runs", nargs="+", metavar="RUN_DIR", help="the baseline run first, then one or more others")
     b.add_argument("--split", choices=["train", "valid", "test"], default="test")
-    b.add_argument("--out", default="bands", help="output folder")
+    b.add_argument("--out", default="runs/bands", help="output folder (runs/bands)")
     b.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    b.add_argument("--batch-size", type=int, help="evaluation batch size (default: each run's eval_batch_size)")
+    b.add_argument("--batch-size", type=POSITIVE, help="evaluation batch size (default: each run's eval_batch_size)")
     b.add_argument("--precision", choices=["fp32", "bf16"],
                    help="default: each run's training precision (fp32 where this device has no bf16)")
-    b.add_argument("--threads", type=int, default=0)
+    b.add_argument("--threads", type=THREADS, default=0)
 
     g = add_command(asub, "augmented", cmd_analyze_augmented,
                     "Inan et al. eqs. 3.1-3.7: how informative the target y~ is and how hard the augmented loss pulls",
@@ -162,16 +174,16 @@ def register(add, sub_parser_class) -> None:
                     "the augmented loss's gradients on the logits (p - e_y and gamma (y^_tau - y~)), over a split.")
     g.add_argument("runs", nargs="+", metavar="RUN_DIR")
     g.add_argument("--split", choices=["train", "valid", "test"], default="valid")
-    g.add_argument("--tau", type=float, nargs="+", help="temperatures (default: 1 2 5 10 and the run's loss.tau)")
-    g.add_argument("--gamma", type=float, help="the weight gamma in alpha = gamma tau (default: the run's loss.gamma)")
+    g.add_argument("--tau", type=number(0, above=True), nargs="+", help="temperatures (default: 1 2 5 10 and the run's loss.tau)")
+    g.add_argument("--gamma", type=number(0), help="the weight gamma in alpha = gamma tau (default: the run's loss.gamma)")
     g.add_argument("--out", help="also write augmented.md and augmented.json to this folder")
     g.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    g.add_argument("--batch-size", type=int, help="evaluation batch size (default: the run's eval_batch_size)")
+    g.add_argument("--batch-size", type=POSITIVE, help="evaluation batch size (default: the run's eval_batch_size)")
     g.add_argument("--precision", choices=["fp32", "bf16"],
                    help="default: the run's training precision (fp32 where this device has no bf16)")
-    g.add_argument("--threads", type=int, default=0)
+    g.add_argument("--threads", type=THREADS, default=0)
 
     r = add("report", cmd_report, "markdown report with plots for finished (or running) runs")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    r.add_argument("--out", default="report", help="output folder (report.md, valid_ppl.png)")
+    r.add_argument("--out", default="runs/report", help="output folder (report.md, valid_ppl.png; runs/report)")
 

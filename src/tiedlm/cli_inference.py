@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from .cli import _emit
+from .cli_types import POSITIVE, THREADS, integer, number
 from .errors import UsageError
 
 
@@ -204,50 +205,50 @@ def register(add) -> None:
     e.add_argument("--split", choices=["train", "valid", "test"], default="test")
     e.add_argument("--data", help="another corpus name or folder (read with the run's vocabulary)")
     e.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    e.add_argument("--batch-size", type=int, default=0,
+    e.add_argument("--batch-size", type=POSITIVE, default=0,
                    help="parallel streams (default: 1 for test, the papers' protocol; the run's for train/valid)")
     e.add_argument("--precision", choices=["fp32", "bf16"],
                    help="default: the run's (fp32 where this device has no bf16)")
     e.add_argument("--device", default="cpu")
-    e.add_argument("--threads", type=int, default=0)
+    e.add_argument("--threads", type=THREADS, default=0)
     d = e.add_argument_group("dynamic evaluation (Krause et al. 2018); the saved model is never changed")
     d.add_argument("--dynamic", action="store_true", help="adapt the model on the split as it reads it")
-    d.add_argument("--dyn-lr", type=float, default=5e-5,
+    d.add_argument("--dyn-lr", type=number(0), default=5e-5,
                    help="step size η (5e-5, Krause et al.'s code; the paper's 0.002 needs --dyn-old-hyper)")
-    d.add_argument("--dyn-lambda", type=float, default=0.002, help="decay λ toward the trained weights (0.002)")
-    d.add_argument("--dyn-epsilon", type=float, default=2e-5, help="ε added to the gradient RMS (2e-5)")
+    d.add_argument("--dyn-lambda", type=number(0), default=0.002, help="decay λ toward the trained weights (0.002)")
+    d.add_argument("--dyn-epsilon", type=number(0), default=2e-5, help="ε added to the gradient RMS (2e-5)")
     d.add_argument("--dyn-old-hyper", action="store_true",
                    help="lr/λ/ε are in the original code's scaling (the paper's AWD-LSTM 0.002/0.02/0.001): "
                         "converted like Krause et al.'s --oldhyper")
-    d.add_argument("--dyn-bptt", type=int, default=5, help="segment length (5)")
-    d.add_argument("--dyn-batch-size", type=int, default=1, help="parallel streams (1: the text in order)")
-    d.add_argument("--stat-batch-size", type=int, default=100,
+    d.add_argument("--dyn-bptt", type=POSITIVE, default=5, help="segment length (5)")
+    d.add_argument("--dyn-batch-size", type=POSITIVE, default=1, help="parallel streams (1: the text in order)")
+    d.add_argument("--stat-batch-size", type=POSITIVE, default=100,
                    help="parallel training streams for the gradient statistics (100, as Krause et al.)")
-    d.add_argument("--stat-tokens", type=int, default=0,
+    d.add_argument("--stat-tokens", type=integer(0), default=0,
                    help="training tokens for the gradient RMS (default 0: the whole training split)")
     d.add_argument("--grid", action="store_true", help="choose lr and lambda on the valid split first")
-    d.add_argument("--grid-lrs", type=float, nargs="+",
+    d.add_argument("--grid-lrs", type=number(0), nargs="+",
                    help="default: Krause et al.'s 3e-5 4e-5 5e-5 6e-5 7e-5 1e-4, times bptt/5")
-    d.add_argument("--grid-lambdas", type=float, nargs="+",
+    d.add_argument("--grid-lambdas", type=number(0), nargs="+",
                    help="default: Krause et al.'s 0.001 0.002 0.003 0.005, times bptt/5")
-    d.add_argument("--grid-tokens", type=int, default=0, help="valid tokens per grid point (0: all)")
+    d.add_argument("--grid-tokens", type=integer(0), default=0, help="valid tokens per grid point (0: all)")
 
     p = add("predict", cmd_predict, "top next-word predictions of one or two runs side by side "
                                     "(Inan et al. Table 3/4)")
     p.add_argument("items", nargs="+", metavar="RUN_DIR [RUN_DIR_B] PHRASE",
                    help="one or two run directories, then phrases")
-    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--top", type=POSITIVE, default=10)
     p.add_argument("--paper-phrases", action="store_true", help="add the four PTB test phrases of the paper's table")
     p.add_argument("--word-stats", action="store_true",
                    help="mean probability each model gives to <unk>, a, an, the over a split (paper §6.4)")
     p.add_argument("--split", choices=["train", "valid", "test"], default="test", help="split for --word-stats")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--threads", type=THREADS, default=0)
 
     g = add("generate", cmd_generate, "sample text from a trained run")
     g.add_argument("run_dir")
-    g.add_argument("--words", type=int, default=50)
-    g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--words", type=POSITIVE, default=50)
+    g.add_argument("--temperature", type=number(0, above=True), default=1.0)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--prompt", default="", help="words to continue (default: a sentence start)")
     g.add_argument("--device", default="cpu")

@@ -8,10 +8,11 @@ from pathlib import Path
 
 
 def cmd_tag_train(args) -> int:
+    from .cli import data_settings
     from .tagging import TaggerConfig, train_tagger
 
     run_dir = Path(args.out)
-    extra = [f"data_dir={args.data_dir}"] if args.data_dir and not args.resume else []
+    extra = data_settings(args)
     cfg = TaggerConfig.for_run(run_dir, args.resume, args.set + extra)
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     m = train_tagger(cfg, run_dir, resume=args.resume, progress=not args.no_progress, log=log)

@@ -6,14 +6,16 @@ import json
 import sys
 from pathlib import Path
 
+from .cli_types import POSITIVE
 from .errors import UsageError
 
 
 def cmd_translate_train(args) -> int:
+    from .cli import data_settings
     from .translation import TranslationConfig, train_translator
 
     run_dir = Path(args.out)
-    extra = [f"data_dir={args.data_dir}"] if args.data_dir and not args.resume else []
+    extra = data_settings(args)
     cfg = TranslationConfig.for_run(run_dir, args.resume, args.set + extra)
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     m = train_translator(cfg, run_dir, resume=args.resume, progress=not args.no_progress, log=log)
@@ -35,10 +37,14 @@ def cmd_translate_evaluate(args) -> int:
 def cmd_translate_translate(args) -> int:
     from .translation import load_translator, translate_lines
 
-    model, cfg, src_vocab, tgt_vocab = load_translator(Path(args.run))
+    blank = [i + 1 for i, s in enumerate(args.sentence) if not s.strip()]
+    if blank:
+        raise UsageError(f"sentence {blank[0]} is empty; give the words to translate, e.g. "
+                         f"tiedlm translate translate {args.run} \"a man rides a bike\"")
     lines = args.sentence or [line.rstrip("\n") for line in sys.stdin]
-    if not lines:
-        raise UsageError("nothing to translate: give sentences as arguments or on stdin")
+    if not any(line.strip() for line in lines):
+        raise UsageError("nothing to translate: give sentences as arguments or on stdin (one per line)")
+    model, cfg, src_vocab, tgt_vocab = load_translator(Path(args.run))
     out = translate_lines(model, cfg, src_vocab, tgt_vocab, lines, beam=args.beam)
     if args.json:
         print(json.dumps([{"source": s, "translation": t} for s, t in zip(lines, out)], ensure_ascii=False, indent=2))
@@ -61,10 +67,10 @@ def register(add, sub_parser_class) -> None:
     ev = add_command(tsub, "evaluate", cmd_translate_evaluate, "BLEU and perplexity of a trained translator")
     ev.add_argument("run", help="translation run directory")
     ev.add_argument("--split", choices=["valid", "test"], default="test")
-    ev.add_argument("--beam", type=int, help="beam size (default: the run's; 1 = greedy)")
+    ev.add_argument("--beam", type=POSITIVE, help="beam size (default: the run's; 1 = greedy)")
     ev.add_argument("--data-dir")
     ev.add_argument("--no-progress", action="store_true")
     tl = add_command(tsub, "translate", cmd_translate_translate, "translate sentences (arguments or stdin)")
     tl.add_argument("run", help="translation run directory")
     tl.add_argument("sentence", nargs="*", help="source sentences; none: read one per line from stdin")
-    tl.add_argument("--beam", type=int, help="beam size (default: the run's; 1 = greedy)")
+    tl.add_argument("--beam", type=POSITIVE, help="beam size (default: the run's; 1 = greedy)")

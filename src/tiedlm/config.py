@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -23,8 +24,16 @@ PRESET_DIR = Path(__file__).parent / "presets"
 
 @dataclass
 class DataConfig:
-    name: str = "ptb"  # ptb | wikitext-2 | wikitext-2-half1 | wikitext-2-half2 | a directory path
-    data_dir: str = ""  # explicit folder holding train.txt/valid.txt/test.txt (overrides TIEDLM_DATA)
+    name: str = "ptb"  # ptb | wikitext-2 | wikitext-2-half1 | wikitext-2-half2 | a folder of your own (unverified)
+    data_dir: str = ""  # a folder holding the named corpus's verified files (overrides TIEDLM_DATA)
+
+    def resolved(self) -> "DataConfig":
+        """Folders as absolute paths (a run trained from one directory evaluates and resumes from any other)."""
+        from .data.sources import CORPORA
+
+        name = self.name if self.name in CORPORA else str(Path(self.name).expanduser().resolve())
+        data_dir = str(Path(self.data_dir).expanduser().resolve()) if self.data_dir else ""
+        return DataConfig(name=name, data_dir=data_dir)
 
 
 ENCODERS = ("vd-lstm", "awd-lstm", "transformer")
@@ -190,6 +199,12 @@ class Config:
     # ----- validation ---------------------------------------------------------------------
     def validate(self) -> None:
         m, l, t = self.model, self.loss, self.train
+        for section in (m, l, t):
+            for f in fields(section):
+                value = getattr(section, f.name)
+                if isinstance(value, float) and not math.isfinite(value):
+                    name = next(n for n in ("model", "loss", "train") if getattr(self, n) is section)
+                    raise UsageError(f"{name}.{f.name} = {value!r} is not allowed; expected a finite number")
         _check(m.embedding_size >= 1, "model.embedding_size", m.embedding_size, "an integer >= 1")
         _check(m.hidden_size >= 1, "model.hidden_size", m.hidden_size, "an integer >= 1")
         _check(m.layers >= 1, "model.layers", m.layers, "an integer >= 1")
@@ -379,8 +394,11 @@ def resolve_preset(source: str | Path) -> Path:
         return path
     preset = PRESET_DIR / f"{source}.toml"
     if not preset.is_file():
+        import difflib
+
         names = list_presets()
-        close = [n for n in names if str(source).split("-")[0] in n][:6]
+        close = difflib.get_close_matches(str(source), names, n=4, cutoff=0.75)
         hint = f" (similar: {', '.join(close)})" if close else ""
-        raise UsageError(f"unknown preset {source!r}{hint}; `tiedlm presets` lists all {len(names)}")
+        raise UsageError(f"unknown preset {source!r}{hint}; `tiedlm presets` lists all {len(names)}, or give a "
+                         f"CONFIG.toml file")
     return preset

@@ -46,8 +46,8 @@ def _verify(path: Path, spec: CorpusFile, fix: str) -> None:
     got = sha256_of(path)
     if got != spec.sha256:
         raise DataError(
-            f"{path}: sha256 {got[:16]}… does not match the expected {spec.sha256} "
-            f"(damaged or a different version); {fix}"
+            f"{path} is not the verified {spec.split} file of this corpus (sha256 {got[:16]}…, expected "
+            f"{spec.sha256[:16]}…: damaged, another version, or other text); {fix}"
         )
 
 
@@ -84,25 +84,32 @@ def _download(spec: CorpusFile, dest: Path) -> None:
 def resolve_corpus_dir(name: str, data_dir: str = "", download: bool = True) -> Path:
     """Folder holding verified ``train.txt``, ``valid.txt`` and ``test.txt`` for corpus ``name``."""
     if name not in CORPORA:
-        folder = Path(data_dir or name)
+        folder = Path(data_dir or name).expanduser()
         if not folder.is_dir():
+            what = "a file, not a folder" if folder.exists() else "neither a known corpus nor an existing folder"
             raise UsageError(
-                f"data.name = {name!r} is neither a known corpus ({', '.join(CORPORA)}) nor a folder; "
-                "give one of those names or a folder holding train.txt, valid.txt and test.txt"
+                f"data {name!r} is {what}; give a corpus name ({', '.join(CORPORA)}) or a folder holding "
+                "train.txt, valid.txt and test.txt (--data FOLDER)"
             )
         for split in SPLITS:
             if not (folder / f"{split}.txt").is_file():
-                raise DataError(f"{folder / (split + '.txt')} is missing; a corpus folder needs train.txt, valid.txt and test.txt")
+                raise DataError(f"{folder / (split + '.txt')} is missing; a corpus folder needs train.txt, valid.txt "
+                                "and test.txt (one sentence or paragraph per line, tokens separated by spaces)")
         return folder
+    if data_dir and not Path(data_dir).expanduser().is_dir():
+        raise UsageError(f"--data-dir {data_dir!r} is not a folder; give the folder holding the {name} files "
+                         f"train.txt, valid.txt and test.txt, or --data FOLDER to train on a corpus of your own")
+    own = f"to train on your own text in that folder, use --data {data_dir} (read as it is, no checksum)"
+    return resolve_source(SOURCES[CORPORA[name][0]], data_dir, download, own=own if data_dir else "")
 
-    return resolve_source(SOURCES[CORPORA[name][0]], data_dir, download)
 
+def resolve_source(source: CorpusSource, data_dir: str = "", download: bool = True, own: str = "") -> Path:
+    """Folder holding the verified files of ``source``: ``data_dir``, else the mirror, else the download cache.
 
-def resolve_source(source: CorpusSource, data_dir: str = "", download: bool = True) -> Path:
-    """Folder holding the verified files of ``source``: ``data_dir``, else the mirror, else the download cache."""
+    ``own`` tells a user whose folder holds other files how to use them as their own corpus instead."""
     mirror = os.environ.get(ENV_VAR)
     if data_dir:
-        folder, origin = Path(data_dir), "data.data_dir"
+        folder, origin = Path(data_dir).expanduser(), "--data-dir"
     elif mirror:
         folder, origin = Path(mirror) / source.name, f"the {ENV_VAR} mirror"
     else:
@@ -121,13 +128,14 @@ def resolve_source(source: CorpusSource, data_dir: str = "", download: bool = Tr
                     f"{path} is missing (from {origin}); expected the {source.name} {spec.split} split with "
                     f"sha256 {spec.sha256}, available at {spec.url}; put it there, or unset {ENV_VAR} to download"
                 )
-            _verify(path, spec, f"replace it with the file from {spec.url}")
+            fix = f"to use {source.name}, replace it with the file from {spec.url}"
+            _verify(path, spec, f"{own}; {fix}" if own else fix)
     return folder
 
 
 def read_tokens(path: Path) -> list[str]:
     """Whitespace tokens with ``<eos>`` after every line, empty lines included."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -136,6 +144,34 @@ def read_tokens(path: Path) -> list[str]:
         tokens.extend(line.split())
         tokens.append(EOS)
     return tokens
+
+
+def read_text(path: Path) -> str:
+    """The file as UTF-8 text; a one-line error naming the file and line of the first byte that is not UTF-8."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise DataError(f"{path}, line {line}, column {column}: byte 0x{data[exc.start]:02x} is not UTF-8 text; "
+                        f"save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+
+
+def check_split_sizes(corpus: "Corpus", streams: dict[str, int]) -> None:
+    """Every split holds words, and enough tokens for its number of parallel ``streams`` (batch size):
+    at least two time steps per stream. Raises a one-line error naming the file and the fix."""
+    hints = {"train": "train.batch_size", "valid": "train.eval_batch_size", "test": "the test's one stream"}
+    for split, ids in corpus.splits.items():
+        path = corpus.folder / f"{split}.txt"
+        if corpus.words.get(split, 1) == 0:
+            raise DataError(f"{path} holds no words (it is empty or blank); put text in it, one sentence or "
+                            "paragraph per line")
+        need = 2 * streams.get(split, 1) + 1
+        if ids.numel() < need:
+            raise DataError(f"{path} holds {ids.numel()} tokens (words and line ends), too few for "
+                            f"{streams.get(split, 1)} parallel streams of at least 2 steps (needs {need}); add text "
+                            f"or lower {hints[split]}")
 
 
 @dataclass
@@ -147,6 +183,7 @@ class Corpus:
     vocab: Vocabulary
     splits: dict[str, torch.Tensor]
     unknown: dict[str, int] = field(default_factory=dict)  # tokens mapped to <unk> per split
+    words: dict[str, int] = field(default_factory=dict)  # tokens other than <eos> per split
 
     @property
     def train(self) -> torch.Tensor:
@@ -174,10 +211,11 @@ def load_corpus(name: str, data_dir: str = "", vocab: Vocabulary | None = None) 
     if part != "all":
         half = len(tokens["train"]) // 2
         tokens["train"] = tokens["train"][:half] if part == "half1" else tokens["train"][half:]
-    splits, unknown = {}, {}
+    splits, unknown, words = {}, {}, {}
     for split in SPLITS:
         ids, n_unk = vocab.encode(tokens[split])
         splits[split] = torch.tensor(ids, dtype=torch.long)
         unknown[split] = n_unk
-    return Corpus(name=name, folder=folder, vocab=vocab, splits=splits, unknown=unknown)
+        words[split] = sum(t != EOS for t in tokens[split])
+    return Corpus(name=name, folder=folder, vocab=vocab, splits=splits, unknown=unknown, words=words)
 

@@ -25,6 +25,7 @@ class TaggerConfig(KeyValueConfig):
     threads: int = 0  # 0: all cores
     max_sentences: int = 0  # train on the first N training sentences only (0: all); for smoke tests
     data_dir: str = ""  # folder with en_ewt-ud-{train,dev,test}.conllu (default: TIEDLM_DATA mirror or download)
+    own_data: bool = False  # data_dir is a treebank of your own: *train*.conllu, *dev*.conllu, *test*.conllu, unverified
 
     def validate(self) -> "TaggerConfig":
         checks = [

@@ -56,11 +56,11 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
     run_dir = Path(run_dir)
     if resume:
         corpus = load_tagging_corpus(cfg.data_dir, vocab=Vocabulary.load(run_dir / "vocab.txt"),
-                                     tags=(run_dir / "tags.txt").read_text().split())
+                                     tags=(run_dir / "tags.txt").read_text().split(), own_data=cfg.own_data)
     else:
         if (run_dir / "checkpoint.safetensors").exists():
             raise UsageError(f"{run_dir} already holds a tagger run; resume it with --resume or pick another --out")
-        corpus = load_tagging_corpus(cfg.data_dir, cfg.min_count)
+        corpus = load_tagging_corpus(cfg.data_dir, cfg.min_count, own_data=cfg.own_data)
         run_dir.mkdir(parents=True, exist_ok=True)
         corpus.vocab.save(run_dir / "vocab.txt")
         (run_dir / "tags.txt").write_text("\n".join(corpus.tags) + "\n")
@@ -157,8 +157,9 @@ def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, 
     return model.eval(), cfg, vocab, tags
 
 
-def evaluate_tagger(run_dir: Path, splits=("dev", "test"), data_dir: str = "") -> dict:
+def evaluate_tagger(run_dir: Path, splits=("dev", "test"), data_dir: str = "", own_data: bool = False) -> dict:
     """Accuracy of a run's best model on ``splits``."""
     model, cfg, vocab, tags = load_tagger(run_dir)
-    corpus = load_tagging_corpus(data_dir or cfg.data_dir, vocab=vocab, tags=tags)
+    corpus = load_tagging_corpus(data_dir or cfg.data_dir, vocab=vocab, tags=tags,
+                                 own_data=own_data if data_dir else cfg.own_data)
     return {f"{s}_accuracy": accuracy(model, corpus, s) for s in splits} | {"parameters": model.parameter_counts()}

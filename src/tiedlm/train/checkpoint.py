@@ -45,7 +45,9 @@ def load_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
             header = f.metadata() or {}
         tensors = load_file(str(path))
     except Exception as exc:  # safetensors raises several types for damaged files
-        raise TiedlmError(f"checkpoint {path} cannot be read ({exc}); it is damaged, use the other checkpoint") from None
+        other = "--checkpoint last" if path.stem == "best" else "--checkpoint best"
+        raise TiedlmError(f"checkpoint {path} cannot be read ({str(exc).splitlines()[0]}); it is damaged: use the "
+                          f"other one ({other} for evaluate/predict; a run resumes only from last)") from None
     if header.get("format") != FORMAT:
         raise TiedlmError(f"{path} is not a {FORMAT} file")
     return tensors, json.loads(header["meta"])

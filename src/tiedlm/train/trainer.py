@@ -33,10 +33,12 @@ import torch
 from .. import __version__
 from ..config import Config
 from ..data import Vocabulary, batchify, load_corpus
+from ..data.corpus import check_split_sizes
 from ..data.batching import fixed_window_lengths, scheduled_windows, variable_window_lengths
 from ..errors import TiedlmError, UsageError
 from ..evaluation import evaluate, perplexity
 from ..losses import LanguageModelLoss
+from ..paths import ensure_writable_folder, refuse_committed
 from ..models import LanguageModel
 from ..models.vd_lstm import detach_state
 from ..runtime import autocast, resolve_device, resolve_precision, set_threads
@@ -64,6 +66,7 @@ class Interrupted(RunInterrupted):
 class Trainer:
     def __init__(self, cfg: Config, run_dir: Path, *, command: str = "", progress: bool = True, log=print):
         cfg = copy.deepcopy(cfg)  # resolved below; the caller's config is left as it was
+        cfg.data = cfg.data.resolved()  # a folder is saved as an absolute path: the run works from anywhere
         self.cfg, self.run_dir, self.command, self.progress, self.log = cfg, Path(run_dir), command, progress, log
         t = cfg.train
         self.threads = set_threads(t.threads)
@@ -90,6 +93,9 @@ class Trainer:
         else:
             vocab = None
         self.corpus = load_corpus(cfg.data.name, cfg.data.data_dir, vocab=vocab)
+        # every split is checked before the first step: a bad valid.txt must not cost a training epoch
+        check_split_sizes(self.corpus, {"train": cfg.train.batch_size,
+                                        "valid": cfg.train.eval_batch_size, "test": cfg.train.eval_batch_size})
         self.vocab = self.corpus.vocab
         torch.manual_seed(cfg.train.seed)
         self.model = LanguageModel(cfg.model, len(self.vocab)).to(self.device)
@@ -161,6 +167,8 @@ class Trainer:
         valid = evaluate(self.eval_model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision,
                          check=self._check_stop)
         epoch_wall = self.sums["time"] + time.perf_counter() - t0
+        if not math.isfinite(valid["ppl"]):  # diverged: this epoch's weights are worth nothing, keep the last ones
+            raise TiedlmError(self._diverged(f"validation perplexity is {valid['ppl']} after epoch {self.epoch}"))
         if valid["ppl"] < self.best_valid:
             self.best_valid, self.best_epoch = valid["ppl"], self.epoch
             self._save("best")
@@ -287,8 +295,8 @@ class Trainer:
             where = (f"the last good checkpoint is {last}; lower train.lr or train.clip and resume from it with "
                      f"--resume {self.run_dir} --set train.lr=...")
         else:
-            where = (f"no checkpoint was written yet (it diverged in the first epoch); start again with a lower "
-                     f"train.lr (now {self.cfg.train.lr:g}) or train.clip, e.g. --set train.lr=... in a new --out")
+            where = (f"no checkpoint was written yet; start a new run with a lower train.lr (now "
+                     f"{self.cfg.train.lr:g}) or train.clip (--set train.lr=...)")
         return f"training diverged: {what}; {where}"
 
     def _eager_step(self, x, y, lr: float, params):
@@ -477,11 +485,20 @@ def train(cfg: Config, out_dir: Path, *, resume: bool = False, command: str = ""
           log=print, budget_windows: int | None = None) -> dict:
     """Train (or resume) a run in ``out_dir``; returns the summary. Raises :class:`Interrupted` on Ctrl-C."""
     out_dir = Path(out_dir)
+    if not resume:
+        refuse_committed(out_dir)
+    created = not out_dir.exists()
+    ensure_writable_folder(out_dir, "--resume" if resume else "--out")
     if not resume and (out_dir / "checkpoints" / "last.safetensors").exists():
         raise UsageError(f"{out_dir} already holds a run; resume it with --resume {out_dir} or choose another --out")
     trainer = Trainer(cfg, out_dir, command=command, progress=progress, log=log)
     try:
-        trainer.setup(resume)
+        try:
+            trainer.setup(resume)
+        except Exception:  # bad data or settings: leave no empty run folder behind
+            if created and out_dir.is_dir() and not any(out_dir.iterdir()):
+                out_dir.rmdir()
+            raise
         if resume and (trainer.epoch > cfg.train.epochs + cfg.train.finetune_epochs or trainer.stopped) \
                 and (out_dir / "summary.json").exists():
             raise UsageError(f"{out_dir} finished all {cfg.train.epochs} epochs; to train longer resume with "

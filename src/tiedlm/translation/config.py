@@ -25,6 +25,7 @@ class TranslationConfig(KeyValueConfig):
     max_pairs: int = 0  # train on the first N pairs only (0: all); for smoke tests
     max_length: int = 128  # training pairs with a longer side (in subwords) are skipped
     data_dir: str = ""  # folder with {train,valid,test}.{en,de} (default: TIEDLM_DATA mirror or download)
+    own_data: bool = False  # data_dir holds a parallel corpus of your own: {train,valid,test}.{src,tgt}, unverified
     # model (Vaswani et al. 2017, pre-norm)
     d_model: int = 256
     ffn_size: int = 1024

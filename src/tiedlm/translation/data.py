@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ..data.corpus import resolve_source
+from ..data.corpus import read_text, resolve_source
 from ..data.sources import TRANSLATION_SOURCES
 from ..errors import DataError, UsageError
 
@@ -23,15 +23,17 @@ SPLITS = ("train", "valid", "test")
 
 
 def read_lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    return read_text(path).rstrip("\n").split("\n")
 
 
-def resolve_parallel_dir(data_dir: str, source_lang: str, target_lang: str) -> Path:
-    """Folder with ``{split}.{lang}`` files: Multi30k (verified: mirror, cache or download) or ``data_dir``."""
-    if {source_lang, target_lang} == {"en", "de"}:
+def resolve_parallel_dir(data_dir: str, source_lang: str, target_lang: str, own_data: bool = False) -> Path:
+    """Folder with ``{split}.{lang}`` files: Multi30k (verified: mirror, cache or download) or, with ``own_data``
+    or other languages, ``data_dir`` as it is."""
+    if {source_lang, target_lang} == {"en", "de"} and not own_data:
         if data_dir and not (Path(data_dir) / "train.en").is_file():
             raise DataError(f"{data_dir} has no train.en; give a folder with {{train,valid,test}}.{{en,de}}")
-        return resolve_source(TRANSLATION_SOURCES["multi30k"], data_dir)
+        return resolve_source(TRANSLATION_SOURCES["multi30k"], data_dir,
+                              own=f"to train on en-de text of your own in that folder, use --data {data_dir}" if data_dir else "")
     if not data_dir:
         raise UsageError(f"{source_lang}->{target_lang}: only Multi30k en<->de is built in; give data_dir = a folder "
                          f"with {{train,valid,test}}.{{{source_lang},{target_lang}}}")
@@ -74,9 +76,13 @@ class SubwordVocab:
                 sentence_iterator=iter(lines), model_prefix=str(prefix), vocab_size=vocab_size, model_type=model_type,
                 character_coverage=1.0, pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, num_threads=1,
                 input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2)
-        except RuntimeError as exc:  # e.g. "Vocabulary size is too high"
-            raise UsageError(f"sentencepiece could not train a {vocab_size}-piece {model_type} model ({exc}); "
-                             "lower --set vocab_size") from None
+        except RuntimeError as exc:  # "Vocabulary size is too high (N > max)" or "... smaller than required_chars"
+            text = str(exc).splitlines()[0]
+            small = "smaller than required_chars" in text
+            fix = ("raise --set vocab_size: it must hold at least every character of the training text" if small
+                   else "lower --set vocab_size: the training text has fewer distinct pieces")
+            raise UsageError(f"sentencepiece could not train a {vocab_size}-piece {model_type} model ({text}); "
+                             f"{fix}") from None
         return SubwordVocab(Path(f"{prefix}.model"))
 
 
@@ -133,7 +139,7 @@ def encode_source(vocab: SubwordVocab, lines: list[str]) -> torch.Tensor:
 
 def load_parallel_corpus(cfg, run_dir: Path, train_vocab: bool) -> ParallelCorpus:
     """Read the splits; train the subword model(s) into ``run_dir`` (``train_vocab``) or load them from there."""
-    folder = resolve_parallel_dir(cfg.data_dir, cfg.source_lang, cfg.target_lang)
+    folder = resolve_parallel_dir(cfg.data_dir, cfg.source_lang, cfg.target_lang, cfg.own_data)
     text = {s: (read_lines(folder / f"{s}.{cfg.source_lang}"), read_lines(folder / f"{s}.{cfg.target_lang}"))
             for s in SPLITS}
     for split, (src, tgt) in text.items():

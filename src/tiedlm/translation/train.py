@@ -197,11 +197,12 @@ def translate_ids(model: TransformerTranslator, cfg: TranslationConfig, source: 
 def translate_lines(model: TransformerTranslator, cfg: TranslationConfig, source_vocab: SubwordVocab,
                     target_vocab: SubwordVocab, lines: list[str], beam: int | None = None, batch_size: int = 64,
                     device=None, precision: str = "fp32", progress: bool = False) -> list[str]:
-    """Detokenized translations of ``lines`` (batched by length; output in input order)."""
+    """Detokenized translations of ``lines`` (batched by length; output in input order). A blank line
+    translates to a blank line: the model is never asked to invent a sentence from nothing."""
     from tqdm import tqdm
 
     device = device or next(model.parameters()).device
-    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    order = sorted((i for i in range(len(lines)) if lines[i].strip()), key=lambda i: len(lines[i]))
     out: list[str] = [""] * len(lines)
     for start in tqdm(range(0, len(order), batch_size), desc="translate", unit="batch", disable=not progress,
                       leave=False):
