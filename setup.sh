@@ -17,4 +17,6 @@ python -m pip install -q -e ".[test]"
 if [ -d ../shared/data ] && ! grep -q TIEDLM_DATA .venv/bin/activate; then
   echo "export TIEDLM_DATA=\"$(cd ../shared/data && pwd)\"" >> .venv/bin/activate
 fi
+# Build the C++ kernels now (once per machine, ~30-70 s), not inside the first training epoch
+python -c "from tiedlm import native; native.available()"
 python -c "import torch, tiedlm; print(f'tiedlm {tiedlm.__version__} ready (torch {torch.__version__}, CUDA build: {torch.version.cuda is not None})')"

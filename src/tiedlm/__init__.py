@@ -4,15 +4,29 @@ Implements Inan, Khosravi & Socher (2017): the VD-LSTM, the augmented loss (AL) 
 embeddings (RE). The pieces are importable for use in other PyTorch code::
 
     from tiedlm import Config, LanguageModel, AugmentedLoss, load_corpus, load_run
+
+The names are imported on first use (PEP 562), so that ``tiedlm --help`` does not load PyTorch.
 """
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-from .config import Config  # noqa: E402
-from .data import Vocabulary, load_corpus  # noqa: E402
-from .losses import AugmentedLoss, LanguageModelLoss  # noqa: E402
-from .models import VDLSTM, FullSoftmaxOutput, LanguageModel, TiedOutput  # noqa: E402
-from .run import load_run  # noqa: E402
+_EXPORTS = {
+    "Config": ".config", "Vocabulary": ".data", "load_corpus": ".data", "AugmentedLoss": ".losses",
+    "LanguageModelLoss": ".losses", "VDLSTM": ".models", "FullSoftmaxOutput": ".models",
+    "LanguageModel": ".models", "TiedOutput": ".models", "load_run": ".run",
+}
+__all__ = [*_EXPORTS, "__version__"]
 
-__all__ = ["Config", "Vocabulary", "load_corpus", "AugmentedLoss", "LanguageModelLoss", "VDLSTM",
-           "FullSoftmaxOutput", "LanguageModel", "TiedOutput", "load_run", "__version__"]
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    raise AttributeError(f"module 'tiedlm' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -162,7 +162,7 @@ def _add_more_commands(add) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .train.interrupts import RunInterrupted
+    from .errors import RunInterrupted
 
     parser = build_parser()
     try:

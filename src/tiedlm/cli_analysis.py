@@ -120,7 +120,7 @@ def cmd_analyze_augmented(args) -> int:
 
 
 def register(add, sub_parser_class) -> None:
-    from .experiments.subspace_validation import SubspaceExperimentConfig
+    from .experiments.subspace_config import SubspaceExperimentConfig
 
     d = SubspaceExperimentConfig()
     esub = add_group(add, "experiment", "run a paper's experiment end to end", "experiment", sub_parser_class)

@@ -21,3 +21,7 @@ class DataError(TiedlmError):
     """A corpus file that is missing, corrupt or cannot be downloaded."""
 
     exit_code = 1
+
+
+class RunInterrupted(Exception):
+    """A training run stopped early by a signal and can be resumed; the message says how (exit code 130)."""

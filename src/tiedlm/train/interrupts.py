@@ -15,15 +15,15 @@ from __future__ import annotations
 import signal
 import threading
 
+from ..errors import RunInterrupted
+
+__all__ = ["RunInterrupted", "StopRequest", "StopRequested"]
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class StopRequested(Exception):
     """Raised by a loop that saw the stop flag; the caller saves and reports how to resume."""
-
-
-class RunInterrupted(Exception):
-    """A training run stopped early and can be resumed; the message says how. The CLI exits with 130."""
 
 
 class StopRequest:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from .. import __version__
+from .. import __version__, native
 from ..config import Config
 from ..data import Vocabulary, batchify, load_corpus
 from ..data.corpus import check_split_sizes
@@ -97,6 +97,8 @@ class Trainer:
         check_split_sizes(self.corpus, {"train": cfg.train.batch_size,
                                         "valid": cfg.train.eval_batch_size, "test": cfg.train.eval_batch_size})
         self.vocab = self.corpus.vocab
+        if self.device.type == "cpu":  # build the C++ kernels (once per machine) before any clock starts
+            native.available()
         torch.manual_seed(cfg.train.seed)
         self.model = LanguageModel(cfg.model, len(self.vocab)).to(self.device)
         if init is not None:
