@@ -14,9 +14,10 @@ def test_all_presets_load_and_validate():
     assert awd <= set(names)
     for n in names:
         c = Config.load(n)
-        if "-awd-sparse" in n:  # the tied model with a predefined-sparse, 1.5x wider middle layer
-            assert c.model.output == "tied" and c.model.sparse_layer == 2
-            assert c.model.sparse_hidden_size == 3 * c.model.hidden_size // 2
+        if "-awd-sparse" in n:  # the tied model, both hidden sizes 1.5x wider, every layer predefined-sparse
+            dense = Config.load(n.replace("sparse", "tied"))
+            assert c.model.output == "tied" and not c.model.sparse_layer
+            assert c.model.hidden_size == 3 * dense.model.hidden_size // 2 and c.model.sparse_fraction == 2 / 3
             continue
         if "-awd-" in n:
             assert c.model.encoder == "awd-lstm" and c.model.output == n.split("-")[2]

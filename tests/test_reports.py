@@ -141,4 +141,4 @@ def test_analyze_augmented_matches_the_augmented_loss_and_tends_to_uniform(two_r
     assert [r["tau"] for r in only["rows"]] == [2.0, 20.0] and only["augmented"] is True
     assert json.loads((out / "augmented.json").read_text()) == got and "| τ |" in (out / "augmented.md").read_text()
     assert main(["analyze", "augmented", str(two_runs[1]), "--tau", "0"]) == 2
-    assert "temperatures must be > 0" in capsys.readouterr().err
+    assert "expected a finite number > 0" in capsys.readouterr().err

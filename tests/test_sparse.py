@@ -71,11 +71,56 @@ def test_parameter_counts_match_the_closed_forms():
 def test_equal_parameter_solution_for_the_awd_middle_layer():
     k, w = solve_equal_parameters(1150, 1150, 1725)
     assert k == 3  # 2 does not divide 1725
-    assert w == 958 and round(0.555 * 1725) == 957  # the paper's gamma is relative to h_s (see module doc)
+    assert w == 958  # a 1150-input layer widened alone: the one-layer mode (sparse_layer), not the authors' shape
     dense, sparse = dense_lstm_parameters(1150, 1150), sparse_lstm_parameters(1150, 1725, k, w)
     assert abs(sparse - dense) <= 4 * 1725  # one slice unit of rounding
     w400 = equal_parameter_slice(400, 400, 600, 3)
     assert abs(sparse_lstm_parameters(400, 600, 3, w400) - dense_lstm_parameters(400, 400)) <= 4 * 600
+
+
+def _reference_shape(i, h, reduce_in, reduce_out):
+    """Demeester et al.'s construction written out (SparseSeqModels ``_calc_minimal_k``/``_calc_input_density``),
+    with one bias vector per layer as in tiedlm: budget per unit u = P_dense(a_i·i, a_o·h) / 4h − 1 = w + h/k;
+    smallest k with k·w ≥ i (i.e. k ≥ (i + h)/u); w = u − h/k, at most i."""
+    hi, ho = round(reduce_in * i), round(reduce_out * h)
+    u = (4 * ho * (hi + ho) + 4 * ho) / (4 * h) - 1
+    k = math.ceil((i + h) / u)
+    return k, min(i, round(u - h / k))
+
+
+def test_the_authors_sparse_awd_lstm_shape():
+    """ptb-awd-sparse is the authors' model: 400→1725 (k = 3, the whole input), 1725→1725 (k = 3, each reading
+    ~957 of 1725 inputs: γ = 0.555 of the layer's input), 1725→400 (k = 2); ~19.8M encoder parameters against the
+    dense 20.2M, and the whole model within 2% of ptb-awd-tied."""
+    from tiedlm.run import count_parameters
+
+    cfg, dense = Config.load("ptb-awd-sparse"), Config.load("ptb-awd-tied")
+    with torch.device("meta"):
+        model = LanguageModel(cfg.model, 10_000)
+    shapes = [(l.input_size, l.hidden_size, l.components, l.slice_size) for l in model.encoder.layers]
+    assert shapes == [(400, 1725, 3, 400), (1725, 1725, 3, 958), (1725, 400, 2, 1350)]
+    assert abs(958 / 1725 - 0.555) < 1e-3
+    for (i, h, k, w), red in zip(shapes, [(1, 2 / 3), (2 / 3, 2 / 3), (2 / 3, 1)]):
+        assert (k, w) == _reference_shape(i, h, *red)
+    ours, theirs = count_parameters(cfg, 10_000), count_parameters(dense, 10_000)
+    assert ours["encoder"] == 19_800_600 and theirs["encoder"] == 20_200_800
+    assert abs(ours["total"] / theirs["total"] - 1) < 0.02
+    budget, budget_dense = (count_parameters(Config.load(n), 10_000)["total"]
+                            for n in ("ptb-awd-sparse-budget", "ptb-awd-tied-budget"))
+    assert abs(budget / budget_dense - 1) < 0.02
+
+
+@pytest.mark.parametrize("layers", [1, 2, 4])
+def test_sparse_fraction_one_keeps_each_layers_dense_count(layers):
+    """With f = 1 every layer gets exactly its dense count (k = 1 where nothing needs to be left out)."""
+    m = Config.load("ptb-awd-tied-budget").with_overrides([f"model.layers={layers}", "model.sparse_fraction=1"]).model
+    with torch.device("meta"):
+        sparse = LanguageModel(m, 100)
+    dense_m = Config.load("ptb-awd-tied-budget").with_overrides([f"model.layers={layers}"]).model
+    with torch.device("meta"):
+        dense = LanguageModel(dense_m, 100)
+    assert all(isinstance(l, SparseLSTMLayer) for l in sparse.encoder.layers)
+    assert sparse.parameter_counts()["encoder"] == dense.parameter_counts()["encoder"]
 
 
 @pytest.mark.parametrize("call,message", [
@@ -149,7 +194,20 @@ def test_language_model_with_sparse_middle_layer_and_sparse_tied_embedding():
     ({"embedding_density": 0.01}, "embedding_density"),
     ({"sparse_layer": 4}, "sparse_layer"),
     ({"sparse_layer": 3, "sparse_hidden_size": 32}, "last layer"),
+    ({"sparse_layer": 2, "sparse_fraction": 0.5}, "not both"),
+    ({"sparse_fraction": 1.5}, "sparse_fraction"),
 ])
 def test_invalid_sparse_model_configs(override, message):
     with pytest.raises(UsageError, match=message):
         _model(**override)
+
+
+def test_every_layer_sparse_model_trains_a_step():
+    torch.manual_seed(0)
+    model = _model(hidden_size=36, sparse_fraction=2 / 3).train()
+    assert [type(layer) for layer in model.encoder.layers] == [SparseLSTMLayer] * 3
+    assert model.encoder.layers[-1].hidden_size == 16  # the tied output reads the embedding size
+    inputs = torch.randint(0, 50, (7, 4))
+    logits, _ = model(inputs, model.init_state(4))
+    torch.nn.functional.cross_entropy(logits.view(-1, 50), inputs.view(-1)).backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.encoder.parameters())

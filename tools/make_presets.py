@@ -94,10 +94,14 @@ BUDGET = dict(embedding=200, hidden=400, epochs=6, bptt=35, finetune=0)
 
 
 def awd_preset(corpus_key: str, output: str, budget: bool, sparse: bool = False) -> str:
-    """``sparse``: the tied model with its middle layer widened 1.5x as a predefined-sparse layer of k = 3
-    components at the dense layer's parameter count (Demeester et al. 2018 §3: 1150 -> 1725)."""
+    """``sparse``: the tied model with both hidden representations widened 1.5x (1150 -> 1725) and every LSTM
+    layer predefined-sparse at the parameter count of the dense layer it replaces (Demeester et al. 2018 §3,
+    the authors' ``--sparse_mode sparse_hidden --sparse_fract 0.66666 --nhid 1725``)."""
     a = AWD[corpus_key]
     emb, hidden = (BUDGET["embedding"], BUDGET["hidden"]) if budget else (400, 1150)
+    dense_hidden = hidden
+    if sparse:
+        hidden = hidden * 3 // 2
     epochs, bptt = (BUDGET["epochs"], BUDGET["bptt"]) if budget else (a["epochs"], 70)
     finetune = BUDGET["finetune"] if budget else a["epochs"]
     joint = AWD_OUTPUTS[output].replace("joint_size = 400", f"joint_size = {emb}")
@@ -105,12 +109,12 @@ def awd_preset(corpus_key: str, output: str, budget: bool, sparse: bool = False)
              f"drill_variational = {a['drill_variational']}\ndrill_residual_embedding = true\n"
              f"drill_init_range = 0.1\n") if output == "drill" else ""
     if sparse:
-        drill += (f"sparse_layer = 2\nsparse_hidden_size = {hidden * 3 // 2}\nsparse_components = 3\n"
-                  f"sparse_density = 0.0  # solved: the dense {hidden}-unit layer's parameter count\n")
+        drill += (f"sparse_fraction = 0.6666666666666666  # every layer: the parameters of the dense {dense_hidden}-unit "
+                  f"stack\n")
     name = f"{corpus_key}-awd-{'sparse' if sparse else output}{'-budget' if budget else ''}"
     what = ("CPU budget variant: narrower and a few epochs (about an hour on a 2-core AVX-512 CPU), same recipe"
             if budget else "the papers' settings: a 500-1000-epoch GPU run")
-    source = ("middle layer: Demeester et al. (2018) §3" if sparse
+    source = ("predefined-sparse layers: Demeester et al. (2018) §3" if sparse
               else "output layer: Pappas & Henderson (2019) §4")
     return f"""# {name}: AWD-LSTM + {output} output layer on {a['corpus']}
 # Encoder and training: Merity et al. (2017) reference commands; {source}.

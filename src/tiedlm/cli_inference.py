@@ -188,6 +188,8 @@ def cmd_info(args) -> int:
     tied = " (W = L^T, learnable b)" if m.tied_bias else " (RE: W = L^T, b = 0)"
     sparse = (f", layer {m.sparse_layer} predefined-sparse with {m.sparse_hidden_size or m.hidden_size} units"
               if m.sparse_layer else "")
+    if m.sparse_fraction:
+        sparse = f", every layer predefined-sparse at the parameters of a {m.sparse_fraction:.3g}x narrower dense stack"
     density = f" (sparse, density {m.embedding_density:g})" if m.embedding_density < 1 else ""
     desc = (f"{m.layers}x{m.hidden_size} {m.encoder.upper()}{sparse}, embedding {m.embedding_size}{density}, "
             f"output {m.output}{tied if m.output == 'tied' else ''}, augmented loss "

@@ -79,11 +79,17 @@ class ModelConfig:
     sparse_hidden_size: int = 0  # its hidden size h_s; 0 = the dense size
     sparse_components: int = 0  # k; 0 = solved (smallest k >= 2 admitting equal parameters; 3 with a density)
     sparse_density: float = 0.0  # fraction of the input each component reads; 0 = the dense layer's param count
+    # every LSTM layer sparse, the authors' configuration: hidden_size is the wide size (1725) and each layer has
+    # the parameters of the dense one f times narrower (f = 2/3: 1150); 0 = off (Demeester et al. §3, Table 1)
+    sparse_fraction: float = 0.0
 
     def sparse_spec(self):
-        """The :class:`~tiedlm.models.sparse_lstm.SparseLayerSpec` of this model, or None."""
-        from .models.sparse_lstm import SparseLayerSpec
+        """The :class:`~tiedlm.models.sparse_lstm.SparseLayerSpec` (one layer) or ``SparseStackSpec`` (every
+        layer) of this model, or None."""
+        from .models.sparse_lstm import SparseLayerSpec, SparseStackSpec
 
+        if self.sparse_fraction:
+            return SparseStackSpec(self.sparse_fraction)
         if not self.sparse_layer:
             return None
         return SparseLayerSpec(self.sparse_layer, self.sparse_hidden_size, self.sparse_components,
@@ -221,7 +227,8 @@ class Config:
                 _check(not getattr(m, key), f"model.{key}", getattr(m, key),
                        "0 with model.encoder = 'vd-lstm' (it is an awd-lstm setting)")
         if m.encoder == "transformer":
-            for key in ("dropout_input", "dropout_hidden", "weight_drop", "last_hidden_size", "sparse_layer"):
+            for key in ("dropout_input", "dropout_hidden", "weight_drop", "last_hidden_size", "sparse_layer",
+                        "sparse_fraction"):
                 _check(not getattr(m, key), f"model.{key}", getattr(m, key),
                        "0 with model.encoder = 'transformer' (it is an LSTM setting)")
             _check(m.heads >= 1 and m.embedding_size % m.heads == 0, "model.heads", m.heads,
@@ -243,6 +250,10 @@ class Config:
         _check(m.sparse_hidden_size >= 0, "model.sparse_hidden_size", m.sparse_hidden_size, "an integer >= 0")
         _check(m.sparse_components >= 0, "model.sparse_components", m.sparse_components, "an integer >= 0")
         _check(0 <= m.sparse_density <= 1, "model.sparse_density", m.sparse_density, "a fraction in [0, 1] (0 = solve)")
+        _check(0 <= m.sparse_fraction <= 1, "model.sparse_fraction", m.sparse_fraction,
+               "a fraction in [0, 1] (0 = off; the authors' AWD-LSTM: 2/3)")
+        _check(not (m.sparse_fraction and m.sparse_layer), "model.sparse_fraction", m.sparse_fraction,
+               "0 when model.sparse_layer is set (one sparse layer, or every layer with sparse_fraction, not both)")
         size_key = {"vd-lstm": "hidden_size", "awd-lstm": "last_hidden_size"}.get(m.encoder, "embedding_size")
         if m.output in ("tied", "drill") and m.embedding_size != m.encoder_output_size():
             raise UsageError(

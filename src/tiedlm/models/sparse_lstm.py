@@ -12,9 +12,13 @@ so the layer has
     P_dense  = 4·h·(i + h) + 4·h                for a dense layer of input i and hidden h.
 
 Identifying both (the paper's "same number of parameters") fixes w for a chosen (h_s, k):
-:func:`equal_parameter_slice`. For the AWD-LSTM middle layer (i = h = 1150 widened to h_s = 1725, k = 3)
-this gives w = 958 input units (δ = 0.833 of i). The paper reports the same configuration as "N = 3,
-γ = 0.555"; 0.555 · 1725 = 957, i.e. the paper's γ is the same slice width expressed relative to h_s.
+:func:`equal_parameter_slice`. The authors' AWD-LSTM (Table 1; SparseSeqModels' ``--sparse_mode sparse_hidden
+--sparse_fract 0.66666 --nhid 1725``) widens both hidden representations from 1150 to 1725 and makes *every*
+layer sparse at the parameter count of the dense layer it replaces (:class:`SparseStackSpec`,
+:func:`reduced_layer_shape`): 400→1725 with k = 3 reading the whole input, 1725→1725 with k = 3 each reading
+w = 958 of the 1725 inputs (the paper's γ = 0.555 is this w relative to the layer's *input*), and 1725→400
+with k = 2 (w = 1350): 19.80M encoder parameters against the dense 20.20M (the dense layers have two bias
+vectors in the reference, one here, hence w = 958 rather than their 957).
 
 Each recurrent time step runs all k components as one batched computation: one ``baddbmm`` (forward)
 and one ``bmm`` (backward) over the k blocks in :func:`tiedlm.models.recurrence.lstm_recurrence` (given
@@ -109,12 +113,50 @@ def input_slices(input_size: int, components: int, slice_size: int) -> torch.Ten
 
 @dataclass(frozen=True)
 class SparseLayerSpec:
-    """Which LSTM layer of a stack is sparse, and how (``ModelConfig.sparse_*``)."""
+    """One LSTM layer of a stack made sparse (``ModelConfig.sparse_layer`` and ``sparse_*``)."""
 
     layer: int  # 1-based layer number
     hidden_size: int  # h_s
     components: int  # k; 0: solve with the slice for the dense layer's parameter count
     density: float  # δ = w / i; 0: solve for the dense layer's parameter count
+
+
+@dataclass(frozen=True)
+class SparseStackSpec:
+    """Every LSTM layer sparse, the authors' configuration (``ModelConfig.sparse_fraction``; SparseSeqModels'
+    ``--sparse_mode sparse_hidden --sparse_fract f``).
+
+    The stack is built at its *wide* sizes (e.g. AWD-LSTM's hidden 1725), and each layer gets the parameter
+    count of a dense layer whose hidden sizes are f times smaller (f = 2/3: 1725 -> 1150): the first layer's
+    input and the last layer's output are not reduced, so the layers are (1, f), (f, f), …, (f, 1) in
+    (input, output) reduction (:func:`reduced_layer_shape`).
+    """
+
+    fraction: float  # f
+
+
+def reduced_layer_shape(input_size: int, hidden_size: int, reduce_in: float, reduce_out: float) -> tuple[int, int]:
+    """(k, w) of a sparse ``input_size -> hidden_size`` layer with the parameters of the dense layer
+    ``round(reduce_in·i) -> round(reduce_out·h)``: the fewest components k (dividing h) whose slices can cover
+    the input, and the slice width w for that count, at most the whole input (Demeester et al. 2018 §3; the
+    reference's ``_calc_minimal_k`` / ``_calc_input_density``, with tiedlm's one bias vector per layer).
+
+    Per hidden unit the budget is w + h/k (+1 for the bias), so covering the input (k·w ≥ i) needs
+    k ≥ (i + h) / (budget − 1).
+    """
+    target = dense_lstm_parameters(round(reduce_in * input_size), round(reduce_out * hidden_size))
+    per_unit = target / (4 * hidden_size) - 1  # = w + h/k
+    if per_unit <= 0:
+        raise UsageError(f"sparse LSTM: reductions ({reduce_in}, {reduce_out}) leave no parameters for a "
+                         f"{input_size}->{hidden_size} layer; raise model.sparse_fraction")
+    k = max(1, math.ceil((input_size + hidden_size) / per_unit - 1e-9))
+    while hidden_size % k:
+        k += 1
+    w = min(input_size, round(per_unit - hidden_size / k))
+    if k > hidden_size or w < 1 or k * w < input_size:
+        raise UsageError(f"sparse LSTM: reductions ({reduce_in}, {reduce_out}) are too strong for a "
+                         f"{input_size}->{hidden_size} layer; raise model.sparse_fraction")
+    return k, w
 
 
 class SparseLSTMLayer(nn.Module):
@@ -191,14 +233,26 @@ class SparseLSTMLayer(nn.Module):
         return w_ih.view(4 * H, self.input_size), w_hh.view(4 * H, H), bias
 
 
-def lstm_layers(sizes: list[int], weight_drop: float, sparse: SparseLayerSpec | None) -> nn.ModuleList:
-    """LSTM layers sizes[0]→sizes[1]→…; the layer ``sparse.layer`` (if any) is a :class:`SparseLSTMLayer`.
+def lstm_layers(sizes: list[int], weight_drop: float,
+                sparse: SparseLayerSpec | SparseStackSpec | None) -> nn.ModuleList:
+    """LSTM layers sizes[0]→sizes[1]→…, dense or predefined-sparse (:class:`SparseLSTMLayer`).
 
-    ``sizes`` are the dense sizes; a sparse layer replaces its dense size by ``sparse.hidden_size`` (the next
-    layer then reads the wider state) and, where ``components``/``density`` are 0, is solved to the parameter
-    count of the dense layer it replaces.
+    - :class:`SparseLayerSpec`: the layer ``sparse.layer`` is sparse; ``sizes`` are the dense sizes, the sparse
+      layer replaces its size by ``sparse.hidden_size`` (the next layer then reads the wider state) and, where
+      ``components``/``density`` are 0, is solved to the parameter count of the dense layer it replaces.
+    - :class:`SparseStackSpec`: every layer is sparse at the given (wide) sizes, each shaped by
+      :func:`reduced_layer_shape` with reductions (1, f), (f, f), …, (f, 1).
     """
     sizes = list(sizes)
+    if isinstance(sparse, SparseStackSpec):
+        n = len(sizes) - 1
+        layers = []
+        for j in range(1, n + 1):
+            reduce_in = 1.0 if j == 1 else sparse.fraction
+            reduce_out = 1.0 if j == n else sparse.fraction
+            k, w = reduced_layer_shape(sizes[j - 1], sizes[j], reduce_in, reduce_out)
+            layers.append(SparseLSTMLayer(sizes[j - 1], sizes[j], k, w, weight_drop))
+        return nn.ModuleList(layers)
     layers = []
     for n in range(1, len(sizes)):
         if sparse is not None and n == sparse.layer:

@@ -49,7 +49,7 @@ def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | No
         return "loss.target_grad: not yet tested inside a CUDA graph (gradients through ỹ run eagerly)"
     if l.augmented and not l.aug_bias:
         return "loss.aug_bias = false: not yet tested inside a CUDA graph (runs eagerly)"
-    if m.sparse_layer or m.embedding_density < 1.0:
+    if m.sparse_layer or m.sparse_fraction or m.embedding_density < 1.0:
         return "sparse layers or embeddings run eagerly"
     return None
 
