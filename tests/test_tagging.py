@@ -100,3 +100,19 @@ def test_tag_cli_train_evaluate_and_errors(ewt, tmp_path, capsys):
     assert main(["tag", "evaluate", str(tmp_path / "nothing")]) == 2
     with pytest.raises(UsageError):
         TaggerConfig(epochs=0).validate()
+
+
+def test_own_treebank_folder_is_read_without_checksum(tmp_path):
+    from tiedlm.errors import DataError
+    from tiedlm.tagging.data import own_treebank_files
+
+    row = "1\tdogs\tdog\tNOUN\t_\t_\t0\troot\t_\t_\n2\tbark\tbark\tVERB\t_\t_\t1\tdep\t_\t_\n\n"
+    for split in ("train", "dev", "test"):
+        (tmp_path / f"xx_mine-ud-{split}.conllu").write_text(row * 3)
+    corpus = load_tagging_corpus(str(tmp_path), min_count=1, own_data=True)
+    assert corpus.tags == ["NOUN", "VERB"] and len(corpus.splits["dev"]) == 3
+    (tmp_path / "xx_mine-ud-dev.conllu").unlink()
+    with pytest.raises(DataError, match=r"no \*dev\*.conllu"):
+        own_treebank_files(str(tmp_path))
+    with pytest.raises(DataError, match=f"use --data {tmp_path}"):
+        load_tagging_corpus(str(tmp_path))

@@ -261,3 +261,23 @@ def test_augmented_loss_reaches_transformer_lm_and_translator():
     assert plain.item() == pytest.approx(float(nll) / n, rel=1e-5) and with_aug.item() > plain.item()
     with_aug.backward()
     assert model.target_embedding.weight.grad.abs().sum() > 0
+
+
+def test_own_en_de_data_and_vocab_size_messages(tmp_path):
+    """Your own en-de folder: --data (own_data) reads it as it is; without it, the Multi30k checksum error says
+    to use --data. A vocab_size below the text's characters says to raise it, not to lower it."""
+    from tiedlm.errors import DataError
+    from tiedlm.translation.data import SubwordVocab, resolve_parallel_dir
+
+    folder = _parallel_folder(tmp_path)
+    for split in ("train", "valid", "test"):
+        (folder / f"{split}.xx").rename(folder / f"{split}.en")
+        (folder / f"{split}.yy").rename(folder / f"{split}.de")
+    assert resolve_parallel_dir(str(folder), "en", "de", own_data=True) == folder
+    with pytest.raises(DataError, match=f"use --data {folder}"):
+        resolve_parallel_dir(str(folder), "en", "de")
+    lines = (folder / "train.en").read_text().splitlines()
+    with pytest.raises(UsageError, match="raise --set vocab_size"):
+        SubwordVocab.train(lines, tmp_path / "spm", 16, "bpe")
+    with pytest.raises(UsageError, match="lower --set vocab_size"):
+        SubwordVocab.train(lines, tmp_path / "spm", 5000, "bpe")

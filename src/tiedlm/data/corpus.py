@@ -124,9 +124,11 @@ def resolve_source(source: CorpusSource, data_dir: str = "", download: bool = Tr
             _verify(path, spec, f"delete it to download it again from {spec.url}")
         else:
             if not path.is_file():
+                fix = f"unset {ENV_VAR} to download it" if origin != "--data-dir" else "drop --data-dir"
                 raise DataError(
                     f"{path} is missing (from {origin}); expected the {source.name} {spec.split} split with "
-                    f"sha256 {spec.sha256}, available at {spec.url}; put it there, or unset {ENV_VAR} to download"
+                    f"sha256 {spec.sha256}, available at {spec.url}; put it there, or {fix}"
+                    + (f"; {own}" if own else "")
                 )
             fix = f"to use {source.name}, replace it with the file from {spec.url}"
             _verify(path, spec, f"{own}; {fix}" if own else fix)

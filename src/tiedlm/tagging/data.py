@@ -117,4 +117,4 @@ def load_tagging_corpus(data_dir: str = "", min_count: int = 2, vocab: Vocabular
                 raise DataError(f"{split} split has tag {unknown[0]!r} that the training split lacks")
             encoded.append((torch.tensor(vocab.encode(words)[0]), torch.tensor([tag_index[t] for t in ts])))
         splits[split] = encoded
-    return TaggingCorpus(vocab, tags, splits, folder)
+    return TaggingCorpus(vocab, tags, splits, files["train"].parent)
