@@ -7,7 +7,7 @@ residual to E). Each run is an ordinary ``tiedlm train`` run in OUT/<layer> (res
 after an interruption and it resumes unfinished runs and skips finished ones). Then it writes
 ``tiedlm report`` (table + validation curves) and ``tiedlm analyze bands`` of every layer against tied.
 
-    python experiments/output_layer_comparison.py --epochs 2 --out experiments/results/output_layers
+    python experiments/output_layer_comparison.py --epochs 2 --out runs/output_layers   # committed results: experiments/results/output_layers
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def tiedlm(*args: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=Path("experiments/results/output_layers"))
+    ap.add_argument("--out", type=Path, default=Path("runs/output_layers"))
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--layers", nargs="+", default=list(LAYERS), choices=list(LAYERS))

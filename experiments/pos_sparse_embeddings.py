@@ -7,7 +7,7 @@ setting equal (BiLSTM 100 per direction, Adam, dropout 0.3, the same epochs and 
 ones); then the table (``results.md``, ``results.json``) and the plot of accuracy against trainable
 embedding parameters (``accuracy_vs_parameters.png``) are written to OUT.
 
-    python experiments/pos_sparse_embeddings.py --epochs 10 --out experiments/results/pos_tagging
+    python experiments/pos_sparse_embeddings.py --epochs 10 --out runs/pos_tagging   # committed results: experiments/results/pos_tagging
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def write(results: dict[str, dict], out: Path, args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=Path("experiments/results/pos_tagging"))
+    ap.add_argument("--out", type=Path, default=Path("runs/pos_tagging"))
     ap.add_argument("--runs", type=Path, default=Path.home() / "tiedlm-runs" / "pos_tagging",
                     help="folder for the tagger run directories")
     ap.add_argument("--epochs", type=int, default=10)

@@ -5,7 +5,7 @@ the same comparison at CPU scale: the default `tiedlm translate train` model (d 
 8k BPE, 12 epochs), once with a tied output layer and once with DRILL (the paper's NMT setting: depth 2,
 sigmoid, dropout 0.6, residual to E). The two runs go side by side, one thread each.
 
-    python experiments/translation_tied_vs_drill.py [--runs DIR] [--out experiments/results/translation]
+    python experiments/translation_tied_vs_drill.py [--runs DIR] [--out runs/translation]   # committed results: experiments/results/translation
 
 Finished runs in --runs are reused (a stopped one is resumed); the script then writes summary.md,
 valid_ppl.png and each run's metrics into --out.
@@ -88,7 +88,7 @@ def summarise(runs: Path, out: Path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", default=str(Path.home() / "tiedlm-runs" / "translation"))
-    ap.add_argument("--out", default="experiments/results/translation")
+    ap.add_argument("--out", default="runs/translation")
     ap.add_argument("--set", action="append", default=[], help="extra settings for both runs (key=value)")
     args = ap.parse_args()
     extra = [x for s in args.set for x in ("--set", s)]
