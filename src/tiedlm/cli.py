@@ -153,12 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_more_commands(add) -> None:
-    from . import cli_analysis, cli_inference, cli_tagging, cli_translation
+    from . import cli_analysis, cli_inference, cli_reproduce, cli_tagging, cli_translation
 
     cli_inference.register(add)
     cli_analysis.register(add, _Parser)
     cli_tagging.register(add, _Parser)
     cli_translation.register(add, _Parser)
+    cli_reproduce.register(add)
 
 
 def main(argv: list[str] | None = None) -> int:

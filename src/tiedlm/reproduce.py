@@ -1,0 +1,227 @@
+"""``tiedlm reproduce``: the papers' tables as lists of runs, started, resumed or skipped, and rendered.
+
+A table is a list of :class:`RunSpec` (preset + overrides + seed, with the paper's numbers for that row) at a
+scale: ``budget`` (what this 2-core CPU can train) or ``paper`` (the papers' settings, for a GPU). Each run is
+an ordinary ``tiedlm train`` run in ``RUNS/<table>/<run>``: missing runs are started, interrupted ones
+resumed exactly (``train --resume``), finished ones skipped. The page ``OUT/<table>.md`` sets ours beside
+the paper's numbers, with parameters, epochs, wall time, device, tokens/s, the exact command of every run
+and the validation curves.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UsageError
+
+SCALES = ("budget", "paper")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    name: str
+    preset: str
+    overrides: tuple[str, ...] = ()
+    paper: tuple[float | None, float | None] = (None, None)  # the paper's (valid, test) perplexity for this row
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    title: str
+    source: str
+    runs: dict[str, tuple[RunSpec, ...]] = field(default_factory=dict)  # scale -> runs
+
+
+def _family(base: str, layers: dict[str, tuple[str, ...]], paper: dict[str, tuple]) -> tuple[RunSpec, ...]:
+    return tuple(RunSpec(name, base, sets, paper.get(name, (None, None))) for name, sets in layers.items())
+
+
+_DRILL = ("model.output=drill", "model.drill_dropout=0.6", "model.drill_variational=true",
+          "model.drill_activation=sigmoid")
+_OUTPUT_LAYERS = {
+    "full": ("model.output=full",),
+    "tied": ("model.output=tied", "model.tied_bias=true"),
+    "bilinear": ("model.output=bilinear",),
+    "dual": ("model.output=dual", "model.joint_size=200"),
+    "drill-1": (*_DRILL, "model.drill_depth=1"),
+    "drill-4": (*_DRILL, "model.drill_depth=4"),
+}
+_INAN_SMALL = (
+    RunSpec("vd", "ptb-small-vd", paper=(None, 87.3)),
+    RunSpec("al", "ptb-small-al", paper=(None, 82.9)),
+    RunSpec("re", "ptb-small-re", paper=(None, 85.1)),
+    RunSpec("real", "ptb-small-real", paper=(None, 82.7)),
+    RunSpec("re-bias", "ptb-small-re", ("model.tied_bias=true",), note="standard tying with a learnable bias"),
+    *(RunSpec(f"real-bias-tau{t}", "ptb-small-real-bias", (f"loss.tau={t}",), note=f"tuned setting: tau = {t}")
+      for t in (2, 5, 10)),
+)
+
+TABLES: dict[str, Table] = {t.name: t for t in (
+    Table("inan2017-table1-small", "Inan et al. (2017) Table 1, small PTB models",
+          "Inan, Khosravi & Socher (2017), Table 1", {"budget": _INAN_SMALL, "paper": _INAN_SMALL}),
+    Table("pappas2019-table4-small", "Output layers on the small VD-LSTM encoder (Pappas & Henderson Table 4 "
+          "ordering)", "Pappas & Henderson (2019), Table 4 (AWD-LSTM there; the small encoder here)",
+          {s: _family("ptb-small-re", _OUTPUT_LAYERS, {}) for s in SCALES}),
+    Table("pappas2019-table4-awd", "AWD-LSTM tied vs DRILL-4 on PTB (Pappas & Henderson Table 4)",
+          "Pappas & Henderson (2019), Table 4",
+          {"budget": (RunSpec("tied", "ptb-awd-tied-budget"), RunSpec("drill-4", "ptb-awd-drill-budget")),
+           "paper": (RunSpec("tied", "ptb-awd-tied", paper=(60.0, 57.3)),
+                     RunSpec("drill-4", "ptb-awd-drill", paper=(58.2, 55.7)))}),
+    Table("demeester2018-lm", "Dense vs predefined-sparse AWD-LSTM (Demeester et al. Table 1)",
+          "Demeester et al. (2018), Table 1 (without finetune: dense 58.8, sparse 57.9 test)",
+          {"budget": tuple(RunSpec(f"{kind}-seed{seed}", f"ptb-awd-{preset}-budget", (f"train.seed={seed}",))
+                           for seed in (141, 142) for kind, preset in (("dense", "tied"), ("sparse", "sparse"))),
+           "paper": (RunSpec("dense", "ptb-awd-tied", paper=(None, 58.8)),
+                     RunSpec("sparse", "ptb-awd-sparse", paper=(None, 57.9)))}),
+    Table("transformer-lm", "Transformer LM on PTB: tied vs DRILL", "Pappas & Henderson (2019) §4 output layers",
+          {s: (RunSpec("tied", "ptb-transformer-tied"), RunSpec("drill", "ptb-transformer-drill")) for s in SCALES}),
+)}
+
+
+def table(name: str) -> Table:
+    if name not in TABLES:
+        import difflib
+
+        close = difflib.get_close_matches(name, TABLES, n=3, cutoff=0.5)
+        hint = f" (similar: {', '.join(close)})" if close else ""
+        raise UsageError(f"unknown table {name!r}{hint}; `tiedlm reproduce --list` names them all")
+    return TABLES[name]
+
+
+def run_status(run_dir: Path) -> str:
+    """finished | interrupted | missing."""
+    if (run_dir / "summary.json").is_file():
+        return "finished"
+    if (run_dir / "checkpoints" / "last.safetensors").is_file():
+        return "interrupted"
+    return "missing"
+
+
+def train_command(spec: RunSpec, run_dir: Path, extra: list[str], threads: int) -> list[str]:
+    """The ``tiedlm train`` arguments that start or resume ``spec`` in ``run_dir``."""
+    if run_status(run_dir) == "interrupted":
+        return ["train", "--resume", str(run_dir), "--no-progress", "--set", f"train.threads={threads}"]
+    sets = [*spec.overrides, *extra, f"train.threads={threads}"]
+    return ["train", spec.preset, "--out", str(run_dir), "--no-progress", *[a for s in sets for a in ("--set", s)]]
+
+
+def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]:
+    """One row per run: its folder, status and config (with the table's and the caller's overrides)."""
+    from .config import Config
+
+    rows = []
+    for spec in tab.runs[scale]:
+        run_dir = runs_dir / tab.name / spec.name
+        cfg = Config.load(spec.preset).with_overrides([*spec.overrides, *extra])
+        rows.append({"spec": spec, "dir": run_dir, "status": run_status(run_dir), "config": cfg})
+    return rows
+
+
+def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, steps: int = 2) -> float:
+    """Wall-time estimate of a whole run on this machine: the seconds per token of ``steps`` timed training
+    steps (forward, loss, backward, SGD) of the run's model on random ids, times its training tokens and
+    epochs, plus 10% for validation. An estimate, not a measurement of the run."""
+    import torch
+
+    from .losses import LanguageModelLoss
+    from .models import LanguageModel
+    from .runtime import set_threads
+
+    set_threads(threads)
+    torch.manual_seed(0)
+    t = cfg.train
+    model = LanguageModel(cfg.model, vocab_size).train()
+    loss_fn = LanguageModelLoss.from_config(cfg.loss)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randint(0, vocab_size, (t.bptt, t.batch_size))
+    times = []
+    for _ in range(steps + 1):
+        start = time.perf_counter()
+        logits, _ = model(x, model.init_state(t.batch_size))
+        loss = loss_fn(logits, x, model.input_embeddings, model.output_bias)[0]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - start)
+    per_token = min(times[1:]) / x.numel()  # the first step warms caches and kernels up
+    return 1.1 * per_token * train_tokens * (t.epochs + t.finetune_epochs)
+
+
+def execute(rows: list[dict], extra_for: dict[str, list[str]], jobs: int, threads: int, log=print) -> list[dict]:
+    """Start the missing runs and resume the interrupted ones, ``jobs`` at a time, ``threads`` each; skip the
+    finished ones. Returns one record per run started (command, exit code)."""
+    todo = [r for r in rows if r["status"] != "finished"]
+    for r in rows:
+        if r["status"] == "finished":
+            log(f"{r['spec'].name}: finished, skipped")
+    running: list[tuple[dict, subprocess.Popen, list[str]]] = []
+    done = []
+    while todo or running:
+        while todo and len(running) < jobs:
+            r = todo.pop(0)
+            args = train_command(r["spec"], r["dir"], extra_for[r["spec"].name], threads)
+            r["dir"].parent.mkdir(parents=True, exist_ok=True)
+            log(f"{r['spec'].name}: {'resume' if r['status'] == 'interrupted' else 'start'}: tiedlm "
+                + " ".join(shlex.quote(a) for a in args))
+            with open(r["dir"].parent / f"{r['spec'].name}.log", "a") as out:
+                proc = subprocess.Popen([sys.executable, "-m", "tiedlm.cli", *args], stdout=out,
+                                        stderr=subprocess.STDOUT)
+            running.append((r, proc, args))
+        time.sleep(0.2)
+        for item in list(running):
+            r, proc, args = item
+            if proc.poll() is not None:
+                running.remove(item)
+                done.append({"run": r["spec"].name, "command": args, "returncode": proc.returncode})
+                log(f"{r['spec'].name}: exit {proc.returncode}")
+    return done
+
+
+def render(tab: Table, scale: str, runs_dir: Path, extra: list[str], out: Path) -> Path:
+    """Write ``out/<table>.md`` (and ``<table>-valid.png``): paper vs ours per run, what we ran, and how."""
+    from .analysis.report import plot_curves, read_run
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = plan(tab, scale, runs_dir, extra)
+    present = [read_run(r["dir"]) for r in rows if (r["dir"] / "config.toml").is_file()]
+    lines = [f"# {tab.title}", "", f"Source: {tab.source}. Scale: `{scale}`. Rendered by "
+             f"`tiedlm reproduce {tab.name} --scale {scale}`.", ""]
+    if present:
+        plot_curves(present, out / f"{tab.name}-valid.png")
+        lines += [f"![validation perplexity per epoch]({tab.name}-valid.png)", ""]
+    lines += ["| run | paper valid / test | ours valid / test (batch-1 test) | params | epochs | wall time | device "
+              "| tok/s | status |", "|---|---|---|---|---|---|---|---|---|"]
+    commands = []
+    for r in rows:
+        spec, status = r["spec"], r["status"]
+        summary = json.loads((r["dir"] / "summary.json").read_text()) if status == "finished" else None
+        metrics = []
+        if (r["dir"] / "metrics.jsonl").is_file():
+            metrics = [json.loads(x) for x in (r["dir"] / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        paper = " / ".join("–" if v is None else f"{v:g}" for v in spec.paper)
+        if summary:
+            ours = f"{summary['valid_ppl']:.2f} / {summary['test_ppl']:.2f}"
+            params = f"{summary['parameters']['total'] / 1e6:.2f}M"
+            wall = f"{summary['wall_time_s'] / 60:.1f} min"
+            device, tps = summary["device"], f"{summary['tokens_per_s']:,.0f}"
+            commands.append(f"- {spec.name}: `{summary['command']}` (seed {summary['seed']})")
+        else:
+            best = min((m["valid_ppl"] for m in metrics), default=None)
+            ours = f"{best:.2f} / –" if best is not None else "–"
+            params = wall = device = tps = "–"
+        epochs = f"{len(metrics)}/{r['config'].train.epochs + r['config'].train.finetune_epochs}"
+        note = f" ({spec.note})" if spec.note else ""
+        lines.append(f"| {spec.name}{note} | {paper} | {ours} | {params} | {epochs} | {wall} | {device} | {tps} | "
+                     f"{status} |")
+    lines += ["", "## Commands", "", *(commands or ["(no run has finished yet)"]), ""]
+    path = out / f"{tab.name}.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

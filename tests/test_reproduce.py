@@ -1,0 +1,54 @@
+"""`tiedlm reproduce`: tables listed, planned with an estimate, run end to end on a tiny corpus (start, skip,
+resume), and rendered as a page beside the paper's numbers."""
+
+import json
+
+from tiedlm import reproduce as rp
+from tiedlm.cli import main
+
+TINY = ["--set", "model.embedding_size=16", "--set", "model.hidden_size=16", "--set", "model.joint_size=16",
+        "--set", "train.epochs=1", "--set", "train.batch_size=4", "--set", "train.bptt=8",
+        "--set", "train.eval_batch_size=4", "--set", "train.precision=fp32", "--set", "train.device=cpu"]
+
+
+def test_list_names_every_table(capsys):
+    assert main(["reproduce", "--list", "--json"]) == 0
+    tables = {t["table"]: t for t in json.loads(capsys.readouterr().out)}
+    assert set(tables) == set(rp.TABLES)
+    assert tables["pappas2019-table4-small"]["runs"]["budget"] == ["full", "tied", "bilinear", "dual", "drill-1",
+                                                                   "drill-4"]
+    assert main(["reproduce", "inan2017-tabel1-small"]) == 2
+    assert "similar: inan2017-table1-small" in capsys.readouterr().err
+
+
+def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys):
+    assert main(["reproduce", "transformer-lm", "--dry-run", "--json", "--data", str(tiny_corpus),
+                 "--runs", str(tmp_path / "runs"), *TINY]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [r["run"] for r in plan["runs"]] == ["tied", "drill"]
+    assert all(r["status"] == "missing" and r["estimated_s"] > 0 for r in plan["runs"])
+    assert all(r["command"].startswith("tiedlm train ptb-transformer-") for r in plan["runs"])
+    assert not (tmp_path / "runs").exists()  # a dry run starts nothing
+
+
+def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys):
+    args = ["reproduce", "pappas2019-table4-small", "--data", str(tiny_corpus), "--runs", str(tmp_path / "runs"),
+            "--out", str(tmp_path / "pages"), "--jobs", "2", *TINY]
+    assert main(args) == 0
+    table_dir = tmp_path / "runs" / "pappas2019-table4-small"
+    names = ["full", "tied", "bilinear", "dual", "drill-1", "drill-4"]
+    assert all((table_dir / n / "summary.json").is_file() for n in names)
+    drill = json.loads((table_dir / "drill-4" / "summary.json").read_text())
+    assert "model.drill_depth=4" in drill["command"]
+    page = (tmp_path / "pages" / "pappas2019-table4-small.md").read_text()
+    assert page.count("| finished |") == 6 and "`tiedlm train ptb-small-re" in page
+    assert (tmp_path / "pages" / "pappas2019-table4-small-valid.png").stat().st_size > 0
+    capsys.readouterr()
+
+    (table_dir / "dual" / "summary.json").unlink()  # as if stopped during its final evaluation
+    before = (table_dir / "tied" / "summary.json").read_text()
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "tied: finished, skipped" in out and "dual: resume: tiedlm train --resume" in out
+    assert (table_dir / "dual" / "summary.json").is_file()
+    assert (table_dir / "tied" / "summary.json").read_text() == before
