@@ -60,7 +60,8 @@ class FusedLSTMLM(nn.Module):
 
 
 def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int, threads: int, blocks: int) -> dict:
-    """Tokens/s of one configuration: the median over ``blocks`` blocks of ``steps`` SGD steps (after 3 warm-up steps)."""
+    """Tokens/s of one configuration: the median over ``blocks`` blocks of ``steps`` SGD steps (after 3 warm-up
+    steps)."""
     from tiedlm.config import ModelConfig
     from tiedlm.losses import LanguageModelLoss
     from tiedlm.models import LanguageModel
@@ -104,8 +105,11 @@ def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int
         for _ in range(steps):
             step()
         rates.append(steps * BATCH * BPTT / (time.perf_counter() - t))
-    return {"tokens_per_s": statistics.median(rates), "block_tokens_per_s": rates,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {
+        "tokens_per_s": statistics.median(rates),
+        "block_tokens_per_s": rates,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def main() -> None:
@@ -128,8 +132,10 @@ def main() -> None:
     threads = set_threads(args.threads)
     kernels = native.available()  # builds them before any timing
     peak32, peak16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16) if cpu_supports_bf16() else None
-    print(f"machine: {os.cpu_count()} CPUs visible, {threads} threads, torch {torch.__version__}, "
-          f"C++ kernels: {'yes' if kernels else 'no (Python fallback)'}")
+    print(
+        f"machine: {os.cpu_count()} CPUs visible, {threads} threads, torch {torch.__version__}, "
+        f"C++ kernels: {'yes' if kernels else 'no (Python fallback)'}"
+    )
     print(f"matmul peak (2048^3): fp32 {peak32:.0f} GFLOP/s, bf16 {peak16 or 0:.0f} GFLOP/s")
     precisions = ["fp32", "bf16"] if peak16 else ["fp32"]
     results = []
@@ -137,8 +143,18 @@ def main() -> None:
         for impl, augs in (("baseline", ["ce"]), ("tiedlm", ["ce", "al"]), ("tiedlm-py", ["ce", "al"])):
             for precision in precisions if impl != "tiedlm-py" else precisions[-1:]:
                 for aug in augs:
-                    cmd = [sys.executable, __file__, "--_one", f"{size},{impl},{precision},{aug}", "--steps",
-                           str(args.steps), "--blocks", str(args.blocks), "--threads", str(threads)]
+                    cmd = [
+                        sys.executable,
+                        __file__,
+                        "--_one",
+                        f"{size},{impl},{precision},{aug}",
+                        "--steps",
+                        str(args.steps),
+                        "--blocks",
+                        str(args.blocks),
+                        "--threads",
+                        str(threads),
+                    ]
                     env = {**os.environ, "TIEDLM_NATIVE": "0" if impl == "tiedlm-py" else "1"}
                     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
                     r.update(size=size, impl=impl, precision=precision, loss=aug)
@@ -146,8 +162,11 @@ def main() -> None:
                     results.append(r)
                     name = f"{size:6s} {impl:9s} {precision} {'CE+AL' if aug == 'al' else 'CE':5s}"
                     frac = f"{r['gflops'] / peak16:5.1%} of bf16 peak" if peak16 else ""
-                    print(f"{name}  {r['tokens_per_s']:8,.0f} tok/s  {r['gflops']:6.1f} GFLOP/s  {frac}  "
-                          f"peak RSS {r['peak_rss_mb']:,.0f} MB", flush=True)
+                    print(
+                        f"{name}  {r['tokens_per_s']:8,.0f} tok/s  {r['gflops']:6.1f} GFLOP/s  {frac}  "
+                        f"peak RSS {r['peak_rss_mb']:,.0f} MB",
+                        flush=True,
+                    )
     get = {(r["size"], r["impl"], r["precision"], r["loss"]): r["tokens_per_s"] for r in results}
     print("\nratios:")
     for size in args.sizes:
@@ -155,16 +174,28 @@ def main() -> None:
         for precision in precisions:
             ours = get[(size, "tiedlm", precision, "ce")]
             al = get[(size, "tiedlm", precision, "al")]
-            print(f"  {size:6s} tiedlm {precision} / fused nn.LSTM fp32: {ours / base:.2f}x   "
-                  f"augmented-loss step time overhead ({precision}): {ours / al - 1:+.0%}")
+            print(
+                f"  {size:6s} tiedlm {precision} / fused nn.LSTM fp32: {ours / base:.2f}x   "
+                f"augmented-loss step time overhead ({precision}): {ours / al - 1:+.0%}"
+            )
         last = precisions[-1]
         for aug in ("ce", "al"):
-            print(f"  {size:6s} tiedlm {last} {aug.upper()}: C++ kernels / Python path: "
-                  f"{get[(size, 'tiedlm', last, aug)] / get[(size, 'tiedlm-py', last, aug)]:.2f}x")
+            print(
+                f"  {size:6s} tiedlm {last} {aug.upper()}: C++ kernels / Python path: "
+                f"{get[(size, 'tiedlm', last, aug)] / get[(size, 'tiedlm-py', last, aug)]:.2f}x"
+            )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"matmul_peak_gflops": {"fp32": peak32, "bf16": peak16}, "threads": threads,
-                       "native_kernels": kernels, "results": results}, f, indent=2)
+            json.dump(
+                {
+                    "matmul_peak_gflops": {"fp32": peak32, "bf16": peak16},
+                    "threads": threads,
+                    "native_kernels": kernels,
+                    "results": results,
+                },
+                f,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ residual to E). Each run is an ordinary ``tiedlm train`` run in OUT/<layer> (res
 after an interruption and it resumes unfinished runs and skips finished ones). Then it writes
 ``tiedlm report`` (table + validation curves) and ``tiedlm analyze bands`` of every layer against tied.
 
-    python experiments/output_layer_comparison.py --epochs 2 --out runs/output_layers   # committed results: experiments/results/output_layers
+    python experiments/output_layer_comparison.py --epochs 2 --out runs/output_layers
+    # (the committed results are in experiments/results/output_layers)
 """
 
 from __future__ import annotations
@@ -22,8 +23,16 @@ LAYERS = {
     "tied": ["model.output=tied", "model.tied_bias=true"],
     "bilinear": ["model.output=bilinear"],
     "dual": ["model.output=dual", "model.joint_size=200"],
-    **{f"drill-{k}": ["model.output=drill", f"model.drill_depth={k}", "model.drill_dropout=0.6",
-                      "model.drill_variational=true", "model.drill_activation=sigmoid"] for k in (1, 2, 3, 4)},
+    **{
+        f"drill-{k}": [
+            "model.output=drill",
+            f"model.drill_depth={k}",
+            "model.drill_dropout=0.6",
+            "model.drill_variational=true",
+            "model.drill_activation=sigmoid",
+        ]
+        for k in (1, 2, 3, 4)
+    },
 }
 
 

@@ -7,7 +7,8 @@ setting equal (BiLSTM 100 per direction, Adam, dropout 0.3, the same epochs and 
 ones); then the table (``results.md``, ``results.json``) and the plot of accuracy against trainable
 embedding parameters (``accuracy_vs_parameters.png``) are written to OUT.
 
-    python experiments/pos_sparse_embeddings.py --epochs 10 --out runs/pos_tagging   # committed results: experiments/results/pos_tagging
+    python experiments/pos_sparse_embeddings.py --epochs 10 --out runs/pos_tagging
+    # (the committed results are in experiments/results/pos_tagging)
 """
 
 from __future__ import annotations
@@ -50,27 +51,40 @@ def write(results: dict[str, dict], out: Path, args) -> None:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    rows = ["| run | k | δ_E | trainable embedding params | total params | dev acc | test acc | best epoch | "
-            "train time |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| run | k | δ_E | trainable embedding params | total params | dev acc | test acc | best epoch | train time |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, m in results.items():
         p = m["parameters"]
-        rows.append(f"| {name} | {m['embedding_size']} | {m['embedding_density']:g} | {p['embedding']:,} | "
-                    f"{p['total']:,} | {100 * m['dev_accuracy']:.2f}% | {100 * m['test_accuracy']:.2f}% | "
-                    f"{m['best_epoch']}/{m['epochs']} | {m['train_seconds'] / 60:.1f} min |")
+        rows.append(
+            f"| {name} | {m['embedding_size']} | {m['embedding_density']:g} | {p['embedding']:,} | "
+            f"{p['total']:,} | {100 * m['dev_accuracy']:.2f}% | {100 * m['test_accuracy']:.2f}% | "
+            f"{m['best_epoch']}/{m['epochs']} | {m['train_seconds'] / 60:.1f} min |"
+        )
     first = next(iter(results.values()))
-    header = (f"# POS tagging (UPOS, UD English-EWT r2.16): dense vs frequency-sparse embeddings\n\n"
-              f"Command: `python experiments/pos_sparse_embeddings.py --epochs {args.epochs} --seed {args.seed} "
-              f"--threads {args.threads}`; one run per row, seed {args.seed}, vocabulary {first['vocab_size']:,} "
-              f"(training words seen at least twice + `<unk>`), BiLSTM 100 per direction, Adam 2e-3, dropout 0.3, "
-              f"best epoch by dev accuracy.\n\n")
+    header = (
+        f"# POS tagging (UPOS, UD English-EWT r2.16): dense vs frequency-sparse embeddings\n\n"
+        f"Command: `python experiments/pos_sparse_embeddings.py --epochs {args.epochs} --seed {args.seed} "
+        f"--threads {args.threads}`; one run per row, seed {args.seed}, vocabulary {first['vocab_size']:,} "
+        f"(training words seen at least twice + `<unk>`), BiLSTM 100 per direction, Adam 2e-3, dropout 0.3, "
+        f"best epoch by dev accuracy.\n\n"
+    )
     (out / "results.md").write_text(header + "\n".join(rows) + "\n")
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for kind, marker in (("dense", "o"), ("sparse", "s")):
-        pts = sorted((m["parameters"]["embedding"], 100 * m["test_accuracy"], n) for n, m in results.items()
-                     if n.startswith(kind))
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker,
-                label="dense, k = 8…128" if kind == "dense" else "sparse, k = 128, δ_E = 1/16…1/2")
+        pts = sorted(
+            (m["parameters"]["embedding"], 100 * m["test_accuracy"], n)
+            for n, m in results.items()
+            if n.startswith(kind)
+        )
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker=marker,
+            label="dense, k = 8…128" if kind == "dense" else "sparse, k = 128, δ_E = 1/16…1/2",
+        )
         for x, y, n in pts:
             ax.annotate(n.split("-", 1)[1], (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
     ax.set_xscale("log")
@@ -86,8 +100,12 @@ def write(results: dict[str, dict], out: Path, args) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("runs/pos_tagging"))
-    ap.add_argument("--runs", type=Path, default=Path.home() / "tiedlm-runs" / "pos_tagging",
-                    help="folder for the tagger run directories")
+    ap.add_argument(
+        "--runs",
+        type=Path,
+        default=Path.home() / "tiedlm-runs" / "pos_tagging",
+        help="folder for the tagger run directories",
+    )
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)

@@ -5,7 +5,8 @@ the same comparison at CPU scale: the default `tiedlm translate train` model (d 
 8k BPE, 12 epochs), once with a tied output layer and once with DRILL (the paper's NMT setting: depth 2,
 sigmoid, dropout 0.6, residual to E). The two runs go side by side, one thread each.
 
-    python experiments/translation_tied_vs_drill.py [--runs DIR] [--out runs/translation]   # committed results: experiments/results/translation
+    python experiments/translation_tied_vs_drill.py [--runs DIR] [--out runs/translation]
+    # (the committed results are in experiments/results/translation)
 
 Finished runs in --runs are reused (a stopped one is resumed); the script then writes summary.md,
 valid_ppl.png and each run's metrics into --out.
@@ -30,7 +31,11 @@ def run_all(runs: Path, extra: list[str]) -> None:
         if (run / "metrics.json").is_file():
             continue
         cmd = [sys.executable, "-m", "tiedlm", "translate", "train", "--out", str(run), "--no-progress"]
-        cmd += ["--resume"] if (run / "checkpoint.safetensors").is_file() else ["--set", f"output={output}", "--set", "threads=1", *extra]
+        cmd += (
+            ["--resume"]
+            if (run / "checkpoint.safetensors").is_file()
+            else ["--set", f"output={output}", "--set", "threads=1", *extra]
+        )
         runs.mkdir(parents=True, exist_ok=True)
         procs.append(subprocess.Popen(cmd, stdout=open(runs / f"{output}.log", "a"), stderr=subprocess.STDOUT))
     for p in procs:
@@ -64,23 +69,35 @@ def summarise(runs: Path, out: Path) -> str:
     plt.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out / "valid_ppl.png", dpi=120)
-    lines = ["| output layer | test BLEU | test ppl | best valid ppl (epoch) | parameters | output-layer params | "
-             "train time | decode time |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| output layer | test BLEU | test ppl | best valid ppl (epoch) | parameters | output-layer params | "
+        "train time | decode time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for output, m, cfg, history in rows:
-        lines.append(f"| {output} | {m['test_bleu']:.2f} | {m['test_ppl']:.2f} | {m['valid_ppl']:.2f} ({m['best_epoch']}) | "
-                     f"{m['parameters']['total']:,} | {m['parameters']['output']:,} | {m['train_seconds'] / 60:.1f} min | "
-                     f"{m['decode_seconds']:.0f} s |")
+        lines.append(
+            f"| {output} | {m['test_bleu']:.2f} | {m['test_ppl']:.2f} | {m['valid_ppl']:.2f} ({m['best_epoch']}) | "
+            f"{m['parameters']['total']:,} | {m['parameters']['output']:,} | {m['train_seconds'] / 60:.1f} min | "
+            f"{m['decode_seconds']:.0f} s |"
+        )
     (tied, mt, *_), (drill, md, *_) = rows
-    text = "\n".join([
-        "# Multi30k En→De: Transformer-tied vs Transformer-DRILL", "",
-        f"BLEU: sacrebleu `{mt['bleu_signature']}` on detokenized output, test = test_2016_flickr (1,000 "
-        f"sentences), beam {mt['beam']}, length penalty {mt['length_penalty']}.", "",
-        *lines, "",
-        f"DRILL − tied: {md['test_bleu'] - mt['test_bleu']:+.2f} BLEU (Pappas & Henderson 2019, Table 5, "
-        "WMT14 Transformer base: +0.8).", "",
-        f"Both runs: seed {mt['seed']}, {mt['epochs']} epochs, {mt['threads']} thread each, side by side on one "
-        f"2-core CPU, precision {mt['precision']}. Config: `tied.config.json`, `drill.config.json`.", "",
-    ])
+    text = "\n".join(
+        [
+            "# Multi30k En→De: Transformer-tied vs Transformer-DRILL",
+            "",
+            f"BLEU: sacrebleu `{mt['bleu_signature']}` on detokenized output, test = test_2016_flickr (1,000 "
+            f"sentences), beam {mt['beam']}, length penalty {mt['length_penalty']}.",
+            "",
+            *lines,
+            "",
+            f"DRILL − tied: {md['test_bleu'] - mt['test_bleu']:+.2f} BLEU (Pappas & Henderson 2019, Table 5, "
+            "WMT14 Transformer base: +0.8).",
+            "",
+            f"Both runs: seed {mt['seed']}, {mt['epochs']} epochs, {mt['threads']} thread each, side by side on one "
+            f"2-core CPU, precision {mt['precision']}. Config: `tied.config.json`, `drill.config.json`.",
+            "",
+        ]
+    )
     (out / "summary.md").write_text(text)
     return text
 

@@ -74,9 +74,22 @@ def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path
 
     from tiedlm.experiments.subspace_validation import SubspaceExperimentConfig, run_experiment
 
-    cfg = SubspaceExperimentConfig(runs=2, betas=[0.0, 1.0], taus=[2.0, 10.0], slice_words=600, hidden_size=12,
-                                   epochs=20, batch_size=4, bptt=10, optimizer="adam", lr=1e-2, precision="fp32", threads=1,
-                                   corpus=str(tiny_corpus), vocab="full")
+    cfg = SubspaceExperimentConfig(
+        runs=2,
+        betas=[0.0, 1.0],
+        taus=[2.0, 10.0],
+        slice_words=600,
+        hidden_size=12,
+        epochs=20,
+        batch_size=4,
+        bptt=10,
+        optimizer="adam",
+        lr=1e-2,
+        precision="fp32",
+        threads=1,
+        corpus=str(tiny_corpus),
+        vocab="full",
+    )
     out = tmp_path / "exp"
     summary = run_experiment(cfg, out, progress=False, log=lambda *a: None)
     rows = list(csv.DictReader((out / "subspace.csv").open()))
@@ -94,8 +107,10 @@ def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path
 def test_subspace_settings_key_does_not_depend_on_int_or_float_spelling():
     from tiedlm.experiments.subspace_validation import SubspaceExperimentConfig
 
-    assert (SubspaceExperimentConfig(lr=1, output_init_range=-1).settings()
-            == SubspaceExperimentConfig(lr=1.0, output_init_range=-1.0).settings())
+    assert (
+        SubspaceExperimentConfig(lr=1, output_init_range=-1).settings()
+        == SubspaceExperimentConfig(lr=1.0, output_init_range=-1.0).settings()
+    )
     assert SubspaceExperimentConfig(lr=1).settings() != SubspaceExperimentConfig(lr=2).settings()
 
 

@@ -53,7 +53,7 @@ def test_activation_regularization_formulas():
 
 def test_awd_lstm_layer_sizes_and_training_outputs():
     enc = AWDLSTM(8, 24, 3, 8, dropout=0.1, dropout_input=0.1, dropout_hidden=0.1, weight_drop=0.1)
-    assert [(l.input_size, l.hidden_size) for l in enc.layers] == [(8, 24), (24, 24), (24, 8)]
+    assert [(layer.input_size, layer.hidden_size) for layer in enc.layers] == [(8, 24), (24, 24), (24, 8)]
     out, state = enc(torch.randn(5, 2, 8), enc.init_state(2, torch.zeros(1)))
     raw, dropped = enc.last_outputs
     assert out is dropped and raw.shape == (5, 2, 8) and [s[0].shape[1] for s in state] == [24, 24, 8]

@@ -28,10 +28,11 @@ def test_light_commands_do_not_import_torch(argv):
 
 def test_the_kernels_are_built_before_the_first_epoch(tiny_corpus, tmp_path, monkeypatch):
     """Trainer.setup builds (or loads) the native kernels, so epoch 1's clock never includes a compilation."""
-    from conftest import tiny_overrides
     from tiedlm import native
     from tiedlm.config import Config
     from tiedlm.train import Trainer
+
+    from conftest import tiny_overrides
 
     calls = []
     monkeypatch.setattr(native, "available", lambda: calls.append(1) or False)

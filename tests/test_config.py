@@ -6,7 +6,9 @@ from tiedlm.errors import UsageError
 
 def test_all_presets_load_and_validate():
     names = list_presets()
-    grid = {f"{c}-{s}-{v}" for c in ("ptb", "wt2") for s in ("small", "medium", "large") for v in ("vd", "al", "re", "real")}
+    grid = {
+        f"{c}-{s}-{v}" for c in ("ptb", "wt2") for s in ("small", "medium", "large") for v in ("vd", "al", "re", "real")
+    }
     grid |= {f"wt2half{h}-small-{v}" for h in (1, 2) for v in ("vd", "al", "re", "real")}
     assert grid <= set(names)
     awd = {f"ptb-awd-{o}{b}" for o in ("tied", "full", "bilinear", "dual", "drill") for b in ("", "-budget")}
@@ -41,18 +43,25 @@ def test_drill_preset_settings_of_the_paper():
     """§4: depth 4, 400, dropout 0.6, residual to E; PTB sigmoid + variational, WikiText-2 relu + standard."""
     p, w = Config.load("ptb-awd-drill").model, Config.load("wt2-awd-drill").model
     assert (p.drill_depth, p.embedding_size, p.drill_dropout, p.drill_residual_embedding) == (4, 400, 0.6, True)
-    assert (p.drill_activation, p.drill_variational, w.drill_activation, w.drill_variational) == \
-        ("sigmoid", True, "relu", False)
+    assert (p.drill_activation, p.drill_variational, w.drill_activation, w.drill_variational) == (
+        "sigmoid",
+        True,
+        "relu",
+        False,
+    )
     t = Config.load("ptb-awd-tied").train
-    assert (t.batch_size, Config.load("ptb-awd-tied").model.dropout_input, Config.load("ptb-awd-tied").model.dropout_hidden) \
-        == (20, 0.4, 0.25)
+    assert (
+        t.batch_size,
+        Config.load("ptb-awd-tied").model.dropout_input,
+        Config.load("ptb-awd-tied").model.dropout_hidden,
+    ) == (20, 0.4, 0.25)
 
 
 def test_paper_hyperparameters_in_presets():
-    s, m, l = Config.load("ptb-small-vd"), Config.load("ptb-medium-vd"), Config.load("ptb-large-vd")
-    assert (s.train.decay_start, m.train.decay_start, l.train.decay_start) == (5, 10, 1)
-    assert (s.train.lr_decay, l.train.lr_decay, l.train.clip) == (0.9, 0.97, 6.0)
-    assert (s.model.dropout, m.model.dropout, l.model.dropout) == (0.3, 0.5, 0.65)
+    s, m, lg = Config.load("ptb-small-vd"), Config.load("ptb-medium-vd"), Config.load("ptb-large-vd")
+    assert (s.train.decay_start, m.train.decay_start, lg.train.decay_start) == (5, 10, 1)
+    assert (s.train.lr_decay, lg.train.lr_decay, lg.train.clip) == (0.9, 0.97, 6.0)
+    assert (s.model.dropout, m.model.dropout, lg.model.dropout) == (0.3, 0.5, 0.65)
     assert Config.load("wt2-small-al").loss.gamma * 20 == pytest.approx(25.0)
 
 
@@ -64,9 +73,15 @@ def test_lr_schedule():
 def test_overrides_and_errors():
     c = Config.load("ptb-small-vd").with_overrides(["train.epochs=3", "loss.augmented=true", "model.dropout=0.1"])
     assert (c.train.epochs, c.loss.augmented, c.model.dropout) == (3, True, 0.1)
-    bad = [("train.epochs=x", "expected a int"), ("model.output=softmax", "one of: full, tied"),
-           ("nope.x=1", "unknown section"), ("model.size=3", "unknown key"), ("train.epochs", "section.key=value"),
-           ("model.dropout=1.5", "drop probability"), ("train.precision=fp16", "fp32, bf16")]
+    bad = [
+        ("train.epochs=x", "expected a int"),
+        ("model.output=softmax", "one of: full, tied"),
+        ("nope.x=1", "unknown section"),
+        ("model.size=3", "unknown key"),
+        ("train.epochs", "section.key=value"),
+        ("model.dropout=1.5", "drop probability"),
+        ("train.precision=fp16", "fp32, bf16"),
+    ]
     for item, msg in bad:
         with pytest.raises(UsageError, match=msg):
             Config.load("ptb-small-vd").with_overrides([item])

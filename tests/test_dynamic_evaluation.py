@@ -3,15 +3,19 @@
 import copy
 import hashlib
 import json
-
-import torch
-
-from tiedlm.cli import main
 import math
 
+import torch
 import torch.nn.functional as F
 
-from tiedlm.dynamic_evaluation import DynamicEvalSettings, dynamic_evaluate, dynamic_step, effective_settings, gradient_rms
+from tiedlm.cli import main
+from tiedlm.dynamic_evaluation import (
+    DynamicEvalSettings,
+    dynamic_evaluate,
+    dynamic_step,
+    effective_settings,
+    gradient_rms,
+)
 from tiedlm.evaluation import evaluate
 from tiedlm.run import load_run
 

@@ -40,7 +40,9 @@ def test_train_evaluate_predict_generate_info(tiny_corpus, tmp_path, capsys):
     assert {"config.toml", "vocab.txt", "metrics.jsonl", "summary.json", "checkpoints"} <= files
     summary = json.loads((run / "summary.json").read_text())
     metrics = read_metrics(run)
-    assert len(metrics) == 2 and all(k in metrics[0] for k in ("train_ppl", "valid_ppl", "lr", "tokens_per_s", "wall_time_s"))
+    assert len(metrics) == 2 and all(
+        k in metrics[0] for k in ("train_ppl", "valid_ppl", "lr", "tokens_per_s", "wall_time_s")
+    )
     assert summary["valid_ppl"] == pytest.approx(min(m["valid_ppl"] for m in metrics), rel=1e-6)
     saved = Config.load(run / "config.toml")
     assert (saved.train.precision, saved.train.device) == ("fp32", "cpu")  # resolved, not "auto"
@@ -77,12 +79,20 @@ def _weights(run):
     return {k: v for k, v in tensors.items() if k.startswith("model.")}, meta
 
 
-TRANSFORMER_TINY = {"model.layers": "1", "model.heads": "2", "model.memory": "4", "train.lr": "0.01",
-                    "train.warmup_steps": "3"}
+TRANSFORMER_TINY = {
+    "model.layers": "1",
+    "model.heads": "2",
+    "model.memory": "4",
+    "train.lr": "0.01",
+    "train.warmup_steps": "3",
+}
 
 
-@pytest.mark.parametrize("preset, extra", [("ptb-small-real", {}), ("ptb-transformer-drill", TRANSFORMER_TINY)],
-                         ids=["vd-lstm-sgd", "transformer-adam"])
+@pytest.mark.parametrize(
+    "preset, extra",
+    [("ptb-small-real", {}), ("ptb-transformer-drill", TRANSFORMER_TINY)],
+    ids=["vd-lstm-sgd", "transformer-adam"],
+)
 def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path, preset, extra):
     """The carried state (LSTM h/c or the Transformer's memory) and Adam's moments survive a resume."""
     cfg = _cfg(tiny_corpus, preset, **{"train.epochs": "3", "model.dropout": "0.3", **extra})
@@ -130,8 +140,11 @@ def _outcome(run: Path):
     summary = json.loads((run / "summary.json").read_text())
     metrics = [(m["epoch"], m["train_ppl"], m["valid_ppl"]) for m in read_metrics(run)]
     weights = _weights(run)[0]
-    return ({k: summary[k] for k in ("valid_ppl", "test_ppl", "test_ppl_streams", "best_epoch", "epochs")},
-            metrics, weights)
+    return (
+        {k: summary[k] for k in ("valid_ppl", "test_ppl", "test_ppl_streams", "best_epoch", "epochs")},
+        metrics,
+        weights,
+    )
 
 
 def test_a_real_signal_anywhere_then_resume_is_bit_identical(tiny_corpus, tmp_path):
@@ -148,8 +161,19 @@ def test_a_real_signal_anywhere_then_resume_is_bit_identical(tiny_corpus, tmp_pa
     total = counter["n"]
     windows = (whole.train_data.size(0) - 1 + 7) // 8
     valid_windows = total // 3 - windows  # forward calls per epoch's validation (approximately; final eval is more)
-    points = sorted({1, 2, windows // 2, windows, windows + 1, windows + max(valid_windows // 2, 1),
-                     2 * windows + valid_windows + 3, total - 3, total - 1})
+    points = sorted(
+        {
+            1,
+            2,
+            windows // 2,
+            windows,
+            windows + 1,
+            windows + max(valid_windows // 2, 1),
+            2 * windows + valid_windows + 3,
+            total - 3,
+            total - 1,
+        }
+    )
     cases = [(k, False) for k in points] + [(k, True) for k in (1, 2, windows - 1, windows + 2, 3 * windows - 1)]
     for k, backward in cases:
         sig = signal.SIGINT if k % 2 else signal.SIGTERM
@@ -199,8 +223,13 @@ def test_signal_to_a_real_process_then_resume_matches_an_uninterrupted_run(tiny_
     cmd = [sys.executable, "-m", "tiedlm.cli", "train", "ptb-small-vd", "--out", str(run), "--no-progress", *sets]
     # the child gets SIGINT's default disposition, as under a terminal: a test run started in the background
     # (`cmd &` in a script) inherits SIGINT ignored
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.time() + 600  # generous: on a loaded machine the child's imports alone can take a minute
     while not (run / "checkpoints" / "last.safetensors").exists() and time.time() < deadline:
         if proc.poll() is not None:
@@ -250,11 +279,14 @@ def _train_ppls(cfg, out):
     return [m["train_ppl"] for m in read_metrics(out)]
 
 
-@pytest.mark.parametrize("preset,extra,expected", [
-    ("ptb-small-vd", {}, [47.787742, 44.737652]),
-    ("ptb-small-real", {"loss.target_grad": "false"}, [53.668219, 45.181016]),  # ỹ fixed
-    ("ptb-small-real", {}, [55.485091, 47.909137]),  # the preset: gradients through ỹ
-])
+@pytest.mark.parametrize(
+    "preset,extra,expected",
+    [
+        ("ptb-small-vd", {}, [47.787742, 44.737652]),
+        ("ptb-small-real", {"loss.target_grad": "false"}, [53.668219, 45.181016]),  # ỹ fixed
+        ("ptb-small-real", {}, [55.485091, 47.909137]),  # the preset: gradients through ỹ
+    ],
+)
 def test_regression_pinned_train_ppl(tiny_corpus, tmp_path, preset, extra, expected):
     """Pins the numbers of a fixed-seed tiny run, so that a refactor that changes the maths fails loudly."""
     got = _train_ppls(_cfg(tiny_corpus, preset, **extra), tmp_path / "run")
@@ -279,7 +311,11 @@ def test_error_paths_are_one_line(tiny_corpus, tmp_path, capsys, monkeypatch):
     cases = [
         (["train", "ptb-small-vd", "--out", str(tmp_path / "a")], 1, "ptb/train.txt is missing"),
         (["train", "ptb-small-vd", "--set", "train.epochs=zero"], 2, "expected a int"),
-        (["train", "ptb-small-re", "--set", "model.hidden_size=100"], 2, "needs model.hidden_size == model.embedding_size"),
+        (
+            ["train", "ptb-small-re", "--set", "model.hidden_size=100"],
+            2,
+            "needs model.hidden_size == model.embedding_size",
+        ),
         (["train", "nope-preset"], 2, "unknown preset"),
         (["train"], 2, "give a PRESET"),
         (["train", "--resume", str(tmp_path)], 2, "no checkpoints/last.safetensors"),
@@ -322,8 +358,15 @@ def test_bad_input_gets_one_line_that_names_the_fix(tiny_corpus, tmp_path, capsy
     """The issue's catalogue of bad inputs: each a one-line error naming the problem and the fix, no traceback,
     exit 2 for usage errors; nothing trains before the data is known to be usable."""
     monkeypatch.chdir(tmp_path)
-    small = ["--set", "model.embedding_size=8", "--set", "model.hidden_size=8", "--set", "train.threads=1",
-             "--no-progress"]
+    small = [
+        "--set",
+        "model.embedding_size=8",
+        "--set",
+        "model.hidden_size=8",
+        "--set",
+        "train.threads=1",
+        "--no-progress",
+    ]
     words = b"the cat sat on a mat\n" * 200
     cases = [
         # your own text with the preset's corpus checksum: the error says how to train on it
@@ -332,14 +375,26 @@ def test_bad_input_gets_one_line_that_names_the_fix(tiny_corpus, tmp_path, capsy
         (["train", "ptb-small-vd", "--data", "nowhere", *small], 2, "neither a known corpus nor an existing folder"),
         # corpus problems, found before any training
         (["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "empty", b"")), *small], 1, "holds no words"),
-        (["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "blank", b"\n  \n\n")), *small], 1,
-         "holds no words"),
-        (["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "oneline", b"a b c\n")), *small], 1,
-         "lower train.batch_size"),
-        (["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "latin1", words + b"caf\xe9\n")), *small], 1,
-         "train.txt, line 201, column 4: byte 0xe9 is not UTF-8"),
-        (["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "novalid", words, valid=b"")), *small], 1,
-         "valid.txt holds no words"),
+        (
+            ["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "blank", b"\n  \n\n")), *small],
+            1,
+            "holds no words",
+        ),
+        (
+            ["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "oneline", b"a b c\n")), *small],
+            1,
+            "lower train.batch_size",
+        ),
+        (
+            ["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "latin1", words + b"caf\xe9\n")), *small],
+            1,
+            "train.txt, line 201, column 4: byte 0xe9 is not UTF-8",
+        ),
+        (
+            ["train", "ptb-small-vd", "--data", str(_corpus(tmp_path / "novalid", words, valid=b"")), *small],
+            1,
+            "valid.txt holds no words",
+        ),
         # numbers
         (["train", "ptb-small-vd", "--set", "train.lr=inf"], 2, "expected a finite number"),
         (["train", "ptb-small-vd", "--set", "train.lr=nan"], 2, "expected a finite number"),
@@ -352,8 +407,16 @@ def test_bad_input_gets_one_line_that_names_the_fix(tiny_corpus, tmp_path, capsy
         (["translate", "translate", str(tmp_path), ""], 2, "sentence 1 is empty"),
         # paths and messages
         (["train", "ptb-smal-vd"], 2, "(similar: ptb-small-vd"),
-        (["experiment", "subspace", "--out", str(Path(__file__).parents[1] / "experiments" / "results" / "subspace")],
-         2, "holds committed results"),
+        (
+            [
+                "experiment",
+                "subspace",
+                "--out",
+                str(Path(__file__).parents[1] / "experiments" / "results" / "subspace"),
+            ],
+            2,
+            "holds committed results",
+        ),
     ]
     (tmp_path / "afile").write_text("x")
     cases += [
@@ -367,13 +430,15 @@ def test_bad_input_gets_one_line_that_names_the_fix(tiny_corpus, tmp_path, capsy
     assert not (tmp_path / "runs" / "ptb-small-vd").exists()  # none of them left a run folder behind
 
     # divergence: a clear message, no OverflowError, and no "last good checkpoint" that does not exist
-    got, err = _cli(["train", "ptb-small-vd", "--data", str(tiny_corpus), "--out", "div", "--set", "train.lr=1e6",
-                     *small], capsys)
+    got, err = _cli(
+        ["train", "ptb-small-vd", "--data", str(tiny_corpus), "--out", "div", "--set", "train.lr=1e6", *small], capsys
+    )
     assert got == 1 and "training diverged" in err and "no checkpoint was written yet" in err, err
     # a run trained with a relative corpus folder evaluates and resumes from elsewhere
     rel = _corpus(tmp_path / "mine", words, valid=words[:400], test=words[:400])
-    got, _ = _cli(["train", "ptb-small-vd", "--data", "mine", "--out", "rel", "--set", "train.epochs=1", *small],
-                  capsys)
+    got, _ = _cli(
+        ["train", "ptb-small-vd", "--data", "mine", "--out", "rel", "--set", "train.epochs=1", *small], capsys
+    )
     assert got == 0 and Config.load(tmp_path / "rel" / "config.toml").data.name == str(rel)
     monkeypatch.chdir(tiny_corpus)
     assert main(["evaluate", str(tmp_path / "rel")]) == 0
@@ -401,8 +466,13 @@ def test_init_from_starts_from_another_runs_final_weights(tiny_corpus, tmp_path,
     assert s["valid_ppl"] < json.loads((tmp_path / "first" / "summary.json").read_text())["valid_ppl"] * 1.5
 
     capsys.readouterr()
-    code = _train(tiny_corpus, tmp_path / "third", "train.init_from=" + str(tmp_path / "first"), "model.hidden_size=24",
-                  "model.embedding_size=24")
+    code = _train(
+        tiny_corpus,
+        tmp_path / "third",
+        "train.init_from=" + str(tmp_path / "first"),
+        "model.hidden_size=24",
+        "model.embedding_size=24",
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and "train.init_from" in err and "architecture" in err and len(err.splitlines()) == 1
     assert _train(tiny_corpus, tmp_path / "fourth", "train.init_from=" + str(tmp_path)) == 2

@@ -3,7 +3,7 @@ import torch
 
 from tiedlm.config import Config, ModelConfig
 from tiedlm.errors import UsageError
-from tiedlm.models import LanguageModel, VDLSTM, lstm_recurrence, lstm_recurrence_reference
+from tiedlm.models import VDLSTM, LanguageModel, lstm_recurrence, lstm_recurrence_reference
 from tiedlm.run import count_parameters
 
 
@@ -21,7 +21,9 @@ def test_fused_recurrence_matches_autograd_reference(masked):
     results = []
     for fn in (lstm_recurrence_reference, lstm_recurrence):
         hs, hT, cT = fn(x, h0, c0, w, mask)
-        loss = (hs * torch.linspace(-1, 1, hs.numel(), dtype=torch.double).view_as(hs)).sum() + hT.pow(2).sum() + cT.sum()
+        loss = (
+            (hs * torch.linspace(-1, 1, hs.numel(), dtype=torch.double).view_as(hs)).sum() + hT.pow(2).sum() + cT.sum()
+        )
         results.append((hs, hT, cT, *torch.autograd.grad(loss, (x, h0, c0, w))))
     for a, b in zip(*results):
         torch.testing.assert_close(a, b)
@@ -51,8 +53,9 @@ def test_tied_and_drill_need_equal_sizes():
         with pytest.raises(UsageError, match="needs model.hidden_size == model.embedding_size"):
             Config.from_dict({"model": {"embedding_size": 8, "hidden_size": 9, "output": output}})
     with pytest.raises(UsageError, match="needs model.last_hidden_size == model.embedding_size"):
-        Config.from_dict({"model": {"encoder": "awd-lstm", "embedding_size": 8, "last_hidden_size": 9,
-                                    "output": "drill"}})
+        Config.from_dict(
+            {"model": {"encoder": "awd-lstm", "embedding_size": 8, "last_hidden_size": 9, "output": "drill"}}
+        )
 
 
 def test_variational_masks_constant_over_time_and_shared():
@@ -71,8 +74,9 @@ def test_variational_masks_constant_over_time_and_shared():
     y = x
     for layer, m in zip(enc.layers, masks):
         xproj = torch.nn.functional.linear(y, layer.weight_ih, layer.bias)
-        hs, _, _ = lstm_recurrence_reference(xproj, torch.zeros(3, 6, dtype=torch.double),
-                                             torch.zeros(3, 6, dtype=torch.double), layer.weight_hh, m)
+        hs, _, _ = lstm_recurrence_reference(
+            xproj, torch.zeros(3, 6, dtype=torch.double), torch.zeros(3, 6, dtype=torch.double), layer.weight_hh, m
+        )
         y = hs * m
     torch.testing.assert_close(out, y)
 
@@ -110,8 +114,10 @@ def test_init_range():
         assert p.abs().max() <= 0.07
 
 
-@pytest.mark.parametrize("preset,paper", [("ptb-medium-vd", 20e6), ("ptb-medium-real", 14e6),
-                                          ("ptb-large-vd", 66e6), ("ptb-large-real", 51e6)])
+@pytest.mark.parametrize(
+    "preset,paper",
+    [("ptb-medium-vd", 20e6), ("ptb-medium-real", 14e6), ("ptb-large-vd", 66e6), ("ptb-large-real", 51e6)],
+)
 def test_parameter_counts_match_paper(preset, paper):
     """Inan et al. Table 2: medium untied 20M, REAL 14M; large untied 66M, REAL 51M.
 

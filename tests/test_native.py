@@ -17,7 +17,9 @@ needs_native = pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ co
 
 @needs_native
 def test_kernels_build_and_register():
-    assert native.available(), "the C++ kernels did not build; run python -c 'from tiedlm import native; native.available()'"
+    assert native.available(), (
+        "the C++ kernels did not build; run python -c 'from tiedlm import native; native.available()'"
+    )
     assert hasattr(torch.ops.tiedlm, "lstm_forward") and hasattr(torch.ops.tiedlm, "lm_loss_backward")
 
 
@@ -53,9 +55,16 @@ def test_recurrence_matches_python_loop(blocks, masked, monkeypatch):
 
 @needs_native
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("with_ce,augmented,target_grad,shifted", [
-    (True, False, False, False), (True, True, False, False), (False, True, False, False),
-    (True, True, False, True), (True, True, True, True)])  # shifted: loss.aug_bias = false, J_aug on z − b
+@pytest.mark.parametrize(
+    "with_ce,augmented,target_grad,shifted",
+    [
+        (True, False, False, False),
+        (True, True, False, False),
+        (False, True, False, False),
+        (True, True, False, True),
+        (True, True, True, True),
+    ],
+)  # shifted: loss.aug_bias = false, J_aug on z − b
 def test_loss_matches_python_chunks(dtype, with_ce, augmented, target_grad, shifted, monkeypatch):
     """Values and gradients (z; with a shift b; with target_grad L) of the C++ kernel and the Python chunks."""
     g = torch.Generator().manual_seed(2)
@@ -65,8 +74,9 @@ def test_loss_matches_python_chunks(dtype, with_ce, augmented, target_grad, shif
 
     def run():
         z, b, e = logits.clone().requires_grad_(), bias.clone().requires_grad_(), emb.clone().requires_grad_()
-        ce, aug = fused.fused_lm_loss(z, targets, e if augmented else None, 3.0, with_ce, target_grad=target_grad,
-                                      shift=b if shifted else None)
+        ce, aug = fused.fused_lm_loss(
+            z, targets, e if augmented else None, 3.0, with_ce, target_grad=target_grad, shift=b if shifted else None
+        )
         (0.8 * ce + 1.7 * aug).backward()
         return [ce, aug, z.grad.float()] + [b.grad] * shifted + [e.grad] * target_grad
 
@@ -99,10 +109,12 @@ def test_unbuildable_kernels_fall_back_with_one_line(tmp_path):
     """A build folder that cannot be made: one line on stderr, and the model still trains (Python code)."""
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    code = ("import torch; from tiedlm import native; from tiedlm.models import lstm_recurrence\n"
-            "x = torch.randn(3, 2, 8, requires_grad=True); z = torch.zeros(2, 2)\n"
-            "hs, _, _ = lstm_recurrence(x, z, z, torch.randn(8, 2)); hs.sum().backward()\n"
-            "print(native.available(), x.grad.abs().sum().item() > 0)")
+    code = (
+        "import torch; from tiedlm import native; from tiedlm.models import lstm_recurrence\n"
+        "x = torch.randn(3, 2, 8, requires_grad=True); z = torch.zeros(2, 2)\n"
+        "hs, _, _ = lstm_recurrence(x, z, z, torch.randn(8, 2)); hs.sum().backward()\n"
+        "print(native.available(), x.grad.abs().sum().item() > 0)"
+    )
     env = {**os.environ, "TIEDLM_NATIVE_DIR": str(blocker)}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -113,8 +125,13 @@ def test_unbuildable_kernels_fall_back_with_one_line(tmp_path):
 
 def test_switched_off_kernels_are_silent():
     code = "from tiedlm import native; print(native.available())"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "TIEDLM_NATIVE": "0"})
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TIEDLM_NATIVE": "0"},
+    )
     assert (r.stdout.strip(), r.stderr) == ("False", "")
 
 

@@ -8,8 +8,15 @@ from torch import nn
 
 from tiedlm.config import Config, ModelConfig
 from tiedlm.losses import LanguageModelLoss
-from tiedlm.models import (BilinearOutput, DrillOutput, DualOutput, LabelEncoder, LanguageModel, build_output,
-                           closed_form_parameters)
+from tiedlm.models import (
+    BilinearOutput,
+    DrillOutput,
+    DualOutput,
+    LabelEncoder,
+    LanguageModel,
+    build_output,
+    closed_form_parameters,
+)
 
 OUTPUTS = ("full", "tied", "bilinear", "dual", "drill")
 

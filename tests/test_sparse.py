@@ -7,9 +7,18 @@ import torch
 
 from tiedlm.config import Config
 from tiedlm.errors import UsageError
-from tiedlm.models import (LanguageModel, SparseEmbedding, SparseLSTMLayer, VDLSTMLayer, dense_lstm_parameters,
-                           dimension_counts, equal_parameter_slice, solve_alpha, solve_equal_parameters,
-                           sparse_lstm_parameters)
+from tiedlm.models import (
+    LanguageModel,
+    SparseEmbedding,
+    SparseLSTMLayer,
+    VDLSTMLayer,
+    dense_lstm_parameters,
+    dimension_counts,
+    equal_parameter_slice,
+    solve_alpha,
+    solve_equal_parameters,
+    sparse_lstm_parameters,
+)
 from tiedlm.models.sparse_lstm import input_slices
 
 
@@ -97,7 +106,9 @@ def test_the_authors_sparse_awd_lstm_shape():
     cfg, dense = Config.load("ptb-awd-sparse"), Config.load("ptb-awd-tied")
     with torch.device("meta"):
         model = LanguageModel(cfg.model, 10_000)
-    shapes = [(l.input_size, l.hidden_size, l.components, l.slice_size) for l in model.encoder.layers]
+    shapes = [
+        (layer.input_size, layer.hidden_size, layer.components, layer.slice_size) for layer in model.encoder.layers
+    ]
     assert shapes == [(400, 1725, 3, 400), (1725, 1725, 3, 958), (1725, 400, 2, 1350)]
     assert abs(958 / 1725 - 0.555) < 1e-3
     for (i, h, k, w), red in zip(shapes, [(1, 2 / 3), (2 / 3, 2 / 3), (2 / 3, 1)]):
@@ -105,8 +116,9 @@ def test_the_authors_sparse_awd_lstm_shape():
     ours, theirs = count_parameters(cfg, 10_000), count_parameters(dense, 10_000)
     assert ours["encoder"] == 19_800_600 and theirs["encoder"] == 20_200_800
     assert abs(ours["total"] / theirs["total"] - 1) < 0.02
-    budget, budget_dense = (count_parameters(Config.load(n), 10_000)["total"]
-                            for n in ("ptb-awd-sparse-budget", "ptb-awd-tied-budget"))
+    budget, budget_dense = (
+        count_parameters(Config.load(n), 10_000)["total"] for n in ("ptb-awd-sparse-budget", "ptb-awd-tied-budget")
+    )
     assert abs(budget / budget_dense - 1) < 0.02
 
 
@@ -119,18 +131,21 @@ def test_sparse_fraction_one_keeps_each_layers_dense_count(layers):
     dense_m = Config.load("ptb-awd-tied-budget").with_overrides([f"model.layers={layers}"]).model
     with torch.device("meta"):
         dense = LanguageModel(dense_m, 100)
-    assert all(isinstance(l, SparseLSTMLayer) for l in sparse.encoder.layers)
+    assert all(isinstance(layer, SparseLSTMLayer) for layer in sparse.encoder.layers)
     assert sparse.parameter_counts()["encoder"] == dense.parameter_counts()["encoder"]
 
 
-@pytest.mark.parametrize("call,message", [
-    (lambda: SparseLSTMLayer(10, 12, 5, 4), "not divisible"),
-    (lambda: SparseLSTMLayer(10, 12, 3, 3), "cannot cover"),
-    (lambda: SparseLSTMLayer(10, 12, 3, 11), "does not fit"),
-    (lambda: equal_parameter_slice(400, 400, 3000, 3), "no input slice"),
-    (lambda: solve_equal_parameters(400, 400, 200_000), "no component count"),
-    (lambda: solve_alpha(0.01, 64), "density"),
-])
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: SparseLSTMLayer(10, 12, 5, 4), "not divisible"),
+        (lambda: SparseLSTMLayer(10, 12, 3, 3), "cannot cover"),
+        (lambda: SparseLSTMLayer(10, 12, 3, 11), "does not fit"),
+        (lambda: equal_parameter_slice(400, 400, 3000, 3), "no input slice"),
+        (lambda: solve_equal_parameters(400, 400, 200_000), "no component count"),
+        (lambda: solve_alpha(0.01, 64), "density"),
+    ],
+)
 def test_impossible_configurations_give_clear_errors(call, message):
     with pytest.raises(UsageError, match=message):
         call()
@@ -163,8 +178,16 @@ def test_sparse_embedding_stores_only_trainable_entries_and_favours_frequent_wor
 
 
 def _model(**model):
-    base = {"encoder": "awd-lstm", "embedding_size": 16, "hidden_size": 24, "layers": 3, "output": "tied",
-            "weight_drop": 0.2, "dropout_input": 0.1, "dropout_hidden": 0.1}
+    base = {
+        "encoder": "awd-lstm",
+        "embedding_size": 16,
+        "hidden_size": 24,
+        "layers": 3,
+        "output": "tied",
+        "weight_drop": 0.2,
+        "dropout_input": 0.1,
+        "dropout_hidden": 0.1,
+    }
     cfg = Config.from_dict({"model": base | model})
     return LanguageModel(cfg.model, 50)
 
@@ -177,8 +200,10 @@ def test_language_model_with_sparse_middle_layer_and_sparse_tied_embedding():
     assert sparse.encoder.layers[2].input_size == 36
     assert sparse.parameter_counts()["embedding"] == sparse.embedding.values.numel() < 50 * 16
     layer = sparse.encoder.layers[1]
-    assert abs(sparse_lstm_parameters(24, 36, layer.components, layer.slice_size) - dense_lstm_parameters(24, 24)) \
+    assert (
+        abs(sparse_lstm_parameters(24, 36, layer.components, layer.slice_size) - dense_lstm_parameters(24, 24))
         <= 4 * 36
+    )
     sparse.train()
     inputs = torch.randint(0, 50, (7, 4))
     logits, _ = sparse(inputs, sparse.init_state(4))
@@ -190,13 +215,16 @@ def test_language_model_with_sparse_middle_layer_and_sparse_tied_embedding():
     assert dense.parameter_counts()["total"] > 0
 
 
-@pytest.mark.parametrize("override,message", [
-    ({"embedding_density": 0.01}, "embedding_density"),
-    ({"sparse_layer": 4}, "sparse_layer"),
-    ({"sparse_layer": 3, "sparse_hidden_size": 32}, "last layer"),
-    ({"sparse_layer": 2, "sparse_fraction": 0.5}, "not both"),
-    ({"sparse_fraction": 1.5}, "sparse_fraction"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ({"embedding_density": 0.01}, "embedding_density"),
+        ({"sparse_layer": 4}, "sparse_layer"),
+        ({"sparse_layer": 3, "sparse_hidden_size": 32}, "last layer"),
+        ({"sparse_layer": 2, "sparse_fraction": 0.5}, "not both"),
+        ({"sparse_fraction": 1.5}, "sparse_fraction"),
+    ],
+)
 def test_invalid_sparse_model_configs(override, message):
     with pytest.raises(UsageError, match=message):
         _model(**override)

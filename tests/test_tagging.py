@@ -5,11 +5,9 @@ import os
 import signal
 
 import pytest
-import torch
 
 from tiedlm.cli import main
 from tiedlm.errors import UsageError
-from tiedlm.models import SparseEmbedding
 from tiedlm.tagging import TaggerConfig, evaluate_tagger, load_tagging_corpus, read_conllu, train_tagger
 from tiedlm.tagging.data import build_vocabulary
 

@@ -18,7 +18,7 @@ from tiedlm.config import Config
 from tiedlm.errors import UsageError
 from tiedlm.models import LanguageModel
 from tiedlm.models.transformer import Attention, CausalTransformer
-from tiedlm.translation import TranslationConfig, TransformerTranslator, beam_search, greedy_search
+from tiedlm.translation import TransformerTranslator, TranslationConfig, beam_search, greedy_search
 from tiedlm.translation.data import BOS, EOS, PAD
 
 

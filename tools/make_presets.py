@@ -109,19 +109,27 @@ def awd_preset(corpus_key: str, output: str, budget: bool, sparse: bool = False)
              f"drill_variational = {a['drill_variational']}\ndrill_residual_embedding = true\n"
              f"drill_init_range = 0.1\n") if output == "drill" else ""
     if sparse:
-        drill += (f"sparse_fraction = 0.6666666666666666  # every layer: the parameters of the dense {dense_hidden}-unit "
-                  f"stack\n")
+        drill += (
+            f"sparse_fraction = 0.6666666666666666  # every layer: the parameters of the dense {dense_hidden}-unit "
+            f"stack\n"
+        )
     name = f"{corpus_key}-awd-{'sparse' if sparse else output}{'-budget' if budget else ''}"
-    what = ("CPU budget variant: narrower and a few epochs (about an hour on a 2-core AVX-512 CPU), same recipe"
-            if budget else "the papers' settings: a 500-1000-epoch GPU run")
-    source = ("predefined-sparse layers: Demeester et al. (2018) §3" if sparse
-              else "output layer: Pappas & Henderson (2019) §4")
-    return f"""# {name}: AWD-LSTM + {output} output layer on {a['corpus']}
+    what = (
+        "CPU budget variant: narrower and a few epochs (about an hour on a 2-core AVX-512 CPU), same recipe"
+        if budget
+        else "the papers' settings: a 500-1000-epoch GPU run"
+    )
+    source = (
+        "predefined-sparse layers: Demeester et al. (2018) §3"
+        if sparse
+        else "output layer: Pappas & Henderson (2019) §4"
+    )
+    return f"""# {name}: AWD-LSTM + {output} output layer on {a["corpus"]}
 # Encoder and training: Merity et al. (2017) reference commands; {source}.
 # {what}.
 
 [data]
-name = "{a['corpus']}"
+name = "{a["corpus"]}"
 
 [model]
 encoder = "awd-lstm"
@@ -129,8 +137,8 @@ embedding_size = {emb}
 hidden_size = {hidden}
 layers = 3
 dropout = 0.4
-dropout_input = {a['dropout_input']}
-dropout_hidden = {a['dropout_hidden']}
+dropout_input = {a["dropout_input"]}
+dropout_hidden = {a["dropout_hidden"]}
 dropout_embedding = 0.1
 weight_drop = 0.5
 init_range = 0.1
@@ -143,7 +151,7 @@ tar = 1.0
 [train]
 epochs = {epochs}
 finetune_epochs = {finetune}
-batch_size = {a['batch']}
+batch_size = {a["batch"]}
 bptt = {bptt}
 variable_bptt = true
 lr = 30.0
@@ -153,25 +161,31 @@ loss_reduction = "mean"
 optimizer = "nt-asgd"
 nonmono = 5
 weight_decay = 1.2e-6
-seed = {a['seed']}
+seed = {a["seed"]}
 """
 
 
 # Transformer LM (issue: Transformer encoders): pre-norm, causal, sized for ~5 min per PTB epoch on a 2-core CPU
-TRANSFORMER = {"ptb": dict(corpus="ptb", dropout=0.3, epochs=12), "wt2": dict(corpus="wikitext-2", dropout=0.2, epochs=8)}
-TRANSFORMER_OUTPUTS = {"tied": 'output = "tied"', "full": 'output = "full"',
-                       "drill": 'output = "drill"\ndrill_depth = 2\ndrill_activation = "sigmoid"\ndrill_dropout = 0.3\n'
-                                'drill_variational = true\ndrill_residual_embedding = true\ndrill_init_range = 0.1'}
+TRANSFORMER = {
+    "ptb": dict(corpus="ptb", dropout=0.3, epochs=12),
+    "wt2": dict(corpus="wikitext-2", dropout=0.2, epochs=8),
+}
+TRANSFORMER_OUTPUTS = {
+    "tied": 'output = "tied"',
+    "full": 'output = "full"',
+    "drill": 'output = "drill"\ndrill_depth = 2\ndrill_activation = "sigmoid"\ndrill_dropout = 0.3\n'
+    "drill_variational = true\ndrill_residual_embedding = true\ndrill_init_range = 0.1",
+}
 
 
 def transformer_preset(corpus_key: str, output: str) -> str:
     a = TRANSFORMER[corpus_key]
-    return f"""# {corpus_key}-transformer-{output}: decoder-only Transformer LM + {output} output layer on {a['corpus']}
+    return f"""# {corpus_key}-transformer-{output}: decoder-only Transformer LM + {output} output layer on {a["corpus"]}
 # 4 pre-norm blocks, d = 256, FFN 1024, 4 heads, sinusoidal positions; each 64-token window also attends to the
 # 32 tokens before it (model.memory). AdamW with linear warm-up and per-epoch decay. Sized for a 2-core CPU.
 
 [data]
-name = "{a['corpus']}"
+name = "{a["corpus"]}"
 
 [model]
 encoder = "transformer"
@@ -181,12 +195,12 @@ layers = 4
 heads = 4
 positions = "sinusoidal"
 memory = 32
-dropout = {a['dropout']}
+dropout = {a["dropout"]}
 init_range = 0.1
 {TRANSFORMER_OUTPUTS[output]}
 
 [train]
-epochs = {a['epochs']}
+epochs = {a["epochs"]}
 batch_size = 32
 eval_batch_size = 10
 bptt = 64

@@ -148,42 +148,60 @@ def register(add, sub_parser_class) -> None:
                         "Directions of W that the hidden states never excite keep their initial values, so a "
                         "random W hides the effect of the loss (see the README)")
     s.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=d.precision,
-                   help="fp32 by default: bf16 rounding of the logits is a sizeable fraction of ỹ's deviation from uniform")
+                   help="fp32 by default: bf16 rounding of the logits is a sizeable fraction of ỹ's deviation "
+                        "from uniform")
     s.add_argument("--threads", type=THREADS, default=0)
     s.add_argument("--data-dir", help="folder holding PTB's train.txt/valid.txt/test.txt")
     s.add_argument("--no-progress", action="store_true")
 
     asub = add_group(add, "analyze", "analyses of trained runs", "analysis", sub_parser_class)
-    b = add_command(asub, "bands", cmd_analyze_bands,
-                    "Pappas & Henderson Figure 3: cross-entropy per training-frequency band",
-                    "Per-token cross-entropy of RUN_A (the baseline) and the other runs, binned by how often the "
-                    "target word occurs in the training data; writes bands.md, bands.json and bands.png.")
+    b = add_command(
+        asub,
+        "bands",
+        cmd_analyze_bands,
+        "Pappas & Henderson Figure 3: cross-entropy per training-frequency band",
+        "Per-token cross-entropy of RUN_A (the baseline) and the other runs, binned by how often the "
+        "target word occurs in the training data; writes bands.md, bands.json and bands.png.",
+    )
     b.add_argument("runs", nargs="+", metavar="RUN_DIR", help="the baseline run first, then one or more others")
     b.add_argument("--split", choices=["train", "valid", "test"], default="test")
     b.add_argument("--out", default="runs/bands", help="output folder (runs/bands)")
     b.add_argument("--checkpoint", choices=["best", "last"], default="best")
     b.add_argument("--batch-size", type=POSITIVE, help="evaluation batch size (default: each run's eval_batch_size)")
-    b.add_argument("--precision", choices=["fp32", "bf16"],
-                   help="default: each run's training precision (fp32 where this device has no bf16)")
+    b.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        help="default: each run's training precision (fp32 where this device has no bf16)",
+    )
     b.add_argument("--threads", type=THREADS, default=0)
 
-    g = add_command(asub, "augmented", cmd_analyze_augmented,
-                    "Inan et al. eqs. 3.1-3.7: how informative the target y~ is and how hard the augmented loss pulls",
-                    "For each run and temperature: the entropy of the augmented loss's target y~ = softmax(L^T L y*/tau) "
-                    "against uniform, its mass on the target word, and the mean L2 norms of the cross-entropy's and "
-                    "the augmented loss's gradients on the logits (p - e_y and gamma (y^_tau - y~)), over a split.")
+    g = add_command(
+        asub,
+        "augmented",
+        cmd_analyze_augmented,
+        "Inan et al. eqs. 3.1-3.7: how informative the target y~ is and how hard the augmented loss pulls",
+        "For each run and temperature: the entropy of the augmented loss's target y~ = softmax(L^T L y*/tau) "
+        "against uniform, its mass on the target word, and the mean L2 norms of the cross-entropy's and "
+        "the augmented loss's gradients on the logits (p - e_y and gamma (y^_tau - y~)), over a split.",
+    )
     g.add_argument("runs", nargs="+", metavar="RUN_DIR")
     g.add_argument("--split", choices=["train", "valid", "test"], default="valid")
-    g.add_argument("--tau", type=number(0, above=True), nargs="+", help="temperatures (default: 1 2 5 10 and the run's loss.tau)")
-    g.add_argument("--gamma", type=number(0), help="the weight gamma in alpha = gamma tau (default: the run's loss.gamma)")
+    g.add_argument(
+        "--tau", type=number(0, above=True), nargs="+", help="temperatures (default: 1 2 5 10 and the run's loss.tau)"
+    )
+    g.add_argument(
+        "--gamma", type=number(0), help="the weight gamma in alpha = gamma tau (default: the run's loss.gamma)"
+    )
     g.add_argument("--out", help="also write augmented.md and augmented.json to this folder")
     g.add_argument("--checkpoint", choices=["best", "last"], default="best")
     g.add_argument("--batch-size", type=POSITIVE, help="evaluation batch size (default: the run's eval_batch_size)")
-    g.add_argument("--precision", choices=["fp32", "bf16"],
-                   help="default: the run's training precision (fp32 where this device has no bf16)")
+    g.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        help="default: the run's training precision (fp32 where this device has no bf16)",
+    )
     g.add_argument("--threads", type=THREADS, default=0)
 
     r = add("report", cmd_report, "markdown report with plots for finished (or running) runs")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR")
     r.add_argument("--out", default="runs/report", help="output folder (report.md, valid_ppl.png; runs/report)")
-

@@ -30,12 +30,25 @@ def cmd_evaluate(args) -> int:
                    desc=f"{args.split}")
     if settings is not None:
         return _dynamic(args, settings, run, corpus, precision, res)
-    out = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "data": name, "split": args.split,
-           "ppl": res["ppl"], "loss": res["loss"], "tokens": res["tokens"], "unknown_mapped": corpus.unknown[args.split],
-           "batch_size": bs, "precision": precision}
+    out = {
+        "run_dir": str(run.path),
+        "checkpoint": run.checkpoint,
+        "data": name,
+        "split": args.split,
+        "ppl": res["ppl"],
+        "loss": res["loss"],
+        "tokens": res["tokens"],
+        "unknown_mapped": corpus.unknown[args.split],
+        "batch_size": bs,
+        "precision": precision,
+    }
     note = f" ({corpus.unknown[args.split]} tokens mapped to <unk>)" if corpus.unknown[args.split] else ""
-    _emit(args, out, f"{run.path} [{run.checkpoint}] {name} {args.split}: ppl {res['ppl']:.2f} "
-                     f"over {res['tokens']:,} tokens, batch {bs}{note}")
+    _emit(
+        args,
+        out,
+        f"{run.path} [{run.checkpoint}] {name} {args.split}: ppl {res['ppl']:.2f} "
+        f"over {res['tokens']:,} tokens, batch {bs}{note}",
+    )
     return 0
 
 
@@ -52,10 +65,16 @@ def _dynamic_settings(args):
         raise UsageError("--stat-tokens and --grid-tokens must be >= 0 (0: the whole split)")
     if any(v < 0 for v in (args.grid_lrs or []) + (args.grid_lambdas or [])):
         raise UsageError("--grid-lrs and --grid-lambdas must be >= 0")
-    return DynamicEvalSettings(lr=args.dyn_lr, lamb=args.dyn_lambda, epsilon=args.dyn_epsilon,
-                               bptt=args.dyn_bptt, batch_size=args.dyn_batch_size,
-                               stat_batch_size=args.stat_batch_size, stat_tokens=args.stat_tokens,
-                               old_hyper=args.dyn_old_hyper)
+    return DynamicEvalSettings(
+        lr=args.dyn_lr,
+        lamb=args.dyn_lambda,
+        epsilon=args.dyn_epsilon,
+        bptt=args.dyn_bptt,
+        batch_size=args.dyn_batch_size,
+        stat_batch_size=args.stat_batch_size,
+        stat_tokens=args.stat_tokens,
+        old_hyper=args.dyn_old_hyper,
+    )
 
 
 def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
@@ -75,23 +94,44 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
         for lr in lrs:
             for lamb in lambdas:
                 trial = dataclasses.replace(settings, lr=lr, lamb=lamb)
-                r = dynamic_evaluate(run.model, valid, stats, trial, precision, progress=not args.json,
-                                     desc=f"grid lr={lr:g} λ={lamb:g}")
+                r = dynamic_evaluate(
+                    run.model, valid, stats, trial, precision, progress=not args.json, desc=f"grid lr={lr:g} λ={lamb:g}"
+                )
                 grid.append({"lr": lr, "lambda": lamb, "valid_ppl": r["ppl"], "tokens": r["tokens"]})
                 log(f"grid: lr {lr:g} λ {lamb:g}: valid ppl {r['ppl']:.2f} ({r['tokens']:,} tokens)")
         best = min(grid, key=lambda g: g["valid_ppl"])
         settings.lr, settings.lamb = best["lr"], best["lambda"]
-    res = dynamic_evaluate(run.model, corpus.splits[args.split], stats, settings, precision, progress=not args.json,
-                           desc=f"dynamic {args.split}")
+    res = dynamic_evaluate(
+        run.model,
+        corpus.splits[args.split],
+        stats,
+        settings,
+        precision,
+        progress=not args.json,
+        desc=f"dynamic {args.split}",
+    )
     eff = effective_settings(settings, stats)
-    out = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "split": args.split,
-           "static_ppl": static["ppl"], "dynamic_ppl": res["ppl"], "tokens": res["tokens"],
-           "settings": dataclasses.asdict(settings), "effective": res["effective"],
-           "statistics_segments": stats.segments, "grid": grid, "precision": precision}
+    out = {
+        "run_dir": str(run.path),
+        "checkpoint": run.checkpoint,
+        "split": args.split,
+        "static_ppl": static["ppl"],
+        "dynamic_ppl": res["ppl"],
+        "tokens": res["tokens"],
+        "settings": dataclasses.asdict(settings),
+        "effective": res["effective"],
+        "statistics_segments": stats.segments,
+        "grid": grid,
+        "precision": precision,
+    }
     old = f" = paper scaling lr {eff.lr:.3g}, λ {eff.lamb:.3g}, ε {eff.epsilon:.3g}" if settings.old_hyper else ""
-    _emit(args, out, f"{run.path} [{run.checkpoint}] {args.split}: static ppl {static['ppl']:.2f} -> dynamic ppl "
-                     f"{res['ppl']:.2f} (lr {settings.lr:g}, λ {settings.lamb:g}, ε {settings.epsilon:g}{old}, "
-                     f"bptt {settings.bptt}, batch {settings.batch_size})")
+    _emit(
+        args,
+        out,
+        f"{run.path} [{run.checkpoint}] {args.split}: static ppl {static['ppl']:.2f} -> dynamic ppl "
+        f"{res['ppl']:.2f} (lr {settings.lr:g}, λ {settings.lamb:g}, ε {settings.epsilon:g}{old}, "
+        f"bptt {settings.bptt}, batch {settings.batch_size})",
+    )
     return 0
 
 
@@ -103,7 +143,7 @@ def _split_runs_and_phrases(items: list[str]) -> tuple[list[str], list[str]]:
             runs.append(item)
         else:
             break
-    return runs, items[len(runs):]
+    return runs, items[len(runs) :]
 
 
 def cmd_predict(args) -> int:
@@ -116,14 +156,16 @@ def cmd_predict(args) -> int:
     set_threads(args.threads)
     run_dirs, phrases = _split_runs_and_phrases(args.items)
     if not run_dirs:
-        raise UsageError(f"{args.items[0] if args.items else 'RUN_DIR'} is not a run directory (no config.toml); "
-                         "usage: tiedlm predict RUN_DIR [RUN_DIR_B] \"the company said\"")
+        raise UsageError(
+            f"{args.items[0] if args.items else 'RUN_DIR'} is not a run directory (no config.toml); "
+            'usage: tiedlm predict RUN_DIR [RUN_DIR_B] "the company said"'
+        )
     targets = {}
     if args.paper_phrases:
         phrases = phrases + [p for p, _ in PAPER_PHRASES]
         targets = dict(PAPER_PHRASES)
     if not phrases and not args.word_stats:
-        raise UsageError("give at least one phrase (e.g. \"the company said\"), --paper-phrases or --word-stats")
+        raise UsageError('give at least one phrase (e.g. "the company said"), --paper-phrases or --word-stats')
     runs = [load_run(d, device=args.device) for d in run_dirs]
     result = {"runs": [str(r.path) for r in runs], "tables": []}
     lines = []
@@ -136,8 +178,12 @@ def cmd_predict(args) -> int:
                 lines.append(f"  ({r.path.name}: not in the vocabulary, read as <unk>: {', '.join(t['unknown'])})")
         lines.append("      " + "".join(f"{r.path.name[:24]:<26s}" for r in runs))
         for i in range(args.top):
-            cells = [f"{t['predictions'][i]['word'][:15]:15s} {t['predictions'][i]['prob']:.3f}    "
-                     if i < len(t["predictions"]) else " " * 26 for t in tables]
+            cells = [
+                f"{t['predictions'][i]['word'][:15]:15s} {t['predictions'][i]['prob']:.3f}    "
+                if i < len(t["predictions"])
+                else " " * 26
+                for t in tables
+            ]
             lines.append(f"  {i + 1:2d}. " + "".join(cells))
         lines.append("")
     if args.word_stats:
@@ -145,14 +191,21 @@ def cmd_predict(args) -> int:
         lines.append(f"mean probability given to each word over {args.split} (and how often it is the next word):")
         for r in runs:
             corpus = load_corpus(r.config.data.name, r.config.data.data_dir, vocab=r.vocab)
-            stats = mean_word_probabilities(r.model, r.vocab, corpus.splits[args.split],
-                                            batch_size=r.config.train.eval_batch_size, bptt=r.config.train.bptt,
-                                            precision=run_precision(r.config.train.precision,
-                                                                    r.model.embedding.weight.device),
-                                            progress=not args.json)
+            stats = mean_word_probabilities(
+                r.model,
+                r.vocab,
+                corpus.splits[args.split],
+                batch_size=r.config.train.eval_batch_size,
+                bptt=r.config.train.bptt,
+                precision=run_precision(r.config.train.precision, r.model.embedding.weight.device),
+                progress=not args.json,
+            )
             result["word_stats"][str(r.path)] = stats
-            cells = ", ".join(f"{w} {v['mean_prob']:.4f} (freq {v['frequency']:.4f})"
-                              for w, v in stats.items() if not w.startswith("_"))
+            cells = ", ".join(
+                f"{w} {v['mean_prob']:.4f} (freq {v['frequency']:.4f})"
+                for w, v in stats.items()
+                if not w.startswith("_")
+            )
             lines.append(f"  {r.path.name}: {cells}")
     _emit(args, result, "\n".join(lines).rstrip())
     return 0
@@ -186,18 +239,26 @@ def cmd_info(args) -> int:
     counts = count_parameters(cfg, vocab_size)
     m = cfg.model
     tied = " (W = L^T, learnable b)" if m.tied_bias else " (RE: W = L^T, b = 0)"
-    sparse = (f", layer {m.sparse_layer} predefined-sparse with {m.sparse_hidden_size or m.hidden_size} units"
-              if m.sparse_layer else "")
+    sparse = (
+        f", layer {m.sparse_layer} predefined-sparse with {m.sparse_hidden_size or m.hidden_size} units"
+        if m.sparse_layer
+        else ""
+    )
     if m.sparse_fraction:
         sparse = f", every layer predefined-sparse at the parameters of a {m.sparse_fraction:.3g}x narrower dense stack"
     density = f" (sparse, density {m.embedding_density:g})" if m.embedding_density < 1 else ""
-    desc = (f"{m.layers}x{m.hidden_size} {m.encoder.upper()}{sparse}, embedding {m.embedding_size}{density}, "
-            f"output {m.output}{tied if m.output == 'tied' else ''}, augmented loss "
-            f"{'on (tau %g, gamma %g)' % (cfg.loss.tau, cfg.loss.gamma) if cfg.loss.augmented else 'off'}")
+    desc = (
+        f"{m.layers}x{m.hidden_size} {m.encoder.upper()}{sparse}, embedding {m.embedding_size}{density}, "
+        f"output {m.output}{tied if m.output == 'tied' else ''}, augmented loss "
+        f"{'on (tau %g, gamma %g)' % (cfg.loss.tau, cfg.loss.gamma) if cfg.loss.augmented else 'off'}"
+    )
     text = [f"{args.target} ({kind}): {desc}", f"data {cfg.data.name}, |V| = {vocab_size}"]
     text += [f"  {k:10s} {v:>12,d}" for k, v in counts.items()]
-    _emit(args, {"target": args.target, "kind": kind, "vocab_size": vocab_size, "parameters": counts,
-                 "config": cfg.to_dict()}, "\n".join(text))
+    _emit(
+        args,
+        {"target": args.target, "kind": kind, "vocab_size": vocab_size, "parameters": counts, "config": cfg.to_dict()},
+        "\n".join(text),
+    )
     return 0
 
 
@@ -207,42 +268,73 @@ def register(add) -> None:
     e.add_argument("--split", choices=["train", "valid", "test"], default="test")
     e.add_argument("--data", help="another corpus name or folder (read with the run's vocabulary)")
     e.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    e.add_argument("--batch-size", type=POSITIVE, default=0,
-                   help="parallel streams (default: 1 for test, the papers' protocol; the run's for train/valid)")
-    e.add_argument("--precision", choices=["fp32", "bf16"],
-                   help="default: the run's (fp32 where this device has no bf16)")
+    e.add_argument(
+        "--batch-size",
+        type=POSITIVE,
+        default=0,
+        help="parallel streams (default: 1 for test, the papers' protocol; the run's for train/valid)",
+    )
+    e.add_argument(
+        "--precision", choices=["fp32", "bf16"], help="default: the run's (fp32 where this device has no bf16)"
+    )
     e.add_argument("--device", default="cpu")
     e.add_argument("--threads", type=THREADS, default=0)
     d = e.add_argument_group("dynamic evaluation (Krause et al. 2018); the saved model is never changed")
     d.add_argument("--dynamic", action="store_true", help="adapt the model on the split as it reads it")
-    d.add_argument("--dyn-lr", type=number(0), default=5e-5,
-                   help="step size η (5e-5, Krause et al.'s code; the paper's 0.002 needs --dyn-old-hyper)")
+    d.add_argument(
+        "--dyn-lr",
+        type=number(0),
+        default=5e-5,
+        help="step size η (5e-5, Krause et al.'s code; the paper's 0.002 needs --dyn-old-hyper)",
+    )
     d.add_argument("--dyn-lambda", type=number(0), default=0.002, help="decay λ toward the trained weights (0.002)")
     d.add_argument("--dyn-epsilon", type=number(0), default=2e-5, help="ε added to the gradient RMS (2e-5)")
-    d.add_argument("--dyn-old-hyper", action="store_true",
-                   help="lr/λ/ε are in the original code's scaling (the paper's AWD-LSTM 0.002/0.02/0.001): "
-                        "converted like Krause et al.'s --oldhyper")
+    d.add_argument(
+        "--dyn-old-hyper",
+        action="store_true",
+        help="lr/λ/ε are in the original code's scaling (the paper's AWD-LSTM 0.002/0.02/0.001): "
+        "converted like Krause et al.'s --oldhyper",
+    )
     d.add_argument("--dyn-bptt", type=POSITIVE, default=5, help="segment length (5)")
     d.add_argument("--dyn-batch-size", type=POSITIVE, default=1, help="parallel streams (1: the text in order)")
-    d.add_argument("--stat-batch-size", type=POSITIVE, default=100,
-                   help="parallel training streams for the gradient statistics (100, as Krause et al.)")
-    d.add_argument("--stat-tokens", type=integer(0), default=0,
-                   help="training tokens for the gradient RMS (default 0: the whole training split)")
+    d.add_argument(
+        "--stat-batch-size",
+        type=POSITIVE,
+        default=100,
+        help="parallel training streams for the gradient statistics (100, as Krause et al.)",
+    )
+    d.add_argument(
+        "--stat-tokens",
+        type=integer(0),
+        default=0,
+        help="training tokens for the gradient RMS (default 0: the whole training split)",
+    )
     d.add_argument("--grid", action="store_true", help="choose lr and lambda on the valid split first")
-    d.add_argument("--grid-lrs", type=number(0), nargs="+",
-                   help="default: Krause et al.'s 3e-5 4e-5 5e-5 6e-5 7e-5 1e-4, times bptt/5")
-    d.add_argument("--grid-lambdas", type=number(0), nargs="+",
-                   help="default: Krause et al.'s 0.001 0.002 0.003 0.005, times bptt/5")
+    d.add_argument(
+        "--grid-lrs",
+        type=number(0),
+        nargs="+",
+        help="default: Krause et al.'s 3e-5 4e-5 5e-5 6e-5 7e-5 1e-4, times bptt/5",
+    )
+    d.add_argument(
+        "--grid-lambdas",
+        type=number(0),
+        nargs="+",
+        help="default: Krause et al.'s 0.001 0.002 0.003 0.005, times bptt/5",
+    )
     d.add_argument("--grid-tokens", type=integer(0), default=0, help="valid tokens per grid point (0: all)")
 
-    p = add("predict", cmd_predict, "top next-word predictions of one or two runs side by side "
-                                    "(Inan et al. Table 3/4)")
-    p.add_argument("items", nargs="+", metavar="RUN_DIR [RUN_DIR_B] PHRASE",
-                   help="one or two run directories, then phrases")
+    p = add("predict", cmd_predict, "top next-word predictions of one or two runs side by side (Inan et al. Table 3/4)")
+    p.add_argument(
+        "items", nargs="+", metavar="RUN_DIR [RUN_DIR_B] PHRASE", help="one or two run directories, then phrases"
+    )
     p.add_argument("--top", type=POSITIVE, default=10)
     p.add_argument("--paper-phrases", action="store_true", help="add the four PTB test phrases of the paper's table")
-    p.add_argument("--word-stats", action="store_true",
-                   help="mean probability each model gives to <unk>, a, an, the over a split (paper §6.4)")
+    p.add_argument(
+        "--word-stats",
+        action="store_true",
+        help="mean probability each model gives to <unk>, a, an, the over a split (paper §6.4)",
+    )
     p.add_argument("--split", choices=["train", "valid", "test"], default="test", help="split for --word-stats")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=THREADS, default=0)

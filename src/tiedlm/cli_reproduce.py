@@ -45,9 +45,13 @@ def cmd_reproduce(args) -> int:
             args_ = rp.train_command(r["spec"], r["dir"], extra, args.threads)
             plan_rows.append({"run": r["spec"].name, "status": r["status"], "dir": str(r["dir"]),
                               "estimated_s": round(seconds, 1), "command": "tiedlm " + " ".join(args_)})
-        text = [f"{p['run']:22s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}" for p in plan_rows]
-        text.append(f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "
-                    f"(~{total / 3600 / args.jobs:.2f} h of wall time); estimated from timed training steps here")
+        text = [
+            f"{p['run']:22s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}" for p in plan_rows
+        ]
+        text.append(
+            f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "
+            f"(~{total / 3600 / args.jobs:.2f} h of wall time); estimated from timed training steps here"
+        )
         _emit(args, {"table": tab.name, "scale": args.scale, "runs": plan_rows, "estimated_s": total}, "\n".join(text))
         return 0
     from .paths import ensure_writable_folder
@@ -57,9 +61,12 @@ def cmd_reproduce(args) -> int:
     out = Path(args.out)
     page = rp.render(tab, args.scale, runs_dir, extra, out) if not args.no_page else None
     failed = [d for d in done if d["returncode"] not in (0,)]
-    _emit(args, {"table": tab.name, "started": done, "page": str(page) if page else None},
-          (f"wrote {page}" if page else "") + (f"; {len(failed)} run(s) stopped early: see {runs_dir / tab.name}/*.log"
-                                               if failed else ""))
+    _emit(
+        args,
+        {"table": tab.name, "started": done, "page": str(page) if page else None},
+        (f"wrote {page}" if page else "")
+        + (f"; {len(failed)} run(s) stopped early: see {runs_dir / tab.name}/*.log" if failed else ""),
+    )
     return 1 if failed else 0
 
 
@@ -71,18 +78,30 @@ def _standard_train_tokens(name: str) -> int:
 
 
 def register(add) -> None:
-    r = add("reproduce", cmd_reproduce, "run a paper's table: start missing runs, resume interrupted ones, "
-                                        "skip finished ones, render the results page")
+    r = add(
+        "reproduce",
+        cmd_reproduce,
+        "run a paper's table: start missing runs, resume interrupted ones, skip finished ones, render the results page",
+    )
     r.add_argument("table", nargs="?", help="a table name (see --list)")
     r.add_argument("--list", action="store_true", help="list the tables and their runs")
-    r.add_argument("--scale", choices=["budget", "paper"], default="budget",
-                   help="budget: what a CPU can train; paper: the papers' settings (a GPU)")
+    r.add_argument(
+        "--scale",
+        choices=["budget", "paper"],
+        default="budget",
+        help="budget: what a CPU can train; paper: the papers' settings (a GPU)",
+    )
     r.add_argument("--runs", default="runs/reproduce", help="where the runs live (runs/reproduce/TABLE/RUN)")
     r.add_argument("--out", default="runs/reproduce/pages", help="folder for the results page TABLE.md")
     r.add_argument("--jobs", type=POSITIVE, default=1, help="runs at a time")
     r.add_argument("--threads", type=POSITIVE, default=1, help="threads per run")
-    r.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override applied to every run of the table (e.g. train.epochs=2)")
+    r.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override applied to every run of the table (e.g. train.epochs=2)",
+    )
     r.add_argument("--data", metavar="NAME|FOLDER", help="train every run on this corpus instead")
     r.add_argument("--dry-run", action="store_true", help="print the plan and an estimated time on this machine")
     r.add_argument("--no-page", action="store_true", help="run, but do not render the page")

@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
 import tomli_w
+import tomllib
 
 from .errors import UsageError
 
@@ -204,8 +204,8 @@ class Config:
 
     # ----- validation ---------------------------------------------------------------------
     def validate(self) -> None:
-        m, l, t = self.model, self.loss, self.train
-        for section in (m, l, t):
+        m, ls, t = self.model, self.loss, self.train
+        for section in (m, ls, t):
             for f in fields(section):
                 value = getattr(section, f.name)
                 if isinstance(value, float) and not math.isfinite(value):
@@ -236,24 +236,45 @@ class Config:
             _check(m.positions in POSITIONS, "model.positions", m.positions, "one of: " + ", ".join(POSITIONS))
             _check(m.memory >= 0, "model.memory", m.memory, "an integer >= 0")
             _check(m.positions != "learned" or m.memory + 2 * t.bptt <= m.max_positions, "model.max_positions",
-                   m.max_positions, f">= model.memory + 2 * train.bptt = {m.memory + 2 * t.bptt} with learned positions")
+                   m.max_positions,
+                   f">= model.memory + 2 * train.bptt = {m.memory + 2 * t.bptt} with learned positions")
         _check(m.last_hidden_size >= 0, "model.last_hidden_size", m.last_hidden_size, "an integer >= 0 (0 = auto)")
         _check(m.joint_size >= 0, "model.joint_size", m.joint_size, "an integer >= 0 (0 = embedding_size)")
         _check(m.drill_depth >= 1, "model.drill_depth", m.drill_depth, "an integer >= 1")
-        _check(m.drill_activation in ACTIVATIONS, "model.drill_activation", m.drill_activation,
-               "one of: " + ", ".join(ACTIVATIONS))
+        _check(
+            m.drill_activation in ACTIVATIONS,
+            "model.drill_activation",
+            m.drill_activation,
+            "one of: " + ", ".join(ACTIVATIONS),
+        )
         _check(m.drill_init_range > 0, "model.drill_init_range", m.drill_init_range, "a number > 0")
-        _check(1 / m.embedding_size <= m.embedding_density <= 1, "model.embedding_density", m.embedding_density,
-               f"a fraction in [1/embedding_size, 1] = [{1 / m.embedding_size:.4f}, 1] (every word keeps a dimension)")
-        _check(0 <= m.sparse_layer <= m.layers, "model.sparse_layer", m.sparse_layer,
-               f"a layer number in 1..{m.layers}, or 0 for none")
+        _check(
+            1 / m.embedding_size <= m.embedding_density <= 1,
+            "model.embedding_density",
+            m.embedding_density,
+            f"a fraction in [1/embedding_size, 1] = [{1 / m.embedding_size:.4f}, 1] (every word keeps a dimension)",
+        )
+        _check(
+            0 <= m.sparse_layer <= m.layers,
+            "model.sparse_layer",
+            m.sparse_layer,
+            f"a layer number in 1..{m.layers}, or 0 for none",
+        )
         _check(m.sparse_hidden_size >= 0, "model.sparse_hidden_size", m.sparse_hidden_size, "an integer >= 0")
         _check(m.sparse_components >= 0, "model.sparse_components", m.sparse_components, "an integer >= 0")
         _check(0 <= m.sparse_density <= 1, "model.sparse_density", m.sparse_density, "a fraction in [0, 1] (0 = solve)")
-        _check(0 <= m.sparse_fraction <= 1, "model.sparse_fraction", m.sparse_fraction,
-               "a fraction in [0, 1] (0 = off; the authors' AWD-LSTM: 2/3)")
-        _check(not (m.sparse_fraction and m.sparse_layer), "model.sparse_fraction", m.sparse_fraction,
-               "0 when model.sparse_layer is set (one sparse layer, or every layer with sparse_fraction, not both)")
+        _check(
+            0 <= m.sparse_fraction <= 1,
+            "model.sparse_fraction",
+            m.sparse_fraction,
+            "a fraction in [0, 1] (0 = off; the authors' AWD-LSTM: 2/3)",
+        )
+        _check(
+            not (m.sparse_fraction and m.sparse_layer),
+            "model.sparse_fraction",
+            m.sparse_fraction,
+            "0 when model.sparse_layer is set (one sparse layer, or every layer with sparse_fraction, not both)",
+        )
         size_key = {"vd-lstm": "hidden_size", "awd-lstm": "last_hidden_size"}.get(m.encoder, "embedding_size")
         if m.output in ("tied", "drill") and m.embedding_size != m.encoder_output_size():
             raise UsageError(
@@ -261,14 +282,15 @@ class Config:
                 f"model.embedding_size, got {m.encoder_output_size()} != {m.embedding_size}; set them equal or use "
                 f"output = 'bilinear' or 'dual' (any sizes)"
             )
-        _check(l.tau > 0, "loss.tau", l.tau, "a temperature > 0")
-        _check(l.gamma >= 0, "loss.gamma", l.gamma, "a number >= 0")
-        _check(l.form in ("alpha", "beta"), "loss.form", l.form, "one of: alpha (eq. 3.3), beta (eq. 6.1)")
-        _check(0.0 <= l.beta <= 1.0, "loss.beta", l.beta, "a number in [0, 1]")
-        _check(l.ar >= 0 and l.tar >= 0, "loss.ar/tar", (l.ar, l.tar), "numbers >= 0")
-        if m.encoder != "awd-lstm" and (l.ar or l.tar):
-            raise UsageError("loss.ar / loss.tar regularise AWD-LSTM activations; set model.encoder = 'awd-lstm' or "
-                             "leave them at 0")
+        _check(ls.tau > 0, "loss.tau", ls.tau, "a temperature > 0")
+        _check(ls.gamma >= 0, "loss.gamma", ls.gamma, "a number >= 0")
+        _check(ls.form in ("alpha", "beta"), "loss.form", ls.form, "one of: alpha (eq. 3.3), beta (eq. 6.1)")
+        _check(0.0 <= ls.beta <= 1.0, "loss.beta", ls.beta, "a number in [0, 1]")
+        _check(ls.ar >= 0 and ls.tar >= 0, "loss.ar/tar", (ls.ar, ls.tar), "numbers >= 0")
+        if m.encoder != "awd-lstm" and (ls.ar or ls.tar):
+            raise UsageError(
+                "loss.ar / loss.tar regularise AWD-LSTM activations; set model.encoder = 'awd-lstm' or leave them at 0"
+            )
         _check(t.epochs >= 1, "train.epochs", t.epochs, "an integer >= 1")
         _check(t.batch_size >= 1, "train.batch_size", t.batch_size, "an integer >= 1")
         _check(t.eval_batch_size >= 1, "train.eval_batch_size", t.eval_batch_size, "an integer >= 1")
@@ -277,11 +299,19 @@ class Config:
         _check(0 < t.lr_decay <= 1, "train.lr_decay", t.lr_decay, "a factor in (0, 1]")
         _check(t.decay_start >= 1, "train.decay_start", t.decay_start, "an epoch number >= 1")
         _check(t.clip >= 0, "train.clip", t.clip, "a max global gradient norm >= 0 (0 disables)")
-        _check(t.loss_reduction in ("sum_over_time", "mean"), "train.loss_reduction", t.loss_reduction,
-               "one of: sum_over_time, mean")
+        _check(
+            t.loss_reduction in ("sum_over_time", "mean"),
+            "train.loss_reduction",
+            t.loss_reduction,
+            "one of: sum_over_time, mean",
+        )
         _check(t.precision in ("auto", "fp32", "bf16"), "train.precision", t.precision, "one of: auto, fp32, bf16")
-        _check(t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"), "train.device", t.device,
-               "one of: auto, cpu, cuda, cuda:N")
+        _check(
+            t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"),
+            "train.device",
+            t.device,
+            "one of: auto, cpu, cuda, cuda:N",
+        )
         _check(t.threads >= 0, "train.threads", t.threads, "an integer >= 0 (0 = all cores)")
         _check(t.cuda_graph in ("auto", "off"), "train.cuda_graph", t.cuda_graph, "one of: auto, off")
         _check(t.optimizer in ("sgd", "nt-asgd", "adam"), "train.optimizer", t.optimizer, "one of: sgd, nt-asgd, adam")
@@ -289,8 +319,12 @@ class Config:
         _check(t.nonmono >= 1, "train.nonmono", t.nonmono, "an integer >= 1")
         _check(t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "a number >= 0")
         _check(t.finetune_epochs >= 0, "train.finetune_epochs", t.finetune_epochs, "an integer >= 0")
-        _check(not t.finetune_epochs or t.optimizer == "nt-asgd", "train.finetune_epochs", t.finetune_epochs,
-               "0 unless train.optimizer = 'nt-asgd' (the finetune stage restarts averaged SGD)")
+        _check(
+            not t.finetune_epochs or t.optimizer == "nt-asgd",
+            "train.finetune_epochs",
+            t.finetune_epochs,
+            "0 unless train.optimizer = 'nt-asgd' (the finetune stage restarts averaged SGD)",
+        )
         _check(t.max_nonfinite >= 1, "train.max_nonfinite", t.max_nonfinite, "an integer >= 1")
 
     def lr_at(self, epoch: int) -> float:
@@ -401,7 +435,9 @@ def resolve_preset(source: str | Path) -> Path:
     path = Path(source)
     if path.suffix == ".toml" or path.exists():
         if not path.is_file():
-            raise UsageError(f"config file {path} does not exist; give a preset name (see `tiedlm presets`) or a TOML file")
+            raise UsageError(
+                f"config file {path} does not exist; give a preset name (see `tiedlm presets`) or a TOML file"
+            )
         return path
     preset = PRESET_DIR / f"{source}.toml"
     if not preset.is_file():
@@ -410,6 +446,7 @@ def resolve_preset(source: str | Path) -> Path:
         names = list_presets()
         close = difflib.get_close_matches(str(source), names, n=4, cutoff=0.75)
         hint = f" (similar: {', '.join(close)})" if close else ""
-        raise UsageError(f"unknown preset {source!r}{hint}; `tiedlm presets` lists all {len(names)}, or give a "
-                         f"CONFIG.toml file")
+        raise UsageError(
+            f"unknown preset {source!r}{hint}; `tiedlm presets` lists all {len(names)}, or give a CONFIG.toml file"
+        )
     return preset

@@ -31,7 +31,9 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> R
 
     path = Path(run_dir)
     if not (path / "config.toml").is_file():
-        raise UsageError(f"{path} is not a tiedlm run directory (no config.toml); give the --out folder of `tiedlm train`")
+        raise UsageError(
+            f"{path} is not a tiedlm run directory (no config.toml); give the --out folder of `tiedlm train`"
+        )
     cfg = Config.load(path / "config.toml")
     vocab = Vocabulary.load(path / "vocab.txt")
     ckpt = path / "checkpoints" / f"{which}.safetensors"

@@ -44,8 +44,14 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True) -> None:
                           label=r["name"])
         paper_valid = (paper_row(r["config"]) or {}).get("valid")
         if paper_valid:
-            ax.axhline(paper_valid, color=line.get_color(), linestyle="--", linewidth=1,
-                       label=f"paper valid {paper_valid:g} ({variant_name(r['config'].loss.augmented, r['config'].model.output)})")
+            ax.axhline(
+                paper_valid,
+                color=line.get_color(),
+                linestyle="--",
+                linewidth=1,
+                label=f"paper valid {paper_valid:g} "
+                f"({variant_name(r['config'].loss.augmented, r['config'].model.output)})",
+            )
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation perplexity")
     if log_y:
@@ -82,9 +88,14 @@ def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     plot_curves(runs, out / "valid_ppl.png")
-    lines = ["# tiedlm report", "", "![validation perplexity per epoch](valid_ppl.png)", "",
-             "| run | data | model | params | epochs | best valid | test | paper valid | paper test | status |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# tiedlm report",
+        "",
+        "![validation perplexity per epoch](valid_ppl.png)",
+        "",
+        "| run | data | model | params | epochs | best valid | test | paper valid | paper test | status |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in runs:
         cfg, s, m = r["config"], r["summary"], r["metrics"]
         paper = paper_row(cfg) or {}
@@ -92,24 +103,33 @@ def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:
         total = s["parameters"]["total"] if s else _count_parameters(r["dir"], cfg)
         params = f"{total / 1e6:.2f}M" if total else "–"
         best = min((e["valid_ppl"] for e in m), default=None)
-        status = "finished" if s else (f"running/stopped at epoch {m[-1]['epoch']}/{cfg.train.epochs}" if m
-                                       else "no epoch finished")
-        lines.append(f"| {r['name']} | {cfg.data.name} | {model} | {params} | {len(m)} | {_fmt(best)} | "
-                     f"{_fmt(s and s['test_ppl'])} | {_fmt(paper.get('valid'), 'g')} | {_fmt(paper.get('test'), 'g')} "
-                     f"| {status} |")
+        status = (
+            "finished"
+            if s
+            else (f"running/stopped at epoch {m[-1]['epoch']}/{cfg.train.epochs}" if m else "no epoch finished")
+        )
+        lines.append(
+            f"| {r['name']} | {cfg.data.name} | {model} | {params} | {len(m)} | {_fmt(best)} | "
+            f"{_fmt(s and s['test_ppl'])} | {_fmt(paper.get('valid'), 'g')} | {_fmt(paper.get('test'), 'g')} "
+            f"| {status} |"
+        )
     lines += ["", f"Paper numbers: {paper_results()['source']}", "", "## Runs", ""]
     for r in runs:
         cfg, s, m = r["config"], r["summary"], r["metrics"]
         lines.append(f"### {r['name']}")
         if s:
-            lines += [f"- command: `{s['command']}`", f"- seed {s['seed']}, device {s['device']}, precision "
-                      f"{s['precision']}, threads {s['threads']}",
-                      f"- wall time {s['wall_time_s'] / 3600:.2f} h, training {s['tokens_per_s']:,.0f} tokens/s, "
-                      f"best epoch {s['best_epoch']}: valid {s['valid_ppl']:.2f}, test {s['test_ppl']:.2f}"]
+            lines += [
+                f"- command: `{s['command']}`",
+                f"- seed {s['seed']}, device {s['device']}, precision {s['precision']}, threads {s['threads']}",
+                f"- wall time {s['wall_time_s'] / 3600:.2f} h, training {s['tokens_per_s']:,.0f} tokens/s, "
+                f"best epoch {s['best_epoch']}: valid {s['valid_ppl']:.2f}, test {s['test_ppl']:.2f}",
+            ]
         elif m:
             tps = sum(e["train_tokens"] for e in m) / max(sum(e["epoch_time_s"] for e in m), 1e-9)
-            lines += [f"- not finished: {len(m)} of {cfg.train.epochs} epochs, {m[-1]['wall_time_s'] / 3600:.2f} h "
-                      f"so far, {tps:,.0f} tokens/s, seed {cfg.train.seed}"]
+            lines += [
+                f"- not finished: {len(m)} of {cfg.train.epochs} epochs, {m[-1]['wall_time_s'] / 3600:.2f} h "
+                f"so far, {tps:,.0f} tokens/s, seed {cfg.train.seed}"
+            ]
         lines += ["", "```toml", cfg.to_toml().strip(), "```", ""]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")

@@ -46,7 +46,9 @@ class SubspaceExperimentConfig:
         if not all(t > 0 for t in [*self.taus, self.beta_sweep_tau]):
             raise UsageError("temperatures must be > 0")
         if self.slice_words < self.batch_size * (self.bptt + 1):
-            raise UsageError(f"--slice-words {self.slice_words} is too small for batch {self.batch_size} x bptt {self.bptt}")
+            raise UsageError(
+                f"--slice-words {self.slice_words} is too small for batch {self.batch_size} x bptt {self.bptt}"
+            )
 
     def points(self) -> list[tuple[float, float]]:
         """Unique (beta, tau) points of both sweeps, in sweep order."""
@@ -54,9 +56,23 @@ class SubspaceExperimentConfig:
         return list(dict.fromkeys(pts))
 
     def settings(self) -> str:
-        keep = ("corpus", "slice_words", "vocab", "hidden_size", "layers", "epochs", "batch_size", "bptt", "optimizer",
-                "lr", "momentum", "clip",
-                "init_range", "output_init_range")
+        keep = (
+            "corpus",
+            "slice_words",
+            "vocab",
+            "hidden_size",
+            "layers",
+            "epochs",
+            "batch_size",
+            "bptt",
+            "optimizer",
+            "lr",
+            "momentum",
+            "clip",
+            "init_range",
+            "output_init_range",
+        )
         floats = {f.name for f in fields(self) if f.type == "float"}  # lr=1 and lr=1.0 are the same setting
-        return json.dumps({k: float(getattr(self, k)) if k in floats else getattr(self, k) for k in keep},
-                          sort_keys=True)
+        return json.dumps(
+            {k: float(getattr(self, k)) if k in floats else getattr(self, k) for k in keep}, sort_keys=True
+        )

@@ -247,29 +247,39 @@ def _plot(summary: dict, path: Path) -> None:
 
 def _markdown(summary: dict) -> str:
     cfg = summary["config"]
-    lines = ["# Subspace validation experiment (Inan et al. 2017, §6.2 / Figure 1)", "",
-             f"{summary['runs_in_csv']} trained models, {summary['train_seconds'] / 60:.1f} min of training. "
-             f"Settings: slice {cfg['slice_words']} words of PTB train, vocabulary {cfg['vocab']}, "
-             f"{cfg['layers']}x{cfg['hidden_size']} LSTM, untied output, no dropout, unit-norm input rows, "
-             f"{cfg['optimizer']} lr {cfg['lr']} (momentum {cfg['momentum']}), clip {cfg['clip']}, {cfg['epochs']} epochs, batch {cfg['batch_size']}, "
-             f"BPTT {cfg['bptt']}, init ±{cfg['init_range']:g} (output W "
-             f"{'the same' if cfg['output_init_range'] < 0 else '±%g' % cfg['output_init_range']}), "
-             f"precision {cfg['precision']}, seeds {cfg['seed']}..{cfg['seed'] + cfg['runs'] - 1}.",
-             "",
-             "| sweep | β | τ | runs | distance mean | sd | min | max | train ppl (mean) | train J_aug (mean KL) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Subspace validation experiment (Inan et al. 2017, §6.2 / Figure 1)",
+        "",
+        f"{summary['runs_in_csv']} trained models, {summary['train_seconds'] / 60:.1f} min of training. "
+        f"Settings: slice {cfg['slice_words']} words of PTB train, vocabulary {cfg['vocab']}, "
+        f"{cfg['layers']}x{cfg['hidden_size']} LSTM, untied output, no dropout, unit-norm input rows, "
+        f"{cfg['optimizer']} lr {cfg['lr']} (momentum {cfg['momentum']}), clip {cfg['clip']}, "
+        f"{cfg['epochs']} epochs, batch {cfg['batch_size']}, "
+        f"BPTT {cfg['bptt']}, init ±{cfg['init_range']:g} (output W "
+        f"{'the same' if cfg['output_init_range'] < 0 else '±%g' % cfg['output_init_range']}), "
+        f"precision {cfg['precision']}, seeds {cfg['seed']}..{cfg['seed'] + cfg['runs'] - 1}.",
+        "",
+        "| sweep | β | τ | runs | distance mean | sd | min | max | train ppl (mean) | train J_aug (mean KL) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for key, name in (("beta_sweep", "a"), ("tau_sweep", "b")):
         for p in summary[key]:
-            lines.append(f"| {name} | {p['beta']:g} | {p['tau']:g} | {p['n']} | {p['mean']:.3f} | {p['std']:.3f} | "
-                         f"{p['min']:.3f} | {p['max']:.3f} | {p['train_ppl_mean']:.2f} | {p['train_aug_mean']:.3g} |")
+            lines.append(
+                f"| {name} | {p['beta']:g} | {p['tau']:g} | {p['n']} | {p['mean']:.3f} | {p['std']:.3f} | "
+                f"{p['min']:.3f} | {p['max']:.3f} | {p['train_ppl_mean']:.2f} | {p['train_aug_mean']:.3g} |"
+            )
     by = {(p["beta"], p["tau"]): p for p in summary["beta_sweep"] + summary["tau_sweep"]}
     lines += ["", "Paper (§6.2 text): distance ≈ 1 at β = 0 and ≈ 0.06 at β = 1 (τ = 10); already low at τ = 2."]
     if summary.get("random_distance"):
-        lines.append(f"Two random {cfg['hidden_size']}-dimensional subspaces of the mean slice vocabulary "
-                     f"({summary['mean_vocab_size']:.0f} words) are {summary['random_distance']:.3f} apart.")
+        lines.append(
+            f"Two random {cfg['hidden_size']}-dimensional subspaces of the mean slice vocabulary "
+            f"({summary['mean_vocab_size']:.0f} words) are {summary['random_distance']:.3f} apart."
+        )
     b0, b1 = by.get((0.0, cfg["beta_sweep_tau"])), by.get((1.0, cfg["beta_sweep_tau"]))
     if b0 and b1:
-        lines.append(f"Measured: {b0['mean']:.3f} at β = 0 and {b1['mean']:.3f} at β = 1 (τ = {cfg['beta_sweep_tau']:g}).")
+        lines.append(
+            f"Measured: {b0['mean']:.3f} at β = 0 and {b1['mean']:.3f} at β = 1 (τ = {cfg['beta_sweep_tau']:g})."
+        )
     t2 = by.get((cfg["tau_sweep_beta"], 2.0))
     if t2:
         lines.append(f"Measured at τ = 2, β = {cfg['tau_sweep_beta']:g}: {t2['mean']:.3f}.")

@@ -3,12 +3,16 @@
 from .awd_lstm import AWDLSTM, embedding_dropout, locked_dropout
 from .drill import DrillOutput, LabelEncoder
 from .language_model import LanguageModel, build_output
-from .output import (BilinearOutput, DualOutput, FullSoftmaxOutput, OutputLayer, TiedOutput,
-                     closed_form_parameters)
+from .output import BilinearOutput, DualOutput, FullSoftmaxOutput, OutputLayer, TiedOutput, closed_form_parameters
 from .recurrence import LSTMRecurrence, lstm_recurrence, lstm_recurrence_reference
 from .sparse_embedding import SparseEmbedding, dimension_counts, make_embedding, solve_alpha
-from .sparse_lstm import (SparseLSTMLayer, dense_lstm_parameters, equal_parameter_slice, solve_equal_parameters,
-                          sparse_lstm_parameters)
+from .sparse_lstm import (
+                     SparseLSTMLayer,
+                     dense_lstm_parameters,
+                     equal_parameter_slice,
+                     solve_equal_parameters,
+                     sparse_lstm_parameters,
+)
 from .vd_lstm import VDLSTM, VDLSTMLayer, variational_mask
 
 __all__ = ["AWDLSTM", "BilinearOutput", "DrillOutput", "DualOutput", "FullSoftmaxOutput", "LabelEncoder",

@@ -32,7 +32,11 @@ class LabelEncoder(nn.Module):
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; one of {', '.join(ACTIVATIONS)}")
         self.depth, self.activation, self.dropout = depth, activation, dropout
-        self.variational, self.residual_embedding, self.residual_previous = variational, residual_embedding, residual_previous
+        self.variational, self.residual_embedding, self.residual_previous = (
+            variational,
+            residual_embedding,
+            residual_previous,
+        )
         self.init_range = init_range
         self.layers = nn.ModuleList(nn.Linear(dim, dim) for _ in range(depth))
         self.reset_parameters()

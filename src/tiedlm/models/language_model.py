@@ -9,8 +9,8 @@ from ..config import ModelConfig
 from ..errors import UsageError
 from .awd_lstm import AWDLSTM, embedding_dropout
 from .drill import DrillOutput
-from .sparse_embedding import make_embedding
 from .output import BilinearOutput, DualOutput, FullSoftmaxOutput, OutputLayer, TiedOutput
+from .sparse_embedding import make_embedding
 from .transformer import CausalTransformer
 from .vd_lstm import VDLSTM
 

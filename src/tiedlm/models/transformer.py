@@ -158,13 +158,23 @@ def positional_encoding(kind: str, d_model: int, max_positions: int) -> nn.Modul
 class CausalTransformer(nn.Module):
     """Decoder-only LM encoder: x_t → h_t with causal self-attention over the window and the memory.
 
-    Attention weights are not dropped (see :class:`TransformerBlock`). Input embeddings are scaled by √d (Vaswani et al. §3.4: the input and output embeddings are shared
-    there too), positions added, then ``layers`` pre-norm blocks and a final LayerNorm; h_t has the
-    embedding size, so tied and DRILL output layers apply directly.
+    Attention weights are not dropped (see :class:`TransformerBlock`). Input embeddings are scaled by √d
+    (Vaswani et al. §3.4: the input and output embeddings are shared there too), positions added, then
+    ``layers`` pre-norm blocks and a final LayerNorm; h_t has the embedding size, so tied and DRILL output
+    layers apply directly.
     """
 
-    def __init__(self, d_model: int, ffn_size: int, layers: int, heads: int, dropout: float = 0.1,
-                 positions: str = "sinusoidal", max_positions: int = 512, memory: int = 0):
+    def __init__(
+        self,
+        d_model: int,
+        ffn_size: int,
+        layers: int,
+        heads: int,
+        dropout: float = 0.1,
+        positions: str = "sinusoidal",
+        max_positions: int = 512,
+        memory: int = 0,
+    ):
         super().__init__()
         self.d_model, self.memory, self.output_size = d_model, memory, d_model
         self.positions = positional_encoding(positions, d_model, max_positions)
@@ -185,9 +195,9 @@ class CausalTransformer(nn.Module):
         """x (T,B,d) embeddings -> h (T,B,d) and the new state (the last ``memory`` inputs, (B,M,d))."""
         past = state[0][0].to(x.dtype)
         seq = torch.cat([past, x.transpose(0, 1)], dim=1)  # (B, M+T, d)
-        keep = seq[:, seq.size(1) - min(self.memory, seq.size(1)):] if self.memory else seq[:, :0]
+        keep = seq[:, seq.size(1) - min(self.memory, seq.size(1)) :] if self.memory else seq[:, :0]
         h = self.drop(seq * math.sqrt(self.d_model) + self.positions(seq.size(1), 0, seq))
         for block in self.blocks:
             h = block(h, causal=True)
-        h = self.norm(h[:, past.size(1):])
+        h = self.norm(h[:, past.size(1) :])
         return h.transpose(0, 1), [(keep.float(),)]

@@ -25,13 +25,16 @@ class TaggerConfig(KeyValueConfig):
     threads: int = 0  # 0: all cores
     max_sentences: int = 0  # train on the first N training sentences only (0: all); for smoke tests
     data_dir: str = ""  # folder with en_ewt-ud-{train,dev,test}.conllu (default: TIEDLM_DATA mirror or download)
-    own_data: bool = False  # data_dir is a treebank of your own: *train*.conllu, *dev*.conllu, *test*.conllu, unverified
+    own_data: bool = False
 
     def validate(self) -> "TaggerConfig":
         checks = [
             (self.embedding_size >= 1, "embedding_size", "an integer >= 1"),
-            (1 / self.embedding_size <= self.embedding_density <= 1, "embedding_density",
-             f"a fraction in [1/embedding_size, 1] = [{1 / self.embedding_size:.4f}, 1]"),
+            (
+                1 / self.embedding_size <= self.embedding_density <= 1,
+                "embedding_density",
+                f"a fraction in [1/embedding_size, 1] = [{1 / self.embedding_size:.4f}, 1]",
+            ),
             (self.hidden_size >= 1, "hidden_size", "an integer >= 1"),
             (self.layers >= 1, "layers", "an integer >= 1"),
             (0 <= self.dropout < 1, "dropout", "a drop probability in [0, 1)"),

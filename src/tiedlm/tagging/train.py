@@ -20,8 +20,7 @@ import torch.nn.functional as F
 from ..data.vocab import Vocabulary
 from ..errors import TiedlmError, UsageError
 from ..runtime import set_threads
-from ..train.checkpoint import (load_checkpoint, load_training_state, model_state, save_training_state,
-                                write_json_atomic)
+from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state, write_json_atomic
 from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
 from .config import TaggerConfig
 from .data import TaggingCorpus, load_tagging_corpus
@@ -118,7 +117,9 @@ def _train_epoch(cfg: TaggerConfig, run_dir: Path, corpus: TaggingCorpus, model,
             logits = model(ids, lengths)
             loss = F.cross_entropy(logits.flatten(0, 1), tags.flatten(), ignore_index=-100)
             if not math.isfinite(loss.item()):
-                raise TiedlmError(f"non-finite tagging loss at epoch {epoch}; lower --set lr (now {cfg.lr}) in a new run")
+                raise TiedlmError(
+                    f"non-finite tagging loss at epoch {epoch}; lower --set lr (now {cfg.lr}) in a new run"
+                )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.clip:
@@ -138,8 +139,10 @@ def _train_epoch(cfg: TaggerConfig, run_dir: Path, corpus: TaggingCorpus, model,
         best = {k: v.clone() for k, v in model.state_dict().items()}
     state.update(epoch=epoch, batch=0, sums=[0.0, 0], epoch_seconds=0.0)
     save_training_state(run_dir / "checkpoint.safetensors", model, best, opt, state)
-    log(f"epoch {epoch:3d} | train loss {total / seen:.4f} | dev acc {100 * dev:.2f}% | "
-        f"{n_train / seconds:,.0f} tok/s | {seconds:.0f} s")
+    log(
+        f"epoch {epoch:3d} | train loss {total / seen:.4f} | dev acc {100 * dev:.2f}% | "
+        f"{n_train / seconds:,.0f} tok/s | {seconds:.0f} s"
+    )
     return best
 
 
@@ -160,6 +163,7 @@ def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, 
 def evaluate_tagger(run_dir: Path, splits=("dev", "test"), data_dir: str = "", own_data: bool = False) -> dict:
     """Accuracy of a run's best model on ``splits``."""
     model, cfg, vocab, tags = load_tagger(run_dir)
-    corpus = load_tagging_corpus(data_dir or cfg.data_dir, vocab=vocab, tags=tags,
-                                 own_data=own_data if data_dir else cfg.own_data)
+    corpus = load_tagging_corpus(
+        data_dir or cfg.data_dir, vocab=vocab, tags=tags, own_data=own_data if data_dir else cfg.own_data
+    )
     return {f"{s}_accuracy": accuracy(model, corpus, s) for s in splits} | {"parameters": model.parameter_counts()}

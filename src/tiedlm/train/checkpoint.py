@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from ..errors import TiedlmError
 

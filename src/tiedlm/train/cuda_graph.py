@@ -32,7 +32,7 @@ from ..runtime import autocast
 
 def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | None:
     """Why this run's step is not captured (None: it is)."""
-    t, m, l = cfg.train, cfg.model, cfg.loss
+    t, m, ls = cfg.train, cfg.model, cfg.loss
     if t.cuda_graph == "off":
         return "train.cuda_graph = 'off'"
     if device.type != "cuda":
@@ -45,9 +45,9 @@ def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | No
         return f"train.optimizer = {t.optimizer!r} (only plain SGD is captured)"
     if t.variable_bptt:
         return "train.variable_bptt: windows of varying length"
-    if l.augmented and l.target_grad:
+    if ls.augmented and ls.target_grad:
         return "loss.target_grad: not yet tested inside a CUDA graph (gradients through ỹ run eagerly)"
-    if l.augmented and not l.aug_bias:
+    if ls.augmented and not ls.aug_bias:
         return "loss.aug_bias = false: not yet tested inside a CUDA graph (runs eagerly)"
     if m.sparse_layer or m.sparse_fraction or m.embedding_density < 1.0:
         return "sparse layers or embeddings run eagerly"

@@ -33,18 +33,24 @@ import torch
 from .. import __version__, native
 from ..config import Config
 from ..data import Vocabulary, batchify, load_corpus
-from ..data.corpus import check_split_sizes
 from ..data.batching import fixed_window_lengths, scheduled_windows, variable_window_lengths
+from ..data.corpus import check_split_sizes
 from ..errors import TiedlmError, UsageError
 from ..evaluation import evaluate, perplexity
 from ..losses import LanguageModelLoss
-from ..paths import ensure_writable_folder, refuse_committed
 from ..models import LanguageModel
 from ..models.vd_lstm import detach_state
+from ..paths import ensure_writable_folder, refuse_committed
 from ..runtime import autocast, resolve_device, resolve_precision, set_threads
+from .checkpoint import (
+    load_checkpoint,
+    load_optimizer,
+    model_state,
+    optimizer_tensors,
+    save_checkpoint,
+    write_json_atomic,
+)
 from .cuda_graph import GraphedStep, unsupported_reason
-from .checkpoint import (load_checkpoint, load_optimizer, model_state, optimizer_tensors, save_checkpoint,
-                         write_json_atomic)
 from .distributed import DistributedContext
 from .interrupts import RunInterrupted, StopRequest, StopRequested
 
@@ -240,9 +246,16 @@ class Trainer:
         if self.state is None:
             self.state = self.model.init_state(self.train_data.size(1))  # this rank's streams
         params = [p for p in self.model.parameters()]
-        bar = tqdm(total=self.train_data[1:].numel(), initial=int(self.sums["all_tokens"]), unit="tok",
-                   unit_scale=True, desc=f"epoch {self.epoch}/{t.epochs + t.finetune_epochs}", disable=not self.progress,
-                   dynamic_ncols=True, mininterval=0.5 if sys.stderr.isatty() else 30)
+        bar = tqdm(
+            total=self.train_data[1:].numel(),
+            initial=int(self.sums["all_tokens"]),
+            unit="tok",
+            unit_scale=True,
+            desc=f"epoch {self.epoch}/{t.epochs + t.finetune_epochs}",
+            disable=not self.progress,
+            dynamic_ncols=True,
+            mininterval=0.5 if sys.stderr.isatty() else 30,
+        )
         bad_in_a_row = 0
         start = time.perf_counter() - self.sums["time"]
         with bar:
@@ -258,11 +271,14 @@ class Trainer:
                 if not finite:  # the update was skipped: keep the last good weights and state
                     bad_in_a_row += 1
                     self.sums["skipped"] += 1
-                    bar.write(f"warning: non-finite loss/gradient at epoch {self.epoch} window {k}; step skipped "
-                              f"({bad_in_a_row} in a row)")
+                    bar.write(
+                        f"warning: non-finite loss/gradient at epoch {self.epoch} window {k}; step skipped "
+                        f"({bad_in_a_row} in a row)"
+                    )
                     if bad_in_a_row >= t.max_nonfinite:
-                        raise TiedlmError(self._diverged(f"{bad_in_a_row} non-finite steps in a row at epoch "
-                                                         f"{self.epoch}"))
+                        raise TiedlmError(
+                            self._diverged(f"{bad_in_a_row} non-finite steps in a row at epoch {self.epoch}")
+                        )
                     self.window = k + 1
                     continue
                 bad_in_a_row = 0
@@ -277,8 +293,9 @@ class Trainer:
                 self.sums["all_tokens"] += n
                 self.sums["time"] = time.perf_counter() - start
                 bar.update(n)
-                bar.set_postfix(ppl=f"{perplexity(self.sums['ce'] / self.sums['tokens']):.1f}", lr=f"{lr:.3g}",
-                                refresh=False)
+                bar.set_postfix(
+                    ppl=f"{perplexity(self.sums['ce'] / self.sums['tokens']):.1f}", lr=f"{lr:.3g}", refresh=False
+                )
                 self.stop.step_done(stop_allowed=self.window < total)
 
     def _check_stop(self) -> None:
@@ -294,23 +311,27 @@ class Trainer:
         """The message of a run that diverged: what happened, the checkpoint to go back to, and the fix."""
         last = self.ckpt_dir / "last.safetensors"
         if last.is_file():
-            where = (f"the last good checkpoint is {last}; lower train.lr or train.clip and resume from it with "
-                     f"--resume {self.run_dir} --set train.lr=...")
+            where = (
+                f"the last good checkpoint is {last}; lower train.lr or train.clip and resume from it with "
+                f"--resume {self.run_dir} --set train.lr=..."
+            )
         else:
-            where = (f"no checkpoint was written yet; start a new run with a lower train.lr (now "
-                     f"{self.cfg.train.lr:g}) or train.clip (--set train.lr=...)")
+            where = (
+                f"no checkpoint was written yet; start a new run with a lower train.lr (now "
+                f"{self.cfg.train.lr:g}) or train.clip (--set train.lr=...)"
+            )
         return f"training diverged: {what}; {where}"
 
     def _eager_step(self, x, y, lr: float, params):
         """Forward, loss, backward, clipping and the optimizer's update, op by op; returns
         ``(ce, aug, finite, new_state)``, with no update made when the loss or gradient is not finite."""
-        t, l = self.cfg.train, self.cfg.loss
+        t, ls = self.cfg.train, self.cfg.loss
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with autocast(self.device, self.precision):
             logits, new_state = self.step_model(x, detach_state(self.state))
             loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings, self.model.output_bias)
-            reg = self.model.regularization(l.ar, l.tar)
+            reg = self.model.regularization(ls.ar, ls.tar)
         if reg is not None:
             loss = loss + reg
         if t.loss_reduction == "sum_over_time":
@@ -349,35 +370,55 @@ class Trainer:
         train_time = sum(r["epoch_time_s"] for r in records)
         train_tokens = sum(r["train_tokens"] for r in records)
         summary = {
-            "valid_ppl": valid["ppl"], "test_ppl": test["ppl"], "best_epoch": self.best_epoch,
+            "valid_ppl": valid["ppl"],
+            "test_ppl": test["ppl"],
+            "best_epoch": self.best_epoch,
             "test_protocol": "batch 1: the test split read as one stream (the papers' protocol)",
-            "test_ppl_streams": test_streams["ppl"], "valid_tokens": valid["tokens"], "test_tokens": test["tokens"],
-            "epochs": len(records), "parameters": self.model.parameter_counts(),
-            "wall_time_s": round(self.elapsed + time.perf_counter() - self.finish_start, 1), "train_time_s": round(train_time, 1),
+            "test_ppl_streams": test_streams["ppl"],
+            "valid_tokens": valid["tokens"],
+            "test_tokens": test["tokens"],
+            "epochs": len(records),
+            "parameters": self.model.parameter_counts(),
+            "wall_time_s": round(self.elapsed + time.perf_counter() - self.finish_start, 1),
+            "train_time_s": round(train_time, 1),
             "tokens_per_s": round(train_tokens / train_time, 1) if train_time else None,
-            "command": self.command, "seed": t.seed, "preset_data": self.cfg.data.name,
-            "device": str(self.device), "precision": self.precision, "threads": self.threads,
+            "command": self.command,
+            "seed": t.seed,
+            "preset_data": self.cfg.data.name,
+            "device": str(self.device),
+            "precision": self.precision,
+            "threads": self.threads,
             "eval_batch_size": t.eval_batch_size,
             "versions": {"tiedlm": __version__, "torch": torch.__version__, "python": platform.python_version()},
             "machine": platform.processor() or platform.machine(),
         }
         if self.dist.enabled:
-            summary["distributed"] = {"world_size": self.dist.world_size, "global_batch_size": t.batch_size,
-                                      "max_parameter_spread": self.dist.max_parameter_spread(self.model)}
+            summary["distributed"] = {
+                "world_size": self.dist.world_size,
+                "global_batch_size": t.batch_size,
+                "max_parameter_spread": self.dist.max_parameter_spread(self.model),
+            }
         if self.dist.is_main:
             write_json_atomic(self.run_dir / "summary.json", summary)
-        self.log(f"best epoch {self.best_epoch}: valid ppl {valid['ppl']:.2f} | test ppl {test['ppl']:.2f} | "
-                 f"wall time {summary['wall_time_s'] / 60:.1f} min")
+        self.log(
+            f"best epoch {self.best_epoch}: valid ppl {valid['ppl']:.2f} | test ppl {test['ppl']:.2f} | "
+            f"wall time {summary['wall_time_s'] / 60:.1f} min"
+        )
         return summary
 
     # ------------------------------------------------------------------ checkpoints
     def _epoch_record(self, lr: float, valid_ppl: float, wall_time: float) -> dict:
         s = self.sums
         return {
-            "epoch": self.epoch, "lr": lr, "train_ppl": perplexity(s["ce"] / max(s["tokens"], 1)),
+            "epoch": self.epoch,
+            "lr": lr,
+            "train_ppl": perplexity(s["ce"] / max(s["tokens"], 1)),
             "train_aug": s["aug"] / max(s["tokens"], 1) if self.cfg.loss.augmented else None,
-            "valid_ppl": valid_ppl, "train_tokens": int(s["tokens"]), "skipped_steps": int(s["skipped"]),
-            "tokens_per_s": s["tokens"] / s["time"] if s["time"] else 0.0, "epoch_time_s": s["time"],
+            "valid_ppl": valid_ppl,
+            "train_tokens": int(s["tokens"]),
+            "skipped_steps": int(s["skipped"]),
+            "tokens_per_s": s["tokens"] / s["time"] if s["time"] else 0.0,
+            "epoch_time_s": s["time"],
             "wall_time_s": wall_time,
         }
 
@@ -402,10 +443,21 @@ class Trainer:
         if which == "last" and self.optimizer.state:  # adam's moments (SGD keeps none)
             opt_tensors, groups = optimizer_tensors(self.optimizer)
             tensors.update(opt_tensors)
-        meta = {"updates": self.updates, "param_groups": groups, "which": which, "epoch": self.epoch, "window": self.window, "best_valid": self.best_valid,
-                "best_epoch": self.best_epoch, "elapsed": self.elapsed, "sums": self.sums,  # elapsed: finished epochs
-                "valid_history": self.valid_history, "stopped": self.stopped,
-                "vocab_size": len(self.vocab), "config": self.cfg.to_dict()}
+        meta = {
+            "updates": self.updates,
+            "param_groups": groups,
+            "which": which,
+            "epoch": self.epoch,
+            "window": self.window,
+            "best_valid": self.best_valid,
+            "best_epoch": self.best_epoch,
+            "elapsed": self.elapsed,
+            "sums": self.sums,  # elapsed: finished epochs
+            "valid_history": self.valid_history,
+            "stopped": self.stopped,
+            "vocab_size": len(self.vocab),
+            "config": self.cfg.to_dict(),
+        }
         save_checkpoint(self.ckpt_dir / f"{which}.safetensors", tensors, meta)
 
     def _init_from(self, run_dir: Path) -> None:
@@ -418,8 +470,10 @@ class Trainer:
             self.model.load_state_dict(model_state(tensors))
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[1].strip() if "\n" in str(exc) else str(exc)
-            raise UsageError(f"train.init_from = {str(run_dir)!r}: its weights do not fit this model's architecture "
-                             f"({first}); use the same model.* settings as that run") from None
+            raise UsageError(
+                f"train.init_from = {str(run_dir)!r}: its weights do not fit this model's architecture "
+                f"({first}); use the same model.* settings as that run"
+            ) from None
         done = f"{meta['epoch'] - 1} epochs" + (f" and {meta['window']} windows" if meta["window"] else "")
         self.log(f"initialised from the weights of {run_dir} after {done}; lr schedule starts afresh")
 
@@ -483,8 +537,16 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def train(cfg: Config, out_dir: Path, *, resume: bool = False, command: str = "", progress: bool = True,
-          log=print, budget_windows: int | None = None) -> dict:
+def train(
+    cfg: Config,
+    out_dir: Path,
+    *,
+    resume: bool = False,
+    command: str = "",
+    progress: bool = True,
+    log=print,
+    budget_windows: int | None = None,
+) -> dict:
     """Train (or resume) a run in ``out_dir``; returns the summary. Raises :class:`Interrupted` on Ctrl-C."""
     out_dir = Path(out_dir)
     if not resume:
@@ -501,10 +563,15 @@ def train(cfg: Config, out_dir: Path, *, resume: bool = False, command: str = ""
             if created and out_dir.is_dir() and not any(out_dir.iterdir()):
                 out_dir.rmdir()
             raise
-        if resume and (trainer.epoch > cfg.train.epochs + cfg.train.finetune_epochs or trainer.stopped) \
-                and (out_dir / "summary.json").exists():
-            raise UsageError(f"{out_dir} finished all {cfg.train.epochs} epochs; to train longer resume with "
-                             f"--set train.epochs=N (N > {cfg.train.epochs})")
+        if (
+            resume
+            and (trainer.epoch > cfg.train.epochs + cfg.train.finetune_epochs or trainer.stopped)
+            and (out_dir / "summary.json").exists()
+        ):
+            raise UsageError(
+                f"{out_dir} finished all {cfg.train.epochs} epochs; to train longer resume with "
+                f"--set train.epochs=N (N > {cfg.train.epochs})"
+            )
         return trainer.fit(budget_windows)
     finally:
         trainer.step_model = None  # release DDP (its reducer holds the process group) before the group goes

@@ -32,11 +32,16 @@ def resolve_parallel_dir(data_dir: str, source_lang: str, target_lang: str, own_
     if {source_lang, target_lang} == {"en", "de"} and not own_data:
         if data_dir and not (Path(data_dir) / "train.en").is_file():
             raise DataError(f"{data_dir} has no train.en; give a folder with {{train,valid,test}}.{{en,de}}")
-        return resolve_source(TRANSLATION_SOURCES["multi30k"], data_dir,
-                              own=f"to train on en-de text of your own in that folder, use --data {data_dir}" if data_dir else "")
+        return resolve_source(
+            TRANSLATION_SOURCES["multi30k"],
+            data_dir,
+            own=f"to train on en-de text of your own in that folder, use --data {data_dir}" if data_dir else "",
+        )
     if not data_dir:
-        raise UsageError(f"{source_lang}->{target_lang}: only Multi30k en<->de is built in; give data_dir = a folder "
-                         f"with {{train,valid,test}}.{{{source_lang},{target_lang}}}")
+        raise UsageError(
+            f"{source_lang}->{target_lang}: only Multi30k en<->de is built in; give data_dir = a folder "
+            f"with {{train,valid,test}}.{{{source_lang},{target_lang}}}"
+        )
     folder = Path(data_dir)
     for split in SPLITS:
         for lang in (source_lang, target_lang):
@@ -73,16 +78,31 @@ class SubwordVocab:
         prefix.parent.mkdir(parents=True, exist_ok=True)
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(lines), model_prefix=str(prefix), vocab_size=vocab_size, model_type=model_type,
-                character_coverage=1.0, pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS, num_threads=1,
-                input_sentence_size=0, shuffle_input_sentence=False, minloglevel=2)
+                sentence_iterator=iter(lines),
+                model_prefix=str(prefix),
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=1.0,
+                pad_id=PAD,
+                unk_id=UNK,
+                bos_id=BOS,
+                eos_id=EOS,
+                num_threads=1,
+                input_sentence_size=0,
+                shuffle_input_sentence=False,
+                minloglevel=2,
+            )
         except RuntimeError as exc:  # "Vocabulary size is too high (N > max)" or "... smaller than required_chars"
             text = str(exc).splitlines()[0]
             small = "smaller than required_chars" in text
-            fix = ("raise --set vocab_size: it must hold at least every character of the training text" if small
-                   else "lower --set vocab_size: the training text has fewer distinct pieces")
-            raise UsageError(f"sentencepiece could not train a {vocab_size}-piece {model_type} model ({text}); "
-                             f"{fix}") from None
+            fix = (
+                "raise --set vocab_size: it must hold at least every character of the training text"
+                if small
+                else "lower --set vocab_size: the training text has fewer distinct pieces"
+            )
+            raise UsageError(
+                f"sentencepiece could not train a {vocab_size}-piece {model_type} model ({text}); {fix}"
+            ) from None
         return SubwordVocab(Path(f"{prefix}.model"))
 
 
@@ -103,8 +123,10 @@ class ParallelCorpus:
         ``shuffle_seed``; ``max_length`` drops pairs with a longer side.
         """
         pairs = self.ids[split]
-        order = sorted((i for i, (s, t) in enumerate(pairs) if not max_length or max(len(s), len(t)) + 1 <= max_length),
-                       key=lambda i: (len(pairs[i][1]), len(pairs[i][0])))
+        order = sorted(
+            (i for i, (s, t) in enumerate(pairs) if not max_length or max(len(s), len(t)) + 1 <= max_length),
+            key=lambda i: (len(pairs[i][1]), len(pairs[i][0])),
+        )
         batches, current, longest = [], [], 0
         for i in order:
             n = max(len(pairs[i][0]), len(pairs[i][1])) + 1
@@ -140,12 +162,16 @@ def encode_source(vocab: SubwordVocab, lines: list[str]) -> torch.Tensor:
 def load_parallel_corpus(cfg, run_dir: Path, train_vocab: bool) -> ParallelCorpus:
     """Read the splits; train the subword model(s) into ``run_dir`` (``train_vocab``) or load them from there."""
     folder = resolve_parallel_dir(cfg.data_dir, cfg.source_lang, cfg.target_lang, cfg.own_data)
-    text = {s: (read_lines(folder / f"{s}.{cfg.source_lang}"), read_lines(folder / f"{s}.{cfg.target_lang}"))
-            for s in SPLITS}
+    text = {
+        s: (read_lines(folder / f"{s}.{cfg.source_lang}"), read_lines(folder / f"{s}.{cfg.target_lang}"))
+        for s in SPLITS
+    }
     for split, (src, tgt) in text.items():
         if len(src) != len(tgt):
-            raise DataError(f"{folder}: {split}.{cfg.source_lang} has {len(src)} lines but {split}.{cfg.target_lang} "
-                            f"has {len(tgt)}; the two sides must be aligned line by line")
+            raise DataError(
+                f"{folder}: {split}.{cfg.source_lang} has {len(src)} lines but {split}.{cfg.target_lang} "
+                f"has {len(tgt)}; the two sides must be aligned line by line"
+            )
     if cfg.max_pairs:
         text["train"] = (text["train"][0][: cfg.max_pairs], text["train"][1][: cfg.max_pairs])
     src_train, tgt_train = text["train"]
@@ -154,8 +180,10 @@ def load_parallel_corpus(cfg, run_dir: Path, train_vocab: bool) -> ParallelCorpu
         if cfg.vocab == "joint":
             vocabs = [SubwordVocab.train(src_train + tgt_train, run_dir / names[0], cfg.vocab_size, cfg.subword_model)]
         else:
-            vocabs = [SubwordVocab.train(lines, run_dir / name, cfg.vocab_size, cfg.subword_model)
-                      for lines, name in zip((src_train, tgt_train), names)]
+            vocabs = [
+                SubwordVocab.train(lines, run_dir / name, cfg.vocab_size, cfg.subword_model)
+                for lines, name in zip((src_train, tgt_train), names)
+            ]
     else:
         vocabs = [SubwordVocab(run_dir / f"{name}.model") for name in names]
     source_vocab, target_vocab = vocabs[0], vocabs[-1]

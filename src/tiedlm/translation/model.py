@@ -44,8 +44,11 @@ class TransformerTranslator(nn.Module):
         """Embeddings N(0, d^-1/2) (scaled by √d on input, so unit variance; Vaswani et al. §3.4), blocks
         Xavier-uniform, the output layer its own rule (bias 0; DRILL's label encoder ±drill_init_range)."""
         d = self.cfg.d_model
-        for emb in {id(self.source_embedding): self.source_embedding, id(self.target_embedding): self.target_embedding}.values():
-            nn.init.normal_(emb.weight, std=d ** -0.5)
+        for emb in {
+            id(self.source_embedding): self.source_embedding,
+            id(self.target_embedding): self.target_embedding,
+        }.values():
+            nn.init.normal_(emb.weight, std=d**-0.5)
             with torch.no_grad():
                 emb.weight[PAD].zero_()
         for block in [*self.encoder, *self.decoder]:
@@ -73,8 +76,14 @@ class TransformerTranslator(nn.Module):
             h = block(h, mask=mask)
         return self.encoder_norm(h), mask
 
-    def decode(self, target_in: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor,
-               cache: dict | None = None, offset: int = 0) -> torch.Tensor:
+    def decode(
+        self,
+        target_in: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor,
+        cache: dict | None = None,
+        offset: int = 0,
+    ) -> torch.Tensor:
         """target_in (B,T) ids -> decoder states (B,T,d). With ``cache`` (incremental decoding) only the new
         positions ``offset..offset+T-1`` are fed; earlier keys/values come from the cache."""
         h = self._embed(self.target_embedding, target_in, offset)
@@ -92,8 +101,10 @@ class TransformerTranslator(nn.Module):
         embeddings = {id(p): p.numel() for m in (self.source_embedding, self.target_embedding) for p in m.parameters()}
         counts = {
             "embeddings": sum(embeddings.values()),
-            "encoder": sum(p.numel() for p in self.encoder.parameters()) + sum(p.numel() for p in self.encoder_norm.parameters()),
-            "decoder": sum(p.numel() for p in self.decoder.parameters()) + sum(p.numel() for p in self.decoder_norm.parameters()),
+            "encoder": sum(p.numel() for p in self.encoder.parameters())
+            + sum(p.numel() for p in self.encoder_norm.parameters()),
+            "decoder": sum(p.numel() for p in self.decoder.parameters())
+            + sum(p.numel() for p in self.decoder_norm.parameters()),
             "positions": sum(p.numel() for p in self.positions.parameters()),
             "output": self.output.dedicated_parameters(),
         }
