@@ -22,8 +22,8 @@ CORPUS = {"ptb": "ptb", "wt2": "wikitext-2", "wt2half1": "wikitext-2-half1", "wt
 VARIANTS = {"vd": (False, "full"), "al": (True, "full"), "re": (False, "tied"), "real": (True, "tied")}
 # REAL presets let gradients flow through the target y~ into the shared matrix; measured on PTB small only.
 TARGET_GRAD = ("# The paper does not say whether gradients flow through the target y~. With b = 0 the small PTB model\n"
-               "# needs them to train (README, \"Why REAL trails VD\": test 87.43 with, 100.30 without); the other\n"
-               "# sizes and corpora are not measured.\n"
+               "# needs them to train (docs/results.md, \"Why REAL trails VD\": test 87.43 with, 100.30 without);\n"
+               "# the other sizes and corpora are not measured.\n"
                "target_grad = true\n")
 NAMES = {"vd": "VD-LSTM", "al": "VD-LSTM +AL", "re": "VD-LSTM +RE", "real": "VD-LSTM +REAL"}
 
@@ -69,13 +69,14 @@ seed = 1111
 
 def real_bias_preset() -> str:
     """ptb-small-real with a learnable output bias: OUR DEVIATION from the paper's RE (b = 0), measured on this
-    size only (README, "Why REAL trails VD"): with b = 0 the small REAL model plateaus far above VD on words seen
-    at most 10 times in training."""
+    size only (docs/results.md, "Why REAL trails VD"): with b = 0 the small REAL model plateaus far above VD on words
+    seen at most 10 times in training."""
     text = preset("ptb", "small", "real").replace('output = "tied"\n', 'output = "tied"\ntied_bias = true\n')
     text = text.replace(TARGET_GRAD, "")  # measured with y~ fixed, as in the loss's default
     head = ("# ptb-small-real-bias: VD-LSTM +REAL, small, on ptb, WITH a learnable output bias b.\n"
             "# A deviation from Inan et al. (2017), whose RE fixes b = 0 (that is ptb-small-real). With b = 0 our\n"
-            "# small REAL model trails VD on rare words; results of both are in the README (\"Why REAL trails VD\").\n")
+            "# small REAL model trails VD on rare words; results of both are in docs/results.md\n"
+            "# (\"Why REAL trails VD\").\n")
     return head + "\n".join(text.splitlines(keepends=False)[1:]) + "\n"
 
 
