@@ -119,6 +119,15 @@ def cmd_analyze_augmented(args) -> int:
     return 0
 
 
+def _add_run_evaluation_arguments(parser, whose: str) -> None:
+    """--checkpoint, --batch-size, --precision and --threads of the analyses that evaluate trained runs."""
+    parser.add_argument("--checkpoint", choices=["best", "last"], default="best")
+    parser.add_argument("--batch-size", type=POSITIVE, help=f"evaluation batch size (default: {whose} eval_batch_size)")
+    parser.add_argument("--precision", choices=["fp32", "bf16"],
+                        help=f"default: {whose} training precision (fp32 where this device has no bf16)")
+    parser.add_argument("--threads", type=THREADS, default=0)
+
+
 def register(add, sub_parser_class) -> None:
     from .experiments.subspace_config import SubspaceExperimentConfig
 
@@ -166,14 +175,7 @@ def register(add, sub_parser_class) -> None:
     b.add_argument("runs", nargs="+", metavar="RUN_DIR", help="the baseline run first, then one or more others")
     b.add_argument("--split", choices=["train", "valid", "test"], default="test")
     b.add_argument("--out", default="runs/bands", help="output folder (runs/bands)")
-    b.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    b.add_argument("--batch-size", type=POSITIVE, help="evaluation batch size (default: each run's eval_batch_size)")
-    b.add_argument(
-        "--precision",
-        choices=["fp32", "bf16"],
-        help="default: each run's training precision (fp32 where this device has no bf16)",
-    )
-    b.add_argument("--threads", type=THREADS, default=0)
+    _add_run_evaluation_arguments(b, "each run's")
 
     g = add_command(
         asub,
@@ -193,14 +195,7 @@ def register(add, sub_parser_class) -> None:
         "--gamma", type=number(0), help="the weight gamma in alpha = gamma tau (default: the run's loss.gamma)"
     )
     g.add_argument("--out", help="also write augmented.md and augmented.json to this folder")
-    g.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    g.add_argument("--batch-size", type=POSITIVE, help="evaluation batch size (default: the run's eval_batch_size)")
-    g.add_argument(
-        "--precision",
-        choices=["fp32", "bf16"],
-        help="default: the run's training precision (fp32 where this device has no bf16)",
-    )
-    g.add_argument("--threads", type=THREADS, default=0)
+    _add_run_evaluation_arguments(g, "the run's")
 
     r = add("report", cmd_report, "markdown report with plots for finished (or running) runs")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR")

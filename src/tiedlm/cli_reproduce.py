@@ -28,18 +28,10 @@ def cmd_reproduce(args) -> int:
     rows = rp.plan(tab, args.scale, runs_dir, extra)
     log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     if args.dry_run:
-        from .data import load_corpus
-        from .data.sources import VOCAB_SIZES
-
         plan_rows, total = [], 0.0
         for r in rows:
             cfg = r["config"]
-            if cfg.data.name in VOCAB_SIZES:
-                vocab, tokens = VOCAB_SIZES[cfg.data.name], None
-            else:
-                corpus = load_corpus(cfg.data.name)
-                vocab, tokens = len(corpus.vocab), corpus.train.numel()
-            tokens = tokens or _standard_train_tokens(cfg.data.name)
+            vocab, tokens = _corpus_size(cfg.data.name)
             seconds = 0.0 if r["status"] == "finished" else rp.estimate_seconds(cfg, vocab, tokens, args.threads)
             total += seconds
             args_ = rp.train_command(r["spec"], r["dir"], extra, args.threads)
@@ -71,10 +63,12 @@ def cmd_reproduce(args) -> int:
 
 
 @functools.cache
-def _standard_train_tokens(name: str) -> int:
+def _corpus_size(name: str) -> tuple[int, int]:
+    """(|V|, training tokens) of a corpus, read once per name."""
     from .data import load_corpus
 
-    return load_corpus(name).train.numel()
+    corpus = load_corpus(name)
+    return len(corpus.vocab), corpus.train.numel()
 
 
 def register(add) -> None:

@@ -41,11 +41,6 @@ class StopRequest:
     def requested(self) -> bool:
         return self.signum is not None
 
-    @property
-    def signalled(self) -> bool:
-        """A real signal (not the budget) asked to stop."""
-        return bool(self.signum)
-
     def check(self) -> None:
         """Raise :class:`StopRequested` if a stop was asked for."""
         if self.signum is not None:

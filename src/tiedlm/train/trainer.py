@@ -356,8 +356,6 @@ class Trainer:
     def finish(self) -> dict:
         t = self.cfg.train
         self.finish_start = time.perf_counter()
-        if not (self.ckpt_dir / "best.safetensors").is_file():
-            raise TiedlmError(self._diverged("no epoch reached a finite validation perplexity"))
         tensors, _ = load_checkpoint(self.ckpt_dir / "best.safetensors")
         self.model.load_state_dict(model_state(tensors))
         check = self._check_stop
