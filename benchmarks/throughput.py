@@ -1,5 +1,6 @@
-"""Training throughput of tiedlm's VD-LSTM against a fused nn.LSTM baseline, measured side by side.
+"""Training throughput of tiedlm's LSTM language models against fused nn.LSTM baselines, measured side by side.
 
+Suite ``vd`` (Inan et al.'s VD-LSTM):
 One run on one machine measures: the matmul peak (fp32 and bf16 GFLOP/s), training tokens/s for the
 small and medium VD-LSTM (fp32 / bf16, without / with the augmented loss), and for a plain fused
 ``nn.LSTM`` LM of the same size written below (no recurrent dropout, as PyTorch's word_language_model
@@ -8,8 +9,19 @@ peak resident memory of each configuration (each one runs in its own subprocess)
 runs with ``TIEDLM_NATIVE=0`` ("tiedlm-py": the PyTorch-from-Python path instead of the C++ kernels of
 ``tiedlm.native``), which shows what those kernels contribute.
 
-    python benchmarks/throughput.py                 # all cores, small + medium
-    python benchmarks/throughput.py --sizes small --steps 10 --blocks 5 --threads 1
+Suite ``awd`` (AWD-LSTM, Merity et al. 2017; the DRILL and sparse papers' encoder): training steps (forward with
+embedding dropout, locked dropout and weight drop, the loss with AR/TAR, backward, clipping, SGD) of the presets
+``ptb-awd-{tied,drill,sparse}`` and their ``-budget`` sizes, for three implementations in one process, their
+blocks interleaved so that other work on the machine falls on each alike: ``tiedlm`` (PyTorch's fused LSTM with
+the dropped W_hh, tiedlm's default), ``tiedlm-loop`` (tiedlm's own C++ recurrence, ``TIEDLM_FUSED_LSTM=0``)
+and ``baseline``, written below the way the reference code (salesforce/awd-lstm-lm) does it: one ``nn.LSTM`` per
+layer called with a weight-dropped ``weight_hh_l0``, embedding and locked dropout, a tied softmax with
+``F.cross_entropy``, AR/TAR, SGD. The DRILL baseline puts tiedlm's DRILL output layer on that encoder, so
+its ratio is the encoder's; the sparse rows have no baseline (the reference runs its own loop over components).
+
+    python benchmarks/throughput.py                          # all cores, both suites
+    python benchmarks/throughput.py --suite vd --sizes small --steps 10 --blocks 5 --threads 1
+    python benchmarks/throughput.py --suite awd --awd ptb-awd-tied ptb-awd-tied-budget --threads 1
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 VOCAB, BATCH, BPTT = 10_000, 20, 35
@@ -43,6 +56,96 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
     for _ in range(reps):
         a @ b
     return 2 * n ** 3 * reps / (time.perf_counter() - t) / 1e9
+
+
+AWD_PRESETS = ["ptb-awd-tied", "ptb-awd-tied-budget", "ptb-awd-drill", "ptb-awd-drill-budget",
+               "ptb-awd-sparse-budget"]
+
+
+def _locked(x: torch.Tensor, p: float) -> torch.Tensor:
+    return x * x.new_empty(1, x.size(1), x.size(2)).bernoulli_(1 - p).div_(1 - p)
+
+
+class ReferenceAWDLSTM(nn.Module):
+    """The baseline, the reference code's way: nn.LSTM layers, each called with a weight-dropped W_hh."""
+
+    def __init__(self, m, vocab: int, output: nn.Module | None):
+        super().__init__()
+        self.m, self.vocab = m, vocab
+        self.emb = nn.Embedding(vocab, m.embedding_size)
+        sizes = [m.embedding_size] + [m.hidden_size] * (m.layers - 1) + [m.embedding_size]
+        self.rnns = nn.ModuleList(nn.LSTM(a, b) for a, b in zip(sizes, sizes[1:]))
+        self.bias = nn.Parameter(torch.zeros(vocab))
+        self.output = output  # None: the tied softmax E h + b
+
+    def init_state(self, batch: int):
+        return [(torch.zeros(1, batch, r.hidden_size),) * 2 for r in self.rnns]
+
+    def forward(self, x, state):
+        from torch.func import functional_call
+
+        m, w = self.m, self.emb.weight
+        keep = w.new_empty(w.size(0), 1).bernoulli_(1 - m.dropout_embedding).div_(1 - m.dropout_embedding)
+        h = _locked(F.embedding(x, w * keep), m.dropout_input)
+        for i, (rnn, s) in enumerate(zip(self.rnns, state)):
+            w_hh = F.dropout(rnn.weight_hh_l0, m.weight_drop, training=True)
+            h, _ = functional_call(rnn, {"weight_hh_l0": w_hh}, (h, s))
+            if i < len(self.rnns) - 1:
+                h = _locked(h, m.dropout_hidden)
+        raw, h = h, _locked(h, m.dropout)
+        logits = F.linear(h, w, self.bias) if self.output is None else self.output(h)[0]
+        return logits, raw, h
+
+
+def awd_suite(preset: str, steps: int, blocks: int, threads: int) -> dict[str, float]:
+    """Tokens/s of the three implementations of ``preset``'s training step (interleaved blocks, median)."""
+    from common import interleaved_medians
+
+    from tiedlm.config import Config
+    from tiedlm.losses import LanguageModelLoss
+    from tiedlm.models import LanguageModel
+    from tiedlm.runtime import set_threads
+
+    set_threads(threads)
+    cfg = Config.load(preset)
+    m, t = cfg.model, cfg.train
+    torch.manual_seed(0)
+    zipf = 1.0 / torch.arange(1, VOCAB + 1, dtype=torch.float64)
+    data = torch.multinomial(zipf / zipf.sum(), (t.bptt + 1) * t.batch_size, replacement=True)
+    data = data.view(t.bptt + 1, t.batch_size)
+    ours = LanguageModel(m, VOCAB).train()
+    loss_fn = LanguageModelLoss.from_config(cfg.loss)
+    models = {"tiedlm": ours, "tiedlm-loop": ours}
+    if m.sparse_fraction == 0 and m.sparse_layer == 0:
+        out = None if m.output == "tied" else LanguageModel(m, VOCAB).output
+        models["baseline"] = ReferenceAWDLSTM(m, VOCAB, out).train()
+
+    def step_fn(name):
+        model = models[name]
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        state = model.init_state(t.batch_size)
+
+        def step():
+            os.environ["TIEDLM_FUSED_LSTM"] = "0" if name == "tiedlm-loop" else "1"
+            for _ in range(steps):
+                if name == "baseline":
+                    logits, raw, dropped = model(data[:-1], state)
+                    loss = F.cross_entropy(logits.reshape(-1, VOCAB), data[1:].reshape(-1))
+                    ar, tar = dropped.pow(2).mean(), (raw[1:] - raw[:-1]).pow(2).mean()
+                    loss = loss + cfg.loss.ar * ar + cfg.loss.tar * tar
+                else:
+                    logits, _ = model(data[:-1], state)
+                    loss, _, _ = loss_fn(logits, data[1:], model.input_embeddings, model.output_bias)
+                    loss = loss + model.regularization(cfg.loss.ar, cfg.loss.tar)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
+                opt.step()
+
+        return step
+
+    seconds = interleaved_medians({name: step_fn(name) for name in models}, blocks)
+    return {name: steps * t.batch_size * t.bptt / s for name, s in seconds.items()}
 
 
 class FusedLSTMLM(nn.Module):
@@ -114,14 +217,19 @@ def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sizes", nargs="+", default=["small", "medium"], choices=list(HIDDEN))
-    p.add_argument("--steps", type=int, default=10, help="training steps per timed block")
+    p.add_argument("--suite", nargs="+", default=["vd", "awd"], choices=["vd", "awd"])
+    p.add_argument("--sizes", nargs="+", default=["small", "medium"], choices=list(HIDDEN), help="VD-LSTM sizes")
+    p.add_argument("--awd", nargs="+", default=AWD_PRESETS, choices=AWD_PRESETS, help="AWD-LSTM presets")
+    p.add_argument("--steps", type=int, default=10, help="training steps per timed block (AWD: a tenth, at least 1)")
     p.add_argument("--blocks", type=int, default=5, help="timed blocks per configuration (the median is reported)")
     p.add_argument("--threads", type=int, default=0, help="0: all cores")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("--_one", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args._one:  # child process: one configuration
+        if args._one.startswith("awd:"):
+            print(json.dumps(awd_suite(args._one[4:], max(1, args.steps // 10), args.blocks, args.threads)))
+            return
         size, impl, precision, aug = args._one.split(",")
         print(json.dumps(run_config(size, impl, precision, aug == "al", args.steps, args.threads, args.blocks)))
         return
@@ -137,26 +245,44 @@ def main() -> None:
         f"C++ kernels: {'yes' if kernels else 'no (Python fallback)'}"
     )
     print(f"matmul peak (2048^3): fp32 {peak32:.0f} GFLOP/s, bf16 {peak16 or 0:.0f} GFLOP/s")
+    report = {"matmul_peak_gflops": {"fp32": peak32, "bf16": peak16}, "threads": threads, "native_kernels": kernels}
+    if "vd" in args.suite:
+        report["results"] = vd_suite(args, threads, peak16)
+    if "awd" in args.suite:
+        report["awd"] = awd_report(args, threads)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+
+
+def _child(one: str, args, threads: int, env: dict | None = None) -> dict:
+    cmd = [sys.executable, __file__, "--_one", one, "--steps", str(args.steps), "--blocks", str(args.blocks),
+           "--threads", str(threads)]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
+
+
+def awd_report(args, threads: int) -> dict:
+    print("\nAWD-LSTM training steps (tokens/s, median of interleaved blocks; one process per preset):")
+    results = {}
+    for preset in args.awd:
+        r = results[preset] = _child(f"awd:{preset}", args, threads)
+        line = "  ".join(f"{name} {rate:7,.0f}" for name, rate in r.items())
+        ratios = f"fused / loop {r['tiedlm'] / r['tiedlm-loop']:.2f}x"
+        if "baseline" in r:
+            ratios += f", tiedlm / baseline {r['tiedlm'] / r['baseline']:.2f}x"
+        print(f"  {preset:22s} {line}   {ratios}", flush=True)
+    return results
+
+
+def vd_suite(args, threads: int, peak16) -> list[dict]:
     precisions = ["fp32", "bf16"] if peak16 else ["fp32"]
     results = []
     for size in args.sizes:
         for impl, augs in (("baseline", ["ce"]), ("tiedlm", ["ce", "al"]), ("tiedlm-py", ["ce", "al"])):
             for precision in precisions if impl != "tiedlm-py" else precisions[-1:]:
                 for aug in augs:
-                    cmd = [
-                        sys.executable,
-                        __file__,
-                        "--_one",
-                        f"{size},{impl},{precision},{aug}",
-                        "--steps",
-                        str(args.steps),
-                        "--blocks",
-                        str(args.blocks),
-                        "--threads",
-                        str(threads),
-                    ]
                     env = {**os.environ, "TIEDLM_NATIVE": "0" if impl == "tiedlm-py" else "1"}
-                    r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
+                    r = _child(f"{size},{impl},{precision},{aug}", args, threads, env)
                     r.update(size=size, impl=impl, precision=precision, loss=aug)
                     r["gflops"] = r["tokens_per_s"] * flops_per_token(HIDDEN[size]) / 1e9
                     results.append(r)
@@ -184,18 +310,7 @@ def main() -> None:
                 f"  {size:6s} tiedlm {last} {aug.upper()}: C++ kernels / Python path: "
                 f"{get[(size, 'tiedlm', last, aug)] / get[(size, 'tiedlm-py', last, aug)]:.2f}x"
             )
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(
-                {
-                    "matmul_peak_gflops": {"fp32": peak32, "bf16": peak16},
-                    "threads": threads,
-                    "native_kernels": kernels,
-                    "results": results,
-                },
-                f,
-                indent=2,
-            )
+    return results
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .recurrence import lstm_recurrence
+from .recurrence import fused_lstm, lstm_recurrence, use_fused
 
 State = list[tuple[torch.Tensor, ...]]  # per layer: (h, c) for LSTMs; (memory,) for the Transformer
 
@@ -59,8 +59,11 @@ class VDLSTMLayer(nn.Module):
         is never replaced, so nothing is re-registered.
         """
         h0, c0 = state
-        xproj = torch.nn.functional.linear(x, self.weight_ih, self.bias)
         w_hh = drop_connect(self.weight_hh, self.weight_drop, self.training)
+        if use_fused(x, mask):
+            hs, hT, cT = fused_lstm(x, h0, c0, self.weight_ih, w_hh, self.bias)
+            return hs, (hT, cT)
+        xproj = torch.nn.functional.linear(x, self.weight_ih, self.bias)
         hs, hT, cT = lstm_recurrence(xproj, h0, c0, w_hh, mask)
         out = hs * mask if mask is not None else hs
         return out, (hT, cT)
