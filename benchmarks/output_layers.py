@@ -20,7 +20,7 @@ import time
 import torch
 
 from tiedlm.config import Config
-from tiedlm.losses import LanguageModelLoss
+from tiedlm.losses import LanguageModelLoss, encoder_regularization
 from tiedlm.models import LanguageModel
 from tiedlm.runtime import autocast, set_threads
 
@@ -49,7 +49,7 @@ def make_step(model: LanguageModel, cfg: Config, precision: str, batch: int, bpt
         with autocast(device, precision):
             logits, new = model(data[:-1], [(h.detach(), c.detach()) for h, c in state])
             loss, _, _ = loss_fn(logits, data[1:])
-            loss = loss + model.regularization(cfg.loss.ar, cfg.loss.tar)
+            loss = loss + encoder_regularization(model, cfg.loss.ar, cfg.loss.tar)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.clip)

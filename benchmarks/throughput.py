@@ -102,7 +102,7 @@ def awd_suite(preset: str, steps: int, blocks: int, threads: int) -> dict[str, f
     from common import interleaved_medians
 
     from tiedlm.config import Config
-    from tiedlm.losses import LanguageModelLoss
+    from tiedlm.losses import LanguageModelLoss, encoder_regularization
     from tiedlm.models import LanguageModel
     from tiedlm.runtime import set_threads
 
@@ -136,7 +136,7 @@ def awd_suite(preset: str, steps: int, blocks: int, threads: int) -> dict[str, f
                 else:
                     logits, _ = model(data[:-1], state)
                     loss, _, _ = loss_fn(logits, data[1:], model.input_embeddings, model.output_bias)
-                    loss = loss + model.regularization(cfg.loss.ar, cfg.loss.tar)
+                    loss = loss + encoder_regularization(model, cfg.loss.ar, cfg.loss.tar)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from tiedlm.config import Config, ModelConfig
-from tiedlm.losses import LanguageModelLoss
+from tiedlm.losses import LanguageModelLoss, encoder_regularization
 from tiedlm.models import (
     BilinearOutput,
     DrillOutput,
@@ -139,7 +139,7 @@ def _steps(encoder: str, output: str, augmented: bool, n: int = 4) -> list[float
         x, y = data[6 * k: 6 * k + 6], data[6 * k + 1: 6 * k + 7]
         logits, state = model(x, [(h.detach(), c.detach()) for h, c in state])
         loss, _, _ = loss_fn(logits, y, model.input_embeddings)
-        reg = model.regularization(2.0, 1.0)
+        reg = encoder_regularization(model, 2.0, 1.0)
         total = loss + reg if reg is not None else loss
         opt.zero_grad()
         total.backward()

@@ -83,18 +83,6 @@ class ModelConfig:
     # the parameters of the dense one f times narrower (f = 2/3: 1150); 0 = off (Demeester et al. §3, Table 1)
     sparse_fraction: float = 0.0
 
-    def sparse_spec(self):
-        """The :class:`~tiedlm.models.sparse_lstm.SparseLayerSpec` (one layer) or ``SparseStackSpec`` (every
-        layer) of this model, or None."""
-        from .models.sparse_lstm import SparseLayerSpec, SparseStackSpec
-
-        if self.sparse_fraction:
-            return SparseStackSpec(self.sparse_fraction)
-        if not self.sparse_layer:
-            return None
-        return SparseLayerSpec(self.sparse_layer, self.sparse_hidden_size, self.sparse_components,
-                               self.sparse_density)
-
     def encoder_output_size(self) -> int:
         """Size of h_t that reaches the output layer."""
         if self.encoder == "vd-lstm":

@@ -33,7 +33,7 @@ from ..errors import UsageError
 from ..evaluation import stream_logits
 from ..losses import LanguageModelLoss
 from ..models import LanguageModel
-from ..models.vd_lstm import detach_state
+from ..models.state import detach_state
 from ..runtime import autocast, resolve_precision, set_threads
 from .subspace_config import SubspaceExperimentConfig
 

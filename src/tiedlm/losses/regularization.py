@@ -17,3 +17,18 @@ def activation_regularization(raw: torch.Tensor, dropped: torch.Tensor, ar: floa
     if tar and raw.size(0) > 1:
         total = total + tar * (raw[1:] - raw[:-1]).float().pow(2).mean()
     return total
+
+
+def encoder_regularization(model, ar: float, tar: float) -> torch.Tensor | None:
+    """AR + TAR (:func:`activation_regularization`) on the outputs that ``model``'s encoder kept from its last
+    training forward pass (``encoder.last_outputs``: the AWD-LSTM keeps (raw, dropped)); None for encoders
+    without them, or with ``ar = tar = 0``. The kept outputs are used once and released, so that no graph
+    stays alive (and the model stays deep-copyable)."""
+    encoder = getattr(model, "encoder", model)
+    outputs = getattr(encoder, "last_outputs", None)
+    if outputs is None:
+        return None
+    encoder.last_outputs = None
+    if not (ar or tar):
+        return None
+    return activation_regularization(*outputs, ar, tar)

@@ -3,6 +3,7 @@
 from .awd_lstm import AWDLSTM, embedding_dropout, locked_dropout
 from .drill import DrillOutput, LabelEncoder
 from .language_model import LanguageModel, build_output
+from .lstm_layer import VDLSTMLayer, variational_mask
 from .output import BilinearOutput, DualOutput, FullSoftmaxOutput, OutputLayer, TiedOutput, closed_form_parameters
 from .recurrence import LSTMRecurrence, lstm_recurrence, lstm_recurrence_reference
 from .sparse_embedding import SparseEmbedding, dimension_counts, make_embedding, solve_alpha
@@ -13,7 +14,7 @@ from .sparse_lstm import (
                      solve_equal_parameters,
                      sparse_lstm_parameters,
 )
-from .vd_lstm import VDLSTM, VDLSTMLayer, variational_mask
+from .vd_lstm import VDLSTM
 
 __all__ = ["AWDLSTM", "BilinearOutput", "DrillOutput", "DualOutput", "FullSoftmaxOutput", "LabelEncoder",
            "LanguageModel", "OutputLayer", "TiedOutput", "VDLSTM", "VDLSTMLayer", "LSTMRecurrence",

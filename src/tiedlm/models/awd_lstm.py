@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .lstm_layer import variational_mask
 from .sparse_lstm import SparseLayerSpec, lstm_layers
-from .vd_lstm import variational_mask, zero_state
+from .state import zero_state
 
 
 def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:

@@ -11,6 +11,7 @@ from .awd_lstm import AWDLSTM, embedding_dropout
 from .drill import DrillOutput
 from .output import BilinearOutput, DualOutput, FullSoftmaxOutput, OutputLayer, TiedOutput
 from .sparse_embedding import make_embedding
+from .sparse_lstm import sparse_spec
 from .transformer import CausalTransformer
 from .vd_lstm import VDLSTM
 
@@ -47,13 +48,13 @@ class LanguageModel(nn.Module):
             self.encoder = AWDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.encoder_output_size(),
                                    dropout=cfg.dropout, dropout_input=cfg.dropout_input,
                                    dropout_hidden=cfg.dropout_hidden, weight_drop=cfg.weight_drop,
-                                   sparse=cfg.sparse_spec())
+                                   sparse=sparse_spec(cfg))
         elif cfg.encoder == "transformer":
             self.encoder = CausalTransformer(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.heads,
                                              dropout=cfg.dropout, positions=cfg.positions,
                                              max_positions=cfg.max_positions, memory=cfg.memory)
         else:
-            self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout, cfg.sparse_spec(),
+            self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout, sparse_spec(cfg),
                                   dropout_input=cfg.dropout_input)
         self.output = build_output(cfg, self.embedding, self.encoder.output_size)
         self.reset_parameters()
@@ -100,18 +101,6 @@ class LanguageModel(nn.Module):
         h, state = self.encoder(self.embed(inputs), state)
         logits, labels = self.output(h)
         return (logits, state, labels) if return_labels else (logits, state)
-
-    def regularization(self, ar: float, tar: float) -> torch.Tensor | None:
-        """AWD-LSTM's AR + TAR on the last training forward pass; None for encoders without them."""
-        from ..losses import activation_regularization
-
-        outputs = getattr(self.encoder, "last_outputs", None)
-        if outputs is None:
-            return None
-        self.encoder.last_outputs = None  # used once; keeps no graph alive (and the model deep-copyable)
-        if not (ar or tar):
-            return None
-        return activation_regularization(*outputs, ar, tar)
 
     def parameter_counts(self) -> dict[str, int]:
         """Trainable parameters per component; shared tensors are counted once (under embedding)."""

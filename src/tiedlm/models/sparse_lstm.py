@@ -37,8 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import UsageError
+from .lstm_layer import VDLSTMLayer, drop_connect
 from .recurrence import fused_lstm, lstm_recurrence, use_fused
-from .vd_lstm import VDLSTMLayer, drop_connect
 
 
 def dense_lstm_parameters(input_size: int, hidden_size: int) -> int:
@@ -137,6 +137,16 @@ class SparseStackSpec:
     """
 
     fraction: float  # f
+
+
+def sparse_spec(cfg) -> SparseLayerSpec | SparseStackSpec | None:
+    """The sparse layout a :class:`~tiedlm.config.ModelConfig` asks for: every layer (``sparse_fraction``), one
+    layer (``sparse_layer``), or None."""
+    if cfg.sparse_fraction:
+        return SparseStackSpec(cfg.sparse_fraction)
+    if not cfg.sparse_layer:
+        return None
+    return SparseLayerSpec(cfg.sparse_layer, cfg.sparse_hidden_size, cfg.sparse_components, cfg.sparse_density)
 
 
 def reduced_layer_shape(input_size: int, hidden_size: int, reduce_in: float, reduce_out: float) -> tuple[int, int]:

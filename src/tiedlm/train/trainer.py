@@ -37,9 +37,9 @@ from ..data.batching import fixed_window_lengths, scheduled_windows, variable_wi
 from ..data.corpus import check_split_sizes
 from ..errors import TiedlmError, UsageError
 from ..evaluation import evaluate, perplexity
-from ..losses import LanguageModelLoss
+from ..losses import LanguageModelLoss, encoder_regularization
 from ..models import LanguageModel
-from ..models.vd_lstm import detach_state
+from ..models.state import detach_state
 from ..paths import ensure_writable_folder, refuse_committed
 from ..runtime import autocast, resolve_device, resolve_precision, set_threads
 from .checkpoint import (
@@ -331,7 +331,7 @@ class Trainer:
         with autocast(self.device, self.precision):
             logits, new_state = self.step_model(x, detach_state(self.state))
             loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings, self.model.output_bias)
-            reg = self.model.regularization(ls.ar, ls.tar)
+            reg = encoder_regularization(self.model, ls.ar, ls.tar)
         if reg is not None:
             loss = loss + reg
         if t.loss_reduction == "sum_over_time":

@@ -6,19 +6,19 @@ import functools
 import sys
 from pathlib import Path
 
-from .cli import _emit
-from .cli_types import POSITIVE
+from .common import emit
+from .types import POSITIVE
 
 
 def cmd_reproduce(args) -> int:
-    from . import reproduce as rp
+    from .. import reproduce as rp
 
     if args.list or not args.table:
         rows = [{"table": t.name, "title": t.title, "source": t.source,
                  "runs": {s: [r.name for r in t.runs[s]] for s in t.runs}} for t in rp.TABLES.values()]
         text = "\n".join(f"{r['table']:26s} {r['title']}\n{'':26s} runs: {', '.join(r['runs']['budget'])}"
                          for r in rows)
-        _emit(args, rows, text)
+        emit(args, rows, text)
         return 0
     tab = rp.table(args.table)
     runs_dir = Path(args.runs)
@@ -44,16 +44,16 @@ def cmd_reproduce(args) -> int:
             f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "
             f"(~{total / 3600 / args.jobs:.2f} h of wall time); estimated from timed training steps here"
         )
-        _emit(args, {"table": tab.name, "scale": args.scale, "runs": plan_rows, "estimated_s": total}, "\n".join(text))
+        emit(args, {"table": tab.name, "scale": args.scale, "runs": plan_rows, "estimated_s": total}, "\n".join(text))
         return 0
-    from .paths import ensure_writable_folder
+    from ..paths import ensure_writable_folder
 
     ensure_writable_folder(runs_dir, "--runs")
     done = rp.execute(rows, {r["spec"].name: extra for r in rows}, args.jobs, args.threads, log=log)
     out = Path(args.out)
     page = rp.render(tab, args.scale, runs_dir, extra, out) if not args.no_page else None
     failed = [d for d in done if d["returncode"] not in (0,)]
-    _emit(
+    emit(
         args,
         {"table": tab.name, "started": done, "page": str(page) if page else None},
         (f"wrote {page}" if page else "")
@@ -65,7 +65,7 @@ def cmd_reproduce(args) -> int:
 @functools.cache
 def _corpus_size(name: str) -> tuple[int, int]:
     """(|V|, training tokens) of a corpus, read once per name."""
-    from .data import load_corpus
+    from ..data import load_corpus
 
     corpus = load_corpus(name)
     return len(corpus.vocab), corpus.train.numel()

@@ -5,16 +5,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .cli import _emit
-from .cli_types import POSITIVE, THREADS, integer, number
-from .errors import UsageError
+from ..errors import UsageError
+from .common import emit
+from .types import POSITIVE, THREADS, integer, number
 
 
 def cmd_evaluate(args) -> int:
-    from .data import load_corpus
-    from .evaluation import evaluate
-    from .run import load_run
-    from .runtime import run_precision, set_threads
+    from ..data import load_corpus
+    from ..evaluation import evaluate
+    from ..run import load_run
+    from ..runtime import run_precision, set_threads
 
     set_threads(args.threads)
     run = load_run(args.run_dir, which=args.checkpoint, device=args.device)
@@ -43,7 +43,7 @@ def cmd_evaluate(args) -> int:
         "precision": precision,
     }
     note = f" ({corpus.unknown[args.split]} tokens mapped to <unk>)" if corpus.unknown[args.split] else ""
-    _emit(
+    emit(
         args,
         out,
         f"{run.path} [{run.checkpoint}] {name} {args.split}: ppl {res['ppl']:.2f} "
@@ -53,7 +53,7 @@ def cmd_evaluate(args) -> int:
 
 
 def _dynamic_settings(args):
-    from .dynamic_evaluation import DynamicEvalSettings
+    from ..dynamic_evaluation import DynamicEvalSettings
 
     for key in ("dyn_lr", "dyn_lambda", "dyn_epsilon"):
         if getattr(args, key) < 0:
@@ -81,7 +81,7 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
     """``evaluate --dynamic``: gradient statistics on train, optional lr/λ grid on valid, then the split."""
     import dataclasses
 
-    from .dynamic_evaluation import GRID_LAMBDAS, GRID_LRS, dynamic_evaluate, effective_settings, gradient_rms
+    from ..dynamic_evaluation import GRID_LAMBDAS, GRID_LRS, dynamic_evaluate, effective_settings, gradient_rms
 
     log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     stats = gradient_rms(run.model, corpus.train, settings, precision, progress=not args.json)
@@ -125,7 +125,7 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
         "precision": precision,
     }
     old = f" = paper scaling lr {eff.lr:.3g}, λ {eff.lamb:.3g}, ε {eff.epsilon:.3g}" if settings.old_hyper else ""
-    _emit(
+    emit(
         args,
         out,
         f"{run.path} [{run.checkpoint}] {args.split}: static ppl {static['ppl']:.2f} -> dynamic ppl "
@@ -147,11 +147,11 @@ def _split_runs_and_phrases(items: list[str]) -> tuple[list[str], list[str]]:
 
 
 def cmd_predict(args) -> int:
-    from .analysis.word_stats import PAPER_PHRASES, mean_word_probabilities
-    from .data import load_corpus
-    from .inference import next_word_table
-    from .run import load_run
-    from .runtime import run_precision, set_threads
+    from ..analysis.word_stats import PAPER_PHRASES, mean_word_probabilities
+    from ..data import load_corpus
+    from ..inference import next_word_table
+    from ..run import load_run
+    from ..runtime import run_precision, set_threads
 
     set_threads(args.threads)
     run_dirs, phrases = _split_runs_and_phrases(args.items)
@@ -207,25 +207,25 @@ def cmd_predict(args) -> int:
                 if not w.startswith("_")
             )
             lines.append(f"  {r.path.name}: {cells}")
-    _emit(args, result, "\n".join(lines).rstrip())
+    emit(args, result, "\n".join(lines).rstrip())
     return 0
 
 
 def cmd_generate(args) -> int:
-    from .inference import generate
-    from .run import load_run
+    from ..inference import generate
+    from ..run import load_run
 
     run = load_run(args.run_dir, device=args.device)
     out = generate(run.model, run.vocab, args.words, args.temperature, args.seed, args.prompt or "")
-    _emit(args, {"run_dir": str(run.path), **out}, out["text"])
+    emit(args, {"run_dir": str(run.path), **out}, out["text"])
     return 0
 
 
 def cmd_info(args) -> int:
-    from .config import Config
-    from .data import Vocabulary, load_corpus
-    from .data.sources import VOCAB_SIZES
-    from .run import count_parameters
+    from ..config import Config
+    from ..data import Vocabulary, load_corpus
+    from ..data.sources import VOCAB_SIZES
+    from ..run import count_parameters
 
     target = Path(args.target)
     if (target / "config.toml").is_file():
@@ -254,7 +254,7 @@ def cmd_info(args) -> int:
     )
     text = [f"{args.target} ({kind}): {desc}", f"data {cfg.data.name}, |V| = {vocab_size}"]
     text += [f"  {k:10s} {v:>12,d}" for k, v in counts.items()]
-    _emit(
+    emit(
         args,
         {"target": args.target, "kind": kind, "vocab_size": vocab_size, "parameters": counts, "config": cfg.to_dict()},
         "\n".join(text),

@@ -7,13 +7,13 @@ import json
 import sys
 from pathlib import Path
 
-from .cli import _emit, add_command, add_group
-from .cli_types import POSITIVE, THREADS, number
+from .common import add_command, add_group, emit
+from .types import POSITIVE, THREADS, number
 
 
 def _output_folder(folder: str) -> Path:
     """An analysis's --out: never a folder of committed results, and writable, checked before any work."""
-    from .paths import ensure_writable_folder, refuse_committed
+    from ..paths import ensure_writable_folder, refuse_committed
 
     out = Path(folder)
     refuse_committed(out)
@@ -22,7 +22,7 @@ def _output_folder(folder: str) -> Path:
 
 
 def cmd_experiment_subspace(args) -> int:
-    from .experiments.subspace_validation import SubspaceExperimentConfig, run_experiment
+    from ..experiments.subspace_validation import SubspaceExperimentConfig, run_experiment
 
     out = _output_folder(args.out)
     cfg = SubspaceExperimentConfig(runs=args.runs, seed=args.seed, epochs=args.epochs, vocab=args.vocab,
@@ -36,28 +36,28 @@ def cmd_experiment_subspace(args) -> int:
         cfg.taus = args.taus
     log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
     summary = run_experiment(cfg, out, progress=not args.no_progress, log=log)
-    _emit(args, summary, (out / "summary.md").read_text() + f"\nwrote {out}/subspace.csv, subspace.png, summary.md")
+    emit(args, summary, (out / "summary.md").read_text() + f"\nwrote {out}/subspace.csv, subspace.png, summary.md")
     return 0
 
 
 def cmd_report(args) -> int:
-    from .analysis.report import make_report
+    from ..analysis.report import make_report
 
     path = make_report(args.runs, _output_folder(args.out))
-    _emit(args, {"report": str(path)}, f"wrote {path} and {path.parent / 'valid_ppl.png'}")
+    emit(args, {"report": str(path)}, f"wrote {path} and {path.parent / 'valid_ppl.png'}")
     return 0
 
 
 def cmd_analyze_bands(args) -> int:
     import torch
 
-    from .analysis.bands import band_table, token_cross_entropy, write_band_report
-    from .data import load_corpus
-    from .errors import UsageError
-    from .run import load_run
+    from ..analysis.bands import band_table, token_cross_entropy, write_band_report
+    from ..data import load_corpus
+    from ..errors import UsageError
+    from ..run import load_run
 
     out = _output_folder(args.out)
-    from .runtime import run_precision, set_threads
+    from ..runtime import run_precision, set_threads
 
     set_threads(args.threads)
     runs = [load_run(r, which=args.checkpoint) for r in args.runs]
@@ -81,16 +81,16 @@ def cmd_analyze_bands(args) -> int:
     table = band_table(counts, targets, ces)
     table.update(split=args.split, data=data.name, checkpoint=args.checkpoint)
     path = write_band_report(table, out, title=f"{data.name} {args.split}")
-    _emit(args, table, path.read_text() + f"\nwrote {path}, {path.parent / 'bands.png'}, {path.parent / 'bands.json'}")
+    emit(args, table, path.read_text() + f"\nwrote {path}, {path.parent / 'bands.png'}, {path.parent / 'bands.json'}")
     return 0
 
 
 def cmd_analyze_augmented(args) -> int:
-    from .analysis.augmented_targets import augmented_loss_strength, strength_markdown
-    from .data import load_corpus
-    from .errors import UsageError
-    from .run import load_run
-    from .runtime import run_precision, set_threads
+    from ..analysis.augmented_targets import augmented_loss_strength, strength_markdown
+    from ..data import load_corpus
+    from ..errors import UsageError
+    from ..run import load_run
+    from ..runtime import run_precision, set_threads
 
     if args.tau and min(args.tau) <= 0:
         raise UsageError(f"--tau {min(args.tau):g}: temperatures must be > 0")
@@ -115,7 +115,7 @@ def cmd_analyze_augmented(args) -> int:
         (out / "augmented.md").write_text(md)
         (out / "augmented.json").write_text(json.dumps(results, indent=2) + "\n")
         md += f"\nwrote {out / 'augmented.md'} and {out / 'augmented.json'}"
-    _emit(args, results, md)
+    emit(args, results, md)
     return 0
 
 
@@ -129,7 +129,7 @@ def _add_run_evaluation_arguments(parser, whose: str) -> None:
 
 
 def register(add, sub_parser_class) -> None:
-    from .experiments.subspace_config import SubspaceExperimentConfig
+    from ..experiments.subspace_config import SubspaceExperimentConfig
 
     d = SubspaceExperimentConfig()
     esub = add_group(add, "experiment", "run a paper's experiment end to end", "experiment", sub_parser_class)

@@ -6,13 +6,13 @@ import json
 import sys
 from pathlib import Path
 
-from .cli_types import POSITIVE
-from .errors import UsageError
+from ..errors import UsageError
+from .types import POSITIVE
 
 
 def cmd_translate_train(args) -> int:
-    from .cli import data_settings
-    from .translation import TranslationConfig, train_translator
+    from ..translation import TranslationConfig, train_translator
+    from .common import data_settings
 
     run_dir = Path(args.out)
     extra = data_settings(args)
@@ -26,7 +26,7 @@ def cmd_translate_train(args) -> int:
 
 
 def cmd_translate_evaluate(args) -> int:
-    from .translation import evaluate_translator
+    from ..translation import evaluate_translator
 
     m = evaluate_translator(Path(args.run), args.split, args.beam, args.data_dir or "", progress=not args.no_progress)
     text = f"{args.run}: {args.split} BLEU {m['bleu']:.2f} ({m['signature']}), ppl {m['ppl']:.2f}, beam {m['beam']}"
@@ -35,7 +35,7 @@ def cmd_translate_evaluate(args) -> int:
 
 
 def cmd_translate_translate(args) -> int:
-    from .translation import load_translator, translate_lines
+    from ..translation import load_translator, translate_lines
 
     blank = [i + 1 for i, s in enumerate(args.sentence) if not s.strip()]
     if blank:
@@ -54,7 +54,7 @@ def cmd_translate_translate(args) -> int:
 
 
 def register(add, sub_parser_class) -> None:
-    from .cli import add_command, add_group, add_run_arguments
+    from .common import add_command, add_group, add_run_arguments
 
     tsub = add_group(add, "translate", "Transformer translation (Multi30k En-De) with tied/dual/DRILL output layers",
                      "translate_command", sub_parser_class, metavar="ACTION")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 
 def cmd_tag_train(args) -> int:
-    from .cli import data_settings
-    from .tagging import TaggerConfig, train_tagger
+    from ..tagging import TaggerConfig, train_tagger
+    from .common import data_settings
 
     run_dir = Path(args.out)
     extra = data_settings(args)
@@ -23,7 +23,7 @@ def cmd_tag_train(args) -> int:
 
 
 def cmd_tag_evaluate(args) -> int:
-    from .tagging import evaluate_tagger
+    from ..tagging import evaluate_tagger
 
     m = evaluate_tagger(Path(args.run), tuple(args.split), args.data_dir or "")
     text = ", ".join(f"{s} accuracy {100 * m[f'{s}_accuracy']:.2f}%" for s in args.split)
@@ -32,7 +32,7 @@ def cmd_tag_evaluate(args) -> int:
 
 
 def register(add, sub_parser_class) -> None:
-    from .cli import add_command, add_group, add_run_arguments
+    from .common import add_command, add_group, add_run_arguments
 
     tsub = add_group(add, "tag", "part-of-speech tagging with dense or frequency-sparse embeddings (UD English-EWT)",
                      "tag_command", sub_parser_class, metavar="ACTION")

@@ -1,0 +1,59 @@
+"""What every ``tiedlm`` command module shares: the one-line-error parser, ``--json`` output, the helpers that
+add a command or a command group, and the run arguments of ``tag train`` / ``translate train``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..errors import UsageError
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit code 2
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def emit(args, obj, text: str) -> None:
+    print(json.dumps(obj, indent=2) if args.json else text)
+
+
+def add_command(subparsers, name: str, func, help_: str, description: str | None = None):
+    """A command (or a group's action) of ``subparsers`` with ``--json``, dispatching to ``func``."""
+    sp = subparsers.add_parser(name, help=help_, description=description or help_)
+    sp.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    sp.set_defaults(func=func)
+    return sp
+
+
+def add_group(add, name: str, help_: str, dest: str, parser_class, metavar: str = "NAME"):
+    """A command whose first argument picks one of its actions (``tiedlm tag train``); returns its subparsers."""
+    return add(name, None, help_).add_subparsers(dest=dest, parser_class=parser_class, metavar=metavar,
+                                                 required=True)
+
+
+def add_run_arguments(parser, example: str, resume_help: str, data_help: str) -> None:
+    """--out, --set, --resume, --data-dir and --no-progress of a `tag train` / `translate train` command."""
+    parser.add_argument("--out", required=True, help="run directory")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help=f"override a setting, e.g. --set {example}")
+    parser.add_argument("--resume", action="store_true", help=resume_help)
+    parser.add_argument("--data", metavar="FOLDER", help="train on a corpus of your own in FOLDER (read as it is; "
+                        "sets data_dir and own_data=true)")
+    parser.add_argument("--data-dir", help=data_help)
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def data_settings(args) -> list[str]:
+    """``--data`` / ``--data-dir`` of `tag train` and `translate train` as key=value settings of a new run."""
+    if args.data and args.data_dir:
+        raise UsageError("give either --data (a corpus of your own) or --data-dir (a folder holding the built-in "
+                         "corpus, verified), not both")
+    if args.resume and (args.data or args.data_dir):
+        raise UsageError("a resumed run reads the data it was trained on; drop --data/--data-dir")
+    if args.data:
+        return [f"data_dir={Path(args.data).expanduser().resolve()}", "own_data=true"]
+    return [f"data_dir={Path(args.data_dir).expanduser().resolve()}"] if args.data_dir else []
+
+

@@ -1,0 +1,63 @@
+"""tiedlm: word-level language models whose output layer knows the embedding space.
+
+The command line: train, evaluate, predict, generate, info, presets, analyze, experiment, report, tag,
+translate, reproduce.
+Every command takes ``--json`` for machine-readable output. Problems a user can fix are one
+line on stderr (``tiedlm: error: ...``) with exit code 2 for usage errors, 1 otherwise.
+One module per command group registers its commands here; none of them imports this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import TiedlmError
+from . import analysis, inference, reproduce, tagging, train, translation
+from .common import Parser, add_command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="tiedlm", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
+
+    def add(name, func, help_):
+        return add_command(sub, name, func, help_)
+
+    train.register(add)
+    inference.register(add)
+    analysis.register(add, Parser)
+    tagging.register(add, Parser)
+    translation.register(add, Parser)
+    reproduce.register(add)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..errors import RunInterrupted
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        return args.func(args)
+    except TiedlmError as exc:
+        print(f"tiedlm: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except RunInterrupted as exc:  # a stopped training run: how to resume it (rank 0 speaks under torchrun)
+        if os.environ.get("RANK", "0") == "0":
+            print(f"tiedlm: {exc}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("tiedlm: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `tiedlm presets | head`
+        sys.stdout = open(os.devnull, "w")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

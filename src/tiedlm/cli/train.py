@@ -1,0 +1,92 @@
+"""``tiedlm train`` and ``tiedlm presets``: start or resume a language-model run; list the presets."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from ..errors import UsageError
+from .common import emit
+
+
+def cmd_train(args) -> int:
+    from ..config import Config
+    from ..train import train
+
+    if args.resume:
+        if args.config:
+            raise UsageError("give either a PRESET/CONFIG to start a run or --resume RUN_DIR, not both")
+        run_dir = Path(args.resume)
+        if not (run_dir / "checkpoints" / "last.safetensors").is_file():
+            raise UsageError(f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder "
+                             f"of an interrupted `tiedlm train`")
+        if not (run_dir / "config.toml").is_file():
+            raise UsageError(f"{run_dir} has no config.toml; a run folder needs the config.toml that `tiedlm train` "
+                             f"wrote into it")
+        cfg = Config.load(run_dir / "config.toml")
+        allowed = ("train.epochs=", "train.finetune_epochs=", "train.threads=", "train.lr=", "train.clip=",
+                   "train.cuda_graph=")
+        for item in args.set:
+            if not item.startswith(allowed):
+                raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")
+        cfg = cfg.with_overrides(args.set)
+        if args.set:
+            (run_dir / "config.toml").write_text(cfg.to_toml())
+    else:
+        if not args.config:
+            raise UsageError("give a PRESET name or CONFIG.toml (see `tiedlm presets`), or --resume RUN_DIR")
+        cfg = Config.load(args.config).with_overrides(args.set)
+        if args.data and args.data_dir:
+            raise UsageError("give either --data (a corpus name, or a folder of your own text) or --data-dir (a "
+                             "folder holding the preset's corpus), not both")
+        if args.data:  # the preset's model and recipe on another corpus: a known name, or your own folder
+            cfg = cfg.with_overrides([f"data.name={args.data}", "data.data_dir="])
+        if args.data_dir:
+            cfg = cfg.with_overrides([f"data.data_dir={args.data_dir}"])
+        run_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
+    main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 speaks
+    log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+    if not args.resume and main_rank:
+        log(cfg.to_toml())
+    command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    summary = train(cfg, run_dir, resume=bool(args.resume), command=command, progress=not args.no_progress, log=log)
+    if not main_rank:
+        return 0
+    emit(args, {"run_dir": str(run_dir), **summary},
+          f"run {run_dir}: valid ppl {summary['valid_ppl']:.2f}, test ppl {summary['test_ppl']:.2f}")
+    return 0
+
+
+def cmd_presets(args) -> int:
+    from ..config import Config, list_presets
+
+    rows = []
+    for name in list_presets():
+        c = Config.load(name)
+        rows.append({"name": name, "data": c.data.name, "hidden": c.model.hidden_size, "output": c.model.output,
+                     "augmented": c.loss.augmented, "dropout": c.model.dropout, "epochs": c.train.epochs})
+    text = "\n".join(f"{r['name']:24s} {r['data']:18s} h={r['hidden']:<5d} output={r['output']:5s} "
+                     f"AL={'yes' if r['augmented'] else 'no ':3s} dropout={r['dropout']:<5} epochs={r['epochs']}"
+                     for r in rows)
+    emit(args, rows, text)
+    return 0
+
+
+
+
+def register(add) -> None:
+    t = add("train", cmd_train, "train a language model from a preset or a TOML config")
+    t.add_argument("config", nargs="?", help="preset name (see `tiedlm presets`) or CONFIG.toml")
+    t.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
+    t.add_argument("--out", help="run directory (default: runs/PRESET)")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run exactly where it stopped")
+    t.add_argument("--data", metavar="NAME|FOLDER",
+                   help="train on another corpus: ptb, wikitext-2, or a folder of your own text holding train.txt, "
+                        "valid.txt and test.txt (read as it is)")
+    t.add_argument("--data-dir", help="folder holding the preset's corpus files, verified by checksum "
+                                      "(overrides TIEDLM_DATA)")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    add("presets", cmd_presets, "list the built-in presets")

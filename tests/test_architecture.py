@@ -1,0 +1,124 @@
+"""The package's layout: imports run one way along the pipeline, and no two modules import each other.
+
+Layers, lowest first (docs/architecture.md draws them): a module may import its own layer and the layers below
+it, never one above. Every ``import`` counts, also those inside functions (a lazy import that runs back up is
+still a loop in the design).
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+LAYERS = [
+    ("base", ["tiedlm.errors", "tiedlm.paths", "tiedlm.runtime", "tiedlm.native"]),
+    ("data", ["tiedlm.data"]),
+    ("config", ["tiedlm.config", "tiedlm.experiments.subspace_config"]),
+    ("models", ["tiedlm.models"]),
+    ("losses", ["tiedlm.losses"]),
+    ("evaluation", ["tiedlm.evaluation"]),  # perplexity over a split: the trainer validates with it
+    ("train", ["tiedlm.train", "tiedlm.tagging", "tiedlm.translation"]),
+    ("analysis", ["tiedlm.dynamic_evaluation", "tiedlm.inference", "tiedlm.run", "tiedlm.analysis",
+                  "tiedlm.experiments"]),
+    ("cli", ["tiedlm.reproduce", "tiedlm.cli", "tiedlm.__main__"]),
+]
+
+
+def _layer(module: str) -> int:
+    best, rank = -1, None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best:
+                best, rank = len(p), i
+    if rank is None:
+        raise AssertionError(f"{module} belongs to no layer: add it to LAYERS in {__file__}")
+    return rank
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in (SRC / "tiedlm").rglob("*.py"):
+        parts = f.relative_to(SRC).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = f
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """tiedlm modules that ``name`` imports (``from .x import y`` counts as x.y where y is a module)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add(sub if sub in modules else target)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return {m for m in found if m in modules and m != name}
+
+
+@pytest.fixture(scope="module")
+def graph():
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items() if name != "tiedlm"}
+
+
+def test_every_module_has_a_layer(graph):
+    for name in graph:
+        _layer(name)
+
+
+def test_no_import_runs_back_up_the_pipeline(graph):
+    upward = [f"{m} ({LAYERS[_layer(m)][0]}) imports {t} ({LAYERS[_layer(t)][0]})"
+              for m, targets in graph.items() for t in targets if t != "tiedlm" and _layer(t) > _layer(m)]
+    assert not upward, "\n".join(upward)
+
+
+def test_no_two_modules_import_each_other(graph):
+    """No cycle among modules (a package's ``__init__`` re-exporting its own modules is not one)."""
+    edges = {m: {t for t in ts if not (m.startswith(t + ".") and (SRC / Path(*t.split("."))).is_dir())}
+             for m, ts in graph.items()}
+    edges = {m: {t for t in ts if not t.startswith(m + ".")} for m, ts in edges.items()}  # package -> own module
+    index, low, stack, on_stack, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    assert not cycles, cycles
+
+
+def test_the_checks_see_a_lazy_import_that_runs_back_up(tmp_path):
+    modules = {"tiedlm.models.probe": tmp_path / "probe.py", "tiedlm.cli": Path("c.py")}
+    modules["tiedlm.models.probe"].write_text("def f():\n    from ..cli import main\n")
+    got = _imports("tiedlm.models.probe", modules["tiedlm.models.probe"], modules)
+    assert got == {"tiedlm.cli"} and _layer("tiedlm.cli") > _layer("tiedlm.models.probe")
