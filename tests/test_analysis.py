@@ -69,6 +69,7 @@ def test_subspace_model_output_init_range():
     assert same.output.weight.abs().max() > 0.2  # negative: W follows --init-range
 
 
+@pytest.mark.slow
 def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path):
     import csv
 

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tiedlm.config import Config
@@ -26,6 +27,7 @@ def _torchrun(args, tmp_path):
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
 
 
+@pytest.mark.slow
 def test_two_ranks_match_one_process_and_stay_identical(tiny_corpus, tmp_path):
     sets = [a for o in _overrides(tiny_corpus) for a in ("--set", o)]
     ddp = _torchrun(["train", "ptb-small-re", "--out", str(tmp_path / "ddp"), "--no-progress", "--json", *sets],
@@ -43,6 +45,7 @@ def test_two_ranks_match_one_process_and_stay_identical(tiny_corpus, tmp_path):
     assert [k for k in a if k.startswith("rng.torch.rank")] == ["rng.torch.rank0", "rng.torch.rank1"]
 
 
+@pytest.mark.slow
 def test_resume_of_a_distributed_run_and_uneven_batch_error(tiny_corpus, tmp_path):
     sets = [a for o in _overrides(tiny_corpus, **{"train.epochs": "1"}) for a in ("--set", o)]
     first = _torchrun(["train", "ptb-small-re", "--out", str(tmp_path / "r"), "--no-progress", *sets], tmp_path)

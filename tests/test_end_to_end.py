@@ -147,6 +147,7 @@ def _outcome(run: Path):
     )
 
 
+@pytest.mark.slow
 def test_a_real_signal_anywhere_then_resume_is_bit_identical(tiny_corpus, tmp_path):
     """SIGTERM or SIGINT delivered inside a training step, inside the epoch-end validation or inside the final
     evaluation: the run stops with a consistent checkpoint and the resumed run ends bit-identical."""
@@ -212,6 +213,7 @@ def test_a_second_signal_stops_at_once_and_writes_nothing(tiny_corpus, tmp_path)
     assert not (tmp_path / "run" / "checkpoints" / "last.safetensors").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_to_a_real_process_then_resume_matches_an_uninterrupted_run(tiny_corpus, tmp_path, sig):
     """A separate `tiedlm train` process gets a real signal at some moment of its training; the run resumed

@@ -3,6 +3,8 @@ resume), and rendered as a page beside the paper's numbers."""
 
 import json
 
+import pytest
+
 from tiedlm import reproduce as rp
 from tiedlm.cli import main
 
@@ -31,6 +33,7 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys)
     assert not (tmp_path / "runs").exists()  # a dry run starts nothing
 
 
+@pytest.mark.slow
 def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys):
     args = ["reproduce", "pappas2019-table4-small", "--data", str(tiny_corpus), "--runs", str(tmp_path / "runs"),
             "--out", str(tmp_path / "pages"), "--jobs", "2", *TINY]

@@ -46,6 +46,7 @@ def _cfg(ewt, **kw):
     return TaggerConfig(**(base | kw)).validate()
 
 
+@pytest.mark.slow
 def test_tagger_trains_with_sparse_embeddings_and_resumes_exactly(ewt, tmp_path):
     full = train_tagger(_cfg(ewt, embedding_density=0.25), tmp_path / "a", progress=False, log=lambda *a: None)
     assert full["parameters"]["embedding"] < 0.26 * 16 * full["vocab_size"]

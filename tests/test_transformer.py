@@ -178,6 +178,7 @@ def _parallel_folder(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_train_save_load_translate_round_trip(tmp_path):
     """A tiny word-for-word task: train, resume from an interrupted epoch, evaluate, translate via the CLI."""
     from tiedlm.translation import evaluate_translator, load_translator, train_translator, translate_lines

@@ -49,7 +49,7 @@ class ModelConfig:
     hidden_size: int = 200  # transformer: the feed-forward inner size
     layers: int = 2  # transformer: blocks
     dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015); awd-lstm: on the output
-    init_range: float = 0.1
+    init_range: float = 0.1  # uniform initialisation in ±init_range
     # vd-lstm and awd-lstm: one mask per sequence on the embeddings fed to the first layer (AWD dropouti)
     dropout_input: float = 0.0
     # awd-lstm only
@@ -72,7 +72,7 @@ class ModelConfig:
     drill_variational: bool = True  # one dropout mask over the d dimensions per pass, shared by all labels
     drill_residual_embedding: bool = True  # + E after every layer (eq. 10)
     drill_residual_previous: bool = False  # + the layer's input as well
-    drill_init_range: float = 0.1
+    drill_init_range: float = 0.1  # uniform initialisation of the label encoder in ±drill_init_range
     # predefined sparseness (Demeester et al. 2018)
     embedding_density: float = 1.0  # fraction of trainable embedding entries (frequency-based, §4.1); 1 = dense
     sparse_layer: int = 0  # 1-based LSTM layer made sparse (§3); 0 = none
@@ -96,11 +96,11 @@ class ModelConfig:
 
 @dataclass
 class LossConfig:
-    augmented: bool = False
-    tau: float = 20.0
+    augmented: bool = False  # add the augmented loss J_aug (Inan et al. eq. 3.2) to the cross-entropy
+    tau: float = 20.0  # temperature τ of ŷ and ỹ
     gamma: float = 0.5  # alpha = gamma * tau (Inan et al. eq. 3.3)
     form: str = "alpha"  # alpha: J + gamma*tau*J_aug (3.3) | beta: beta*J_aug*tau^2*|V| + (1-beta)*J (6.1)
-    beta: float = 0.5
+    beta: float = 0.5  # β of form = beta (eq. 6.1)
     target_grad: bool = False  # let gradients flow through the target distribution y~ into L
     aug_bias: bool = True  # y^ = softmax((Wh + b)/tau) (the text's "logits / tau"); false: softmax(Wh/tau), eq. 3.1
     ar: float = 0.0  # activation regularisation alpha (awd-lstm, Merity et al. 2017 §4.6)
@@ -109,21 +109,21 @@ class LossConfig:
 
 @dataclass
 class TrainConfig:
-    epochs: int = 40
-    batch_size: int = 20
-    bptt: int = 35
-    lr: float = 1.0
-    lr_decay: float = 0.9
+    epochs: int = 40  # epochs of the main stage
+    batch_size: int = 20  # parallel streams the training text is cut into
+    bptt: int = 35  # time steps per truncated-BPTT window
+    lr: float = 1.0  # SGD learning rate (peak rate with adam and warm-up)
+    lr_decay: float = 0.9  # factor per epoch from decay_start on
     decay_start: int = 5  # first epoch (1-based) whose lr is decayed: lr_e = lr * decay^max(0, e - start + 1)
-    clip: float = 5.0
+    clip: float = 5.0  # maximum global gradient norm (0: no clipping)
     # sum_over_time: the loss whose gradient SGD follows is summed over the BPTT steps and averaged over the
     # batch (Zaremba et al.'s TensorFlow code, which Inan et al. follow; lr = 1 assumes it). mean: per token.
     loss_reduction: str = "sum_over_time"
-    seed: int = 1111
+    seed: int = 1111  # seed of every random draw (weights, dropout masks, window lengths)
     optimizer: str = "sgd"  # sgd | nt-asgd (non-monotonically triggered averaged SGD, Merity et al. 2017) | adam
     warmup_steps: int = 0  # linear lr warm-up over the first N updates (Transformers with adam)
     nonmono: int = 5  # nt-asgd: average once valid has not improved on the value `nonmono` epochs back
-    weight_decay: float = 0.0
+    weight_decay: float = 0.0  # L2 weight decay (sgd / nt-asgd) or decoupled decay (adam)
     variable_bptt: bool = False  # AWD-LSTM's random window lengths around bptt (lr scaled by length / bptt)
     finetune_epochs: int = 0  # nt-asgd: after `epochs`, restart averaging from the best weights for N epochs
     precision: str = "auto"  # auto | fp32 | bf16
@@ -131,7 +131,7 @@ class TrainConfig:
     # auto: on a GPU, capture the training step of full-length windows once as a CUDA graph and replay it
     # (tiedlm.train.cuda_graph; where the run allows it, else eager); off: always eager
     cuda_graph: str = "auto"
-    eval_batch_size: int = 10
+    eval_batch_size: int = 10  # streams for validation (test: batch 1, the papers' protocol)
     threads: int = 0  # 0: all cores
     max_nonfinite: int = 10  # consecutive non-finite steps tolerated before the run stops
     # start from the final weights (last checkpoint) of this run directory, with a fresh lr schedule: Inan et

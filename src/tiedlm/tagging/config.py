@@ -14,18 +14,18 @@ class TaggerConfig(KeyValueConfig):
     embedding_size: int = 64  # k
     embedding_density: float = 1.0  # δ_E of the frequency-based sparse embedding (Demeester et al. §4.1); 1 = dense
     hidden_size: int = 100  # per direction
-    layers: int = 1
+    layers: int = 1  # BiLSTM layers
     dropout: float = 0.3  # on the embeddings and on the BiLSTM outputs
     min_count: int = 2  # training words seen fewer times share <unk>
-    epochs: int = 8
-    batch_size: int = 32
+    epochs: int = 8  # passes over the training sentences
+    batch_size: int = 32  # sentences per batch
     lr: float = 2e-3  # Adam
-    clip: float = 5.0
-    seed: int = 1
+    clip: float = 5.0  # maximum global gradient norm (0: no clipping)
+    seed: int = 1  # seed of every random draw
     threads: int = 0  # 0: all cores
     max_sentences: int = 0  # train on the first N training sentences only (0: all); for smoke tests
     data_dir: str = ""  # folder with en_ewt-ud-{train,dev,test}.conllu (default: TIEDLM_DATA mirror or download)
-    own_data: bool = False
+    own_data: bool = False  # data_dir holds a treebank of your own (*train*/*dev*/*test*.conllu), unverified
 
     def validate(self) -> "TaggerConfig":
         checks = [

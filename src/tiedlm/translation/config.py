@@ -17,7 +17,7 @@ class TranslationConfig(KeyValueConfig):
 
     # data and subword units (sentencepiece)
     source_lang: str = "en"
-    target_lang: str = "de"
+    target_lang: str = "de"  # target language suffix of the data files
     vocab: str = "joint"  # joint: one subword model and vocabulary for both languages | separate
     vocab_size: int = 8000  # subword vocabulary size (per language with vocab = separate)
     subword_model: str = "bpe"  # bpe | unigram (sentencepiece model types)
@@ -28,35 +28,35 @@ class TranslationConfig(KeyValueConfig):
     own_data: bool = False  # data_dir holds a parallel corpus of your own: {train,valid,test}.{src,tgt}, unverified
     # model (Vaswani et al. 2017, pre-norm)
     d_model: int = 256
-    ffn_size: int = 1024
-    heads: int = 4
-    encoder_layers: int = 3
-    decoder_layers: int = 3
+    ffn_size: int = 1024  # feed-forward inner size
+    heads: int = 4  # attention heads
+    encoder_layers: int = 3  # encoder blocks
+    decoder_layers: int = 3  # decoder blocks
     dropout: float = 0.1  # residual, FFN and embedding dropout
     attention_dropout: float = 0.0  # on the attention weights
     positions: str = "sinusoidal"  # sinusoidal | learned
     max_positions: int = 256  # learned positions only
     # output layer (Pappas & Henderson 2019): tied | drill | dual | bilinear | full
     output: str = "tied"
-    tied_bias: bool = True
+    tied_bias: bool = True  # tied only: a learnable output bias
     joint_size: int = 0  # dual only: d_j; 0 = d_model
     drill_depth: int = 2  # the paper's NMT setting: 2 layers, sigmoid, dropout 0.6, residual to E
-    drill_activation: str = "sigmoid"
-    drill_dropout: float = 0.6
-    drill_variational: bool = True
-    drill_init_range: float = 0.1
+    drill_activation: str = "sigmoid"  # sigmoid | relu | tanh | identity
+    drill_dropout: float = 0.6  # dropout on each label-encoder layer's input
+    drill_variational: bool = True  # one dropout mask over the d dimensions per pass, shared by all labels
+    drill_init_range: float = 0.1  # uniform initialisation of the label encoder
     # loss: label-smoothed cross-entropy, optionally + the augmented loss (Inan et al. eq. 3.3)
     label_smoothing: float = 0.1
-    augmented: bool = False
-    tau: float = 20.0
-    gamma: float = 0.5
+    augmented: bool = False  # add γτ·J_aug over the target embeddings
+    tau: float = 20.0  # temperature τ of the augmented loss
+    gamma: float = 0.5  # α = γτ (eq. 3.3)
     # training (Adam with linear warm-up, then inverse-square-root decay: Vaswani et al. §5.3)
     epochs: int = 12
     batch_tokens: int = 4096  # subword tokens per batch (the longer side of each pair)
     lr: float = 1e-3  # peak learning rate, reached after warmup_steps updates
-    warmup_steps: int = 400
-    clip: float = 1.0
-    seed: int = 1
+    warmup_steps: int = 400  # linear warm-up updates
+    clip: float = 1.0  # maximum global gradient norm (0: no clipping)
+    seed: int = 1  # seed of every random draw
     threads: int = 0  # 0: all cores
     precision: str = "auto"  # auto | fp32 | bf16
     # decoding

@@ -1,0 +1,63 @@
+"""The documentation stays current: the generated key reference, the links, the README's length."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_config_key_reference_is_generated_from_the_current_configs():
+    tool = _tool("make_config_reference")
+    assert tool.PAGE.read_text() == tool.page(), "docs/config-keys.md is stale: python tools/make_config_reference.py"
+
+
+def test_every_setting_is_in_the_reference_with_its_default():
+    from tiedlm.config import Config
+
+    text = (ROOT / "docs" / "config-keys.md").read_text()
+    cfg = Config()
+    for section in ("data", "model", "loss", "train"):
+        for key, value in vars(getattr(cfg, section)).items():
+            assert f"| `{section}.{key}` | " in text and f"`{value!r}`" in text, (section, key)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, each space a hyphen."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_relative_links_and_anchors_in_readme_and_docs_resolve():
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    broken = []
+    for page in pages:
+        for target, anchor in re.findall(r"\]\(([^)#\s]+)(?:#([^)]*))?\)", page.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path = page.parent / target
+            if not path.exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+            elif anchor and path.suffix == ".md":
+                headings = re.findall(r"^#+ (.+)$", path.read_text(), flags=re.M)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{page.relative_to(ROOT)} -> {target}#{anchor}")
+    assert not broken, broken
+
+
+def test_slug_rule():
+    assert _slug("Why REAL trails VD: the augmented loss together with b = 0") == (
+        "why-real-trails-vd-the-augmented-loss-together-with-b--0")
+
+
+def test_readme_is_a_manual_that_fits_a_few_screens():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 250, len(lines)
+    first_screen = "\n".join(lines[:60])
+    assert "bash setup.sh" in first_screen  # the two commands come first

@@ -1,0 +1,96 @@
+"""Write docs/config-keys.md: every setting of every task, from the typed configs themselves.
+
+Each row is one dataclass field: its key as ``--set`` takes it, its type, its default and the comment written
+beside it in the source (the comment is the documentation, so the two cannot drift; a test re-generates the
+page and compares).
+
+    python tools/make_config_reference.py            # rewrite docs/config-keys.md
+    python tools/make_config_reference.py --check    # exit 1 if the page is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "config-keys.md"
+
+
+def field_comments(cls) -> dict[str, str]:
+    """The comment on each field's line (``name: type = default  # comment``), or the comment lines just above."""
+    source = textwrap.dedent(inspect.getsource(cls))
+    lines = source.splitlines()
+    out = {}
+    for node in ast.parse(source).body[0].body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            line = lines[node.lineno - 1]
+            comment = line.split("  # ", 1)[1].strip() if "  # " in line else ""
+            above, k = [], node.lineno - 2
+            while k >= 0 and lines[k].strip().startswith("#"):
+                above.insert(0, lines[k].strip().lstrip("# ").strip())
+                k -= 1
+            out[node.target.id] = ": ".join(part for part in (" ".join(above), comment) if part)
+    return out
+
+
+def _type(f) -> str:
+    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+
+
+def table(cls, prefix: str) -> list[str]:
+    comments = field_comments(cls)
+    rows = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        meaning = comments.get(f.name, "").replace("|", "\\|")
+        rows.append(f"| `{prefix}{f.name}` | {_type(f)} | `{default!r}` | {meaning} |")
+    return rows
+
+
+def page() -> str:
+    sys.path.insert(0, str(ROOT / "src"))
+    from tiedlm.config import Config
+    from tiedlm.tagging.config import TaggerConfig
+    from tiedlm.translation.config import TranslationConfig
+
+    out = [
+        "# Every setting, generated from the typed configs",
+        "",
+        "Written by `python tools/make_config_reference.py` from the dataclasses and the comments beside their "
+        "fields; a test fails when this page is stale. Explanations with the papers' equations: "
+        "[configuration.md](configuration.md).",
+        "",
+    ]
+    cfg = Config()
+    for section in dataclasses.fields(cfg):
+        out += [f"## Language models: `[{section.name}]`", "",
+                f"`tiedlm train PRESET --set {section.name}.KEY=VALUE`", ""]
+        out += table(type(getattr(cfg, section.name)), f"{section.name}.") + [""]
+    for title, cls, cmd in (("POS tagger", TaggerConfig, "tiedlm tag train --set KEY=VALUE"),
+                            ("Translator", TranslationConfig, "tiedlm translate train --set KEY=VALUE")):
+        out += [f"## {title}", "", f"`{cmd}`", ""] + table(cls, "") + [""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if docs/config-keys.md is stale")
+    args = p.parse_args()
+    text = page()
+    if args.check:
+        stale = not PAGE.is_file() or PAGE.read_text() != text
+        print(f"{PAGE} is {'stale: run python tools/make_config_reference.py' if stale else 'current'}")
+        return 1 if stale else 0
+    PAGE.write_text(text)
+    print(f"wrote {PAGE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
