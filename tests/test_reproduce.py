@@ -31,6 +31,11 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys)
     assert all(r["status"] == "missing" and r["estimated_s"] > 0 for r in plan["runs"])
     assert all(r["command"].startswith("tiedlm train ptb-transformer-") for r in plan["runs"])
     assert not (tmp_path / "runs").exists()  # a dry run starts nothing
+    assert main(["reproduce", "transformer-lm", "--dry-run", "--json", "--data", str(tiny_corpus),
+                 "--runs", str(tmp_path / "runs"), "--only", "drill", *TINY]) == 0
+    assert [r["run"] for r in json.loads(capsys.readouterr().out)["runs"]] == ["drill"]
+    assert main(["reproduce", "transformer-lm", "--dry-run", "--only", "drill-9"]) == 2
+    assert "its runs are tied, drill" in capsys.readouterr().err
 
 
 @pytest.mark.slow

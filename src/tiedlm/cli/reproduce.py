@@ -26,6 +26,15 @@ def cmd_reproduce(args) -> int:
     if args.data:
         extra.append(f"data.name={Path(args.data).expanduser().resolve()}")
     rows = rp.plan(tab, args.scale, runs_dir, extra)
+    if args.only:
+        names = [r["spec"].name for r in rows]
+        unknown = [n for n in args.only if n not in names]
+        if unknown:
+            from ..errors import UsageError
+
+            raise UsageError(f"--only {' '.join(unknown)}: not a run of {tab.name} at --scale {args.scale}; "
+                             f"its runs are {', '.join(names)}")
+        rows = [r for r in rows if r["spec"].name in args.only]
     log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
     if args.dry_run:
         plan_rows, total = [], 0.0
@@ -97,5 +106,6 @@ def register(add) -> None:
         help="override applied to every run of the table (e.g. train.epochs=2)",
     )
     r.add_argument("--data", metavar="NAME|FOLDER", help="train every run on this corpus instead")
+    r.add_argument("--only", nargs="+", metavar="RUN", help="only these runs of the table (the page still shows all)")
     r.add_argument("--dry-run", action="store_true", help="print the plan and an estimated time on this machine")
     r.add_argument("--no-page", action="store_true", help="run, but do not render the page")
