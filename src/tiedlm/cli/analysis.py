@@ -4,10 +4,9 @@ and ``report``."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from .common import add_command, add_group, emit
+from .common import add_command, add_group, emit, progress_log
 from .types import POSITIVE, THREADS, number
 
 
@@ -34,7 +33,7 @@ def cmd_experiment_subspace(args) -> int:
         cfg.betas = args.betas
     if args.taus:
         cfg.taus = args.taus
-    log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+    log = progress_log(args)
     summary = run_experiment(cfg, out, progress=not args.no_progress, log=log)
     emit(args, summary, (out / "summary.md").read_text() + f"\nwrote {out}/subspace.csv, subspace.png, summary.md")
     return 0

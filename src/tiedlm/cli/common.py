@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from ..errors import UsageError
@@ -17,6 +18,19 @@ class Parser(argparse.ArgumentParser):
 
 def emit(args, obj, text: str) -> None:
     print(json.dumps(obj, indent=2) if args.json else text)
+
+
+def progress_log(args):
+    """Where a command's progress lines go: stdout, or stderr when ``--json`` keeps stdout for the result."""
+    return (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+
+
+def train_task(args, config_class, train_fn) -> tuple[Path, dict]:
+    """``tag train`` / ``translate train``: the run's config (a new one from --set/--data, or the stopped run's),
+    then training in ``--out``; returns the run folder and the trainer's metrics."""
+    run_dir = Path(args.out)
+    cfg = config_class.for_run(run_dir, args.resume, args.set + data_settings(args))
+    return run_dir, train_fn(cfg, run_dir, resume=args.resume, progress=not args.no_progress, log=progress_log(args))
 
 
 def add_command(subparsers, name: str, func, help_: str, description: str | None = None):

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from .common import emit
+from .common import emit, progress_log
 from .types import POSITIVE, THREADS, integer, number
 
 
@@ -83,7 +82,7 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
 
     from ..dynamic_evaluation import GRID_LAMBDAS, GRID_LRS, dynamic_evaluate, effective_settings, gradient_rms
 
-    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    log = progress_log(args)
     stats = gradient_rms(run.model, corpus.train, settings, precision, progress=not args.json)
     grid = []
     if args.grid:

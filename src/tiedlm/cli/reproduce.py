@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import functools
-import sys
 from pathlib import Path
 
-from .common import emit
+from .common import emit, progress_log
 from .types import POSITIVE
 
 
@@ -35,7 +34,7 @@ def cmd_reproduce(args) -> int:
             raise UsageError(f"--only {' '.join(unknown)}: not a run of {tab.name} at --scale {args.scale}; "
                              f"its runs are {', '.join(names)}")
         rows = [r for r in rows if r["spec"].name in args.only]
-    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    log = progress_log(args)
     if args.dry_run:
         plan_rows, total = [], 0.0
         for r in rows:

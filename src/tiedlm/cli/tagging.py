@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
+
+from .common import emit, train_task
 
 
 def cmd_tag_train(args) -> int:
     from ..tagging import TaggerConfig, train_tagger
-    from .common import data_settings
 
-    run_dir = Path(args.out)
-    extra = data_settings(args)
-    cfg = TaggerConfig.for_run(run_dir, args.resume, args.set + extra)
-    log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
-    m = train_tagger(cfg, run_dir, resume=args.resume, progress=not args.no_progress, log=log)
-    text = (f"tagger {run_dir}: dev {100 * m['dev_accuracy']:.2f}%, test {100 * m['test_accuracy']:.2f}% "
-            f"(best epoch {m['best_epoch']}), embedding parameters {m['parameters']['embedding']:,}")
-    print(json.dumps(m, indent=2) if args.json else text)
+    run_dir, m = train_task(args, TaggerConfig, train_tagger)
+    emit(args, m, f"tagger {run_dir}: dev {100 * m['dev_accuracy']:.2f}%, test {100 * m['test_accuracy']:.2f}% "
+                  f"(best epoch {m['best_epoch']}), embedding parameters {m['parameters']['embedding']:,}")
     return 0
 
 
@@ -27,7 +21,7 @@ def cmd_tag_evaluate(args) -> int:
 
     m = evaluate_tagger(Path(args.run), tuple(args.split), args.data_dir or "")
     text = ", ".join(f"{s} accuracy {100 * m[f'{s}_accuracy']:.2f}%" for s in args.split)
-    print(json.dumps(m, indent=2) if args.json else f"{args.run}: {text}")
+    emit(args, m, f"{args.run}: {text}")
     return 0
 
 

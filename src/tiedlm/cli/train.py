@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from .common import emit
+from .common import emit, progress_log
 
 
 def cmd_train(args) -> int:
@@ -47,7 +47,7 @@ def cmd_train(args) -> int:
             cfg = cfg.with_overrides([f"data.data_dir={args.data_dir}"])
         run_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
     main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 speaks
-    log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
+    log = progress_log(args)
     if not args.resume and main_rank:
         log(cfg.to_toml())
     command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])

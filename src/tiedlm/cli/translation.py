@@ -7,21 +7,16 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
+from .common import emit, train_task
 from .types import POSITIVE
 
 
 def cmd_translate_train(args) -> int:
     from ..translation import TranslationConfig, train_translator
-    from .common import data_settings
 
-    run_dir = Path(args.out)
-    extra = data_settings(args)
-    cfg = TranslationConfig.for_run(run_dir, args.resume, args.set + extra)
-    log = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
-    m = train_translator(cfg, run_dir, resume=args.resume, progress=not args.no_progress, log=log)
-    text = (f"translator {run_dir}: test BLEU {m['test_bleu']:.2f} ({m['bleu_signature']}), test ppl "
-            f"{m['test_ppl']:.2f}, {m['parameters']['total']:,} parameters, {m['train_seconds'] / 60:.1f} min")
-    print(json.dumps(m, indent=2) if args.json else text)
+    run_dir, m = train_task(args, TranslationConfig, train_translator)
+    emit(args, m, f"translator {run_dir}: test BLEU {m['test_bleu']:.2f} ({m['bleu_signature']}), test ppl "
+                  f"{m['test_ppl']:.2f}, {m['parameters']['total']:,} parameters, {m['train_seconds'] / 60:.1f} min")
     return 0
 
 
@@ -29,8 +24,8 @@ def cmd_translate_evaluate(args) -> int:
     from ..translation import evaluate_translator
 
     m = evaluate_translator(Path(args.run), args.split, args.beam, args.data_dir or "", progress=not args.no_progress)
-    text = f"{args.run}: {args.split} BLEU {m['bleu']:.2f} ({m['signature']}), ppl {m['ppl']:.2f}, beam {m['beam']}"
-    print(json.dumps(m, indent=2) if args.json else text)
+    emit(args, m, f"{args.run}: {args.split} BLEU {m['bleu']:.2f} ({m['signature']}), ppl {m['ppl']:.2f}, "
+                  f"beam {m['beam']}")
     return 0
 
 
