@@ -49,7 +49,7 @@ class VDLSTMLayer(nn.Module):
         """
         h0, c0 = state
         w_hh = drop_connect(self.weight_hh, self.weight_drop, self.training)
-        if use_fused(x, mask):
+        if use_fused(mask):
             hs, hT, cT = fused_lstm(x, h0, c0, self.weight_ih, w_hh, self.bias)
             return hs, (hT, cT)
         xproj = torch.nn.functional.linear(x, self.weight_ih, self.bias)

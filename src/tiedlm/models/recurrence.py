@@ -182,12 +182,12 @@ def fused_lstm(x, h0, c0, w_ih, w_hh, bias):
     return hs, hT.squeeze(0), cT.squeeze(0)
 
 
-def use_fused(x: torch.Tensor, mask) -> bool:
-    """Whether a layer without a per-sequence mask runs :func:`fused_lstm` rather than tiedlm's loop.
+def use_fused(mask) -> bool:
+    """Whether a layer runs :func:`fused_lstm` rather than tiedlm's loop: where it has no per-sequence mask.
 
-    Always, unless ``TIEDLM_FUSED_LSTM=0`` (tiedlm's loop everywhere, for comparisons). Measured on the 2-core
-    AVX2 CPU (``benchmarks/throughput.py``), the fused kernel beats the C++ loop at every size tried, in
-    training with a dropped W_hh (AWD-LSTM 400/1150/1150→400: 1.14× the whole training step at 1 thread)
-    and in evaluation (1.05–1.77× per layer); on a GPU it is cuDNN against a Python loop of small kernels.
+    Always then, unless ``TIEDLM_FUSED_LSTM=0`` (tiedlm's loop everywhere, for comparisons). Measured on the
+    2-core AVX2 CPU (``benchmarks/throughput.py --suite awd``), the fused kernel beat the C++ loop at every
+    size tried, in training with a dropped W_hh (the whole PTB-size AWD-LSTM step: 1.21× at 2 threads, 1.05×
+    at 1) and in evaluation (1.05–1.77× per layer); on a GPU it is cuDNN against a Python loop of small kernels.
     """
     return mask is None and os.environ.get("TIEDLM_FUSED_LSTM", "1") != "0"

@@ -226,7 +226,7 @@ class SparseLSTMLayer(nn.Module):
 
         w_hh = drop_connect(self.weight_hh, self.weight_drop, self.training)
         h0, c0 = state
-        if use_fused(x, mask) and (x.device.type != "cpu" or self.slice_size <= 4 * m):
+        if use_fused(mask) and (x.device.type != "cpu" or self.slice_size <= 4 * m):
             return self._fused_components(x, h0, c0, w_hh)
         hs, hT, cT = lstm_recurrence(self.input_projection(x), blocks(h0), blocks(c0), w_hh,
                                      blocks(mask) if mask is not None else None)
