@@ -25,7 +25,7 @@ from tiedlm.models import LanguageModel
 from tiedlm.runtime import autocast, set_threads
 
 LAYERS = {"tied": ("tied", {}), "full": ("full", {}), "bilinear": ("bilinear", {}), "dual": ("dual", {}),
-          **{f"drill-{k}": ("drill", {"model.drill_depth": k}) for k in (1, 2, 3, 4)}}
+          **{f"drill-{k}": ("drill", {"model.output.depth": k}) for k in (1, 2, 3, 4)}}
 
 
 def build(layer: str, size: str, vocab: int) -> tuple[LanguageModel, Config]:

@@ -117,7 +117,7 @@ def awd_suite(preset: str, steps: int, blocks: int, threads: int) -> dict[str, f
     loss_fn = LanguageModelLoss.from_config(cfg.loss)
     models = {"tiedlm": ours, "tiedlm-loop": ours}
     if m.sparse_fraction == 0 and m.sparse_layer == 0:
-        out = None if m.output == "tied" else LanguageModel(m, VOCAB).output
+        out = None if m.output.name == "tied" else LanguageModel(m, VOCAB).output
         models["baseline"] = ReferenceAWDLSTM(m, VOCAB, out).train()
 
     def step_fn(name):

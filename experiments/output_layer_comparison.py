@@ -20,16 +20,16 @@ from pathlib import Path
 
 LAYERS = {
     "full": ["model.output=full"],
-    "tied": ["model.output=tied", "model.tied_bias=true"],
+    "tied": ["model.output=tied", "model.output.bias=true"],
     "bilinear": ["model.output=bilinear"],
-    "dual": ["model.output=dual", "model.joint_size=200"],
+    "dual": ["model.output=dual", "model.output.joint_size=200"],
     **{
         f"drill-{k}": [
             "model.output=drill",
-            f"model.drill_depth={k}",
-            "model.drill_dropout=0.6",
-            "model.drill_variational=true",
-            "model.drill_activation=sigmoid",
+            f"model.output.depth={k}",
+            "model.output.dropout=0.6",
+            "model.output.variational=true",
+            "model.output.activation=sigmoid",
         ]
         for k in (1, 2, 3, 4)
     },

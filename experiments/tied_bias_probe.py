@@ -2,7 +2,7 @@
 
 Trains the PTB small presets for the first N BPTT windows (same seed, same data order) and prints the
 training perplexity over those windows for: VD (untied W, b), RE with b = 0 (the paper's RE) and RE
-with a learnable bias (``model.tied_bias = true``).
+with a learnable bias (``model.output.bias = true``).
 
     python experiments/tied_bias_probe.py --windows 400 --threads 1
 """
@@ -16,7 +16,7 @@ from tiedlm.config import Config
 from tiedlm.train import Interrupted, Trainer
 
 VARIANTS = {"vd": ("ptb-small-vd", []), "re-zero-bias": ("ptb-small-re", []),
-            "re-learnable-bias": ("ptb-small-re", ["model.tied_bias=true"])}
+            "re-learnable-bias": ("ptb-small-re", ["model.output.bias=true"])}
 
 
 def main() -> None:

@@ -13,10 +13,10 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 LAYERS = [
-    ("base", ["tiedlm.errors", "tiedlm.paths", "tiedlm.runtime", "tiedlm.native"]),
+    ("base", ["tiedlm.errors", "tiedlm.paths", "tiedlm.runtime", "tiedlm.native", "tiedlm.registry"]),
     ("data", ["tiedlm.data"]),
-    ("config", ["tiedlm.config", "tiedlm.experiments.subspace_config"]),
-    ("models", ["tiedlm.models"]),
+    ("models", ["tiedlm.models"]),  # each with its own typed config (models.config: the [model] table)
+    ("config", ["tiedlm.config", "tiedlm.experiments.subspace_config"]),  # the run: [data] [model] [loss] [train]
     ("losses", ["tiedlm.losses"]),
     ("evaluation", ["tiedlm.evaluation"]),  # perplexity over a split: the trainer validates with it
     ("train", ["tiedlm.train", "tiedlm.tagging", "tiedlm.translation"]),

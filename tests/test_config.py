@@ -18,23 +18,23 @@ def test_all_presets_load_and_validate():
         c = Config.load(n)
         if "-awd-sparse" in n:  # the tied model, both hidden sizes 1.5x wider, every layer predefined-sparse
             dense = Config.load(n.replace("sparse", "tied"))
-            assert c.model.output == "tied" and not c.model.sparse_layer
+            assert c.model.output.name == "tied" and not c.model.sparse_layer
             assert c.model.hidden_size == 3 * dense.model.hidden_size // 2 and c.model.sparse_fraction == 2 / 3
             continue
         if "-awd-" in n:
-            assert c.model.encoder == "awd-lstm" and c.model.output == n.split("-")[2]
+            assert c.model.encoder == "awd-lstm" and c.model.output.name == n.split("-")[2]
             continue
         if "-transformer-" in n:
-            assert c.model.encoder == "transformer" and c.model.output == n.split("-")[2]
+            assert c.model.encoder == "transformer" and c.model.output.name == n.split("-")[2]
             assert c.train.optimizer == "adam" and c.model.embedding_size % c.model.heads == 0
             continue
         if n == "ptb-small-real-bias":  # our deviation: ptb-small-real plus a learnable output bias, ỹ fixed
             base = Config.load("ptb-small-real")
-            base.model.tied_bias, base.loss.target_grad = True, False
+            base.model.output.bias, base.loss.target_grad = True, False
             assert c.to_dict() == base.to_dict()
             continue
-        assert (c.model.output == "tied") == n.endswith(("-re", "-real"))
-        assert not c.model.tied_bias
+        assert (c.model.output.name == "tied") == n.endswith(("-re", "-real"))
+        assert not getattr(c.model.output, "bias", False)
         assert c.loss.augmented == n.endswith(("-al", "-real"))
         assert c.loss.target_grad == n.endswith("-real")  # gradients through ỹ: REAL only (README, Presets)
 
@@ -42,8 +42,9 @@ def test_all_presets_load_and_validate():
 def test_drill_preset_settings_of_the_paper():
     """§4: depth 4, 400, dropout 0.6, residual to E; PTB sigmoid + variational, WikiText-2 relu + standard."""
     p, w = Config.load("ptb-awd-drill").model, Config.load("wt2-awd-drill").model
-    assert (p.drill_depth, p.embedding_size, p.drill_dropout, p.drill_residual_embedding) == (4, 400, 0.6, True)
-    assert (p.drill_activation, p.drill_variational, w.drill_activation, w.drill_variational) == (
+    po, wo = p.output, w.output
+    assert (po.name, po.depth, p.embedding_size, po.dropout, po.residual_embedding) == ("drill", 4, 400, 0.6, True)
+    assert (po.activation, po.variational, wo.activation, wo.variational) == (
         "sigmoid",
         True,
         "relu",

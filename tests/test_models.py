@@ -129,7 +129,7 @@ def test_parameter_counts_match_paper(preset, paper):
 
 
 def test_tied_with_learnable_bias_option():
-    cfg = ModelConfig(embedding_size=8, hidden_size=8, output="tied", tied_bias=True)
+    cfg = ModelConfig(embedding_size=8, hidden_size=8, output={"name": "tied", "bias": True})
     m = LanguageModel(cfg, 50)
     assert m.output.weight is m.embedding.weight and m.parameter_counts()["output"] == 50
     h = torch.randn(3, 8)
@@ -137,5 +137,7 @@ def test_tied_with_learnable_bias_option():
     m.output(h)[0].sum().backward()
     assert m.output.bias.grad is not None
     assert LanguageModel(ModelConfig(embedding_size=8, hidden_size=8, output="tied"), 50).output.bias is None
-    with pytest.raises(UsageError, match="tied_bias"):
+    with pytest.raises(UsageError, match="output layer 'full' has no key 'bias'"):
+        Config.load("ptb-small-vd").with_overrides(["model.output.bias=true"])
+    with pytest.raises(UsageError, match="model.tied_bias belongs to output layer 'tied'"):  # the old flat key
         Config.load("ptb-small-vd").with_overrides(["model.tied_bias=true"])

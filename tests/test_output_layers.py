@@ -9,6 +9,7 @@ from torch import nn
 from tiedlm.config import Config, ModelConfig
 from tiedlm.losses import LanguageModelLoss, encoder_regularization
 from tiedlm.models import (
+    OUTPUTS,
     BilinearOutput,
     DrillOutput,
     DualOutput,
@@ -18,25 +19,25 @@ from tiedlm.models import (
     closed_form_parameters,
 )
 
-OUTPUTS = ("full", "tied", "bilinear", "dual", "drill")
+KINDS = tuple(OUTPUTS.names())  # every registered output layer: a new one needs its PINNED losses below
 
 
 @pytest.mark.parametrize("vocab,d,d_h,joint,depth", [(50, 8, 8, 8, 1), (300, 16, 16, 24, 3), (1000, 32, 32, 7, 4)])
 def test_dedicated_parameters_match_closed_forms(vocab, d, d_h, joint, depth):
     """Ineq. (6) and eq. (11): the counts of the layers as built equal the closed forms."""
     emb = nn.Embedding(vocab, d)
-    for kind in OUTPUTS:
+    for kind in KINDS:
         for bias in ((False, True) if kind == "tied" else (True,)):
-            cfg = ModelConfig(embedding_size=d, hidden_size=d_h, output=kind, joint_size=joint, drill_depth=depth,
-                              tied_bias=bias)
+            cfg = OUTPUTS.config_for(kind, joint_size=joint, depth=depth, bias=bias)
             layer = build_output(cfg, emb, d_h)
-            assert layer.dedicated_parameters() == closed_form_parameters(kind, vocab, d, d_h, joint, depth, bias)
+            assert layer.dedicated_parameters() == closed_form_parameters(cfg, vocab, d, d_h)
             assert all(p is not emb.weight for p in layer.parameters())  # E is shared, never re-registered
 
 
 def test_parameter_ordering_of_ineq_6():
     """|θ_tied| < |θ_bilinear| < |θ_dual| < |θ_full| at PTB sizes, and DRILL depth k sits between by eq. (11)."""
-    c = {k: closed_form_parameters(k, 10_000, 400, 400, joint=400, depth=1) for k in OUTPUTS}
+    c = {k: closed_form_parameters(OUTPUTS.config_for(k, joint_size=400, depth=1, bias=True), 10_000, 400, 400)
+         for k in KINDS}
     assert c["tied"] < c["bilinear"] < c["dual"] < c["full"]
     assert c["bilinear"] <= c["drill"] < c["dual"]
 
@@ -52,7 +53,7 @@ def test_awd_ptb_presets_reproduce_table_4_totals(key):
     preset, depth = key if isinstance(key, tuple) else (key, None)
     cfg = Config.load(preset)
     if depth:
-        cfg = cfg.with_overrides([f"model.drill_depth={depth}"])
+        cfg = cfg.with_overrides([f"model.output.depth={depth}"])
     with torch.device("meta"):  # counts only: no memory, no init
         total = LanguageModel(cfg.model, 10_000).parameter_counts()["total"]
     assert math.floor(total / 1e5) / 10 == pytest.approx(TABLE_4[key])
@@ -115,7 +116,7 @@ def test_drill_dropout_variational_shares_one_mask_over_labels():
 
 
 def test_label_encoder_runs_once_per_forward_pass():
-    cfg = ModelConfig(embedding_size=8, hidden_size=8, output="drill", drill_depth=2)
+    cfg = ModelConfig(embedding_size=8, hidden_size=8, output={"name": "drill", "depth": 2})
     model = LanguageModel(cfg, 50)
     calls = []
     model.output.label_encoder.register_forward_hook(lambda *a: calls.append(1))
@@ -129,7 +130,7 @@ def _steps(encoder: str, output: str, augmented: bool, n: int = 4) -> list[float
     extra = dict(dropout_input=0.1, dropout_hidden=0.1, dropout_embedding=0.1, weight_drop=0.2) \
         if encoder == "awd-lstm" else {}
     cfg = ModelConfig(encoder=encoder, embedding_size=12, hidden_size=12 if encoder == "vd-lstm" else 20, layers=2,
-                      dropout=0.2, output=output, joint_size=10, drill_depth=2, drill_dropout=0.3, **extra)
+                      dropout=0.2, output=OUTPUTS.config_for(output, joint_size=10, depth=2, dropout=0.3), **extra)
     model = LanguageModel(cfg, 60)
     loss_fn = LanguageModelLoss(augmented=augmented, tau=5.0, gamma=0.5)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
@@ -165,7 +166,7 @@ PINNED = {
 
 
 @pytest.mark.parametrize("encoder", ["vd-lstm", "awd-lstm"])
-@pytest.mark.parametrize("output", OUTPUTS)
+@pytest.mark.parametrize("output", KINDS)
 def test_every_output_layer_trains_with_both_encoders_and_the_augmented_loss(encoder, output):
     losses = _steps(encoder, output, augmented=True)
     assert all(math.isfinite(v) for v in losses)

@@ -8,7 +8,7 @@ import pytest
 from tiedlm import reproduce as rp
 from tiedlm.cli import main
 
-TINY = ["--set", "model.embedding_size=16", "--set", "model.hidden_size=16", "--set", "model.joint_size=16",
+TINY = ["--set", "model.embedding_size=16", "--set", "model.hidden_size=16",
         "--set", "train.epochs=1", "--set", "train.batch_size=4", "--set", "train.bptt=8",
         "--set", "train.eval_batch_size=4", "--set", "train.precision=fp32", "--set", "train.device=cpu"]
 
@@ -47,7 +47,7 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     names = ["full", "tied", "bilinear", "dual", "drill-1", "drill-4"]
     assert all((table_dir / n / "summary.json").is_file() for n in names)
     drill = json.loads((table_dir / "drill-4" / "summary.json").read_text())
-    assert "model.drill_depth=4" in drill["command"]
+    assert "model.output.depth=4" in drill["command"]
     page = (tmp_path / "pages" / "pappas2019-table4-small.md").read_text()
     assert page.count("| finished |") == 6 and "`tiedlm train ptb-small-re" in page
     assert (tmp_path / "pages" / "pappas2019-table4-small-valid.png").stat().st_size > 0

@@ -16,7 +16,7 @@ import torch
 
 from tiedlm.config import Config
 from tiedlm.errors import UsageError
-from tiedlm.models import LanguageModel
+from tiedlm.models import OUTPUTS, LanguageModel
 from tiedlm.models.transformer import Attention, CausalTransformer
 from tiedlm.translation import TransformerTranslator, TranslationConfig, beam_search, greedy_search
 from tiedlm.translation.data import BOS, EOS, PAD
@@ -24,7 +24,7 @@ from tiedlm.translation.data import BOS, EOS, PAD
 
 def lm_config(output: str = "tied", **model) -> Config:
     cfg = Config()
-    cfg.model.encoder, cfg.model.output = "transformer", output
+    cfg.model.encoder, cfg.model.output = "transformer", OUTPUTS.config(output)
     cfg.model.embedding_size, cfg.model.hidden_size, cfg.model.layers, cfg.model.heads = 16, 32, 2, 2
     cfg.model.dropout = 0.0
     for k, v in model.items():

@@ -49,13 +49,27 @@ def table(cls, prefix: str) -> list[str]:
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         meaning = comments.get(f.name, "").replace("|", "\\|")
+        if dataclasses.is_dataclass(default):  # a component table: its keys are listed per component below
+            rows.append(f"| `{prefix}{f.name}` | table | `name = {default.name!r}` | {meaning} |")
+            continue
         rows.append(f"| `{prefix}{f.name}` | {_type(f)} | `{default!r}` | {meaning} |")
     return rows
+
+
+def components(registry) -> list[str]:
+    """One table per registered component: its name, summary and keys (``--set model.output.KEY=VALUE``)."""
+    out = []
+    for entry in registry:
+        out += [f"### `[{registry.key}]` name = `{entry.name}`", "", entry.summary, ""]
+        keys = table(entry.config, f"{registry.key}.")
+        out += (keys if len(keys) > 2 else ["No keys of its own."]) + [""]
+    return out
 
 
 def page() -> str:
     sys.path.insert(0, str(ROOT / "src"))
     from tiedlm.config import Config
+    from tiedlm.models.outputs import OUTPUTS
     from tiedlm.tagging.config import TaggerConfig
     from tiedlm.translation.config import TranslationConfig
 
@@ -72,6 +86,8 @@ def page() -> str:
         out += [f"## Language models: `[{section.name}]`", "",
                 f"`tiedlm train PRESET --set {section.name}.KEY=VALUE`", ""]
         out += table(type(getattr(cfg, section.name)), f"{section.name}.") + [""]
+        if section.name == "model":
+            out += components(OUTPUTS)
     for title, cls, cmd in (("POS tagger", TaggerConfig, "tiedlm tag train --set KEY=VALUE"),
                             ("Translator", TranslationConfig, "tiedlm translate train --set KEY=VALUE")):
         out += [f"## {title}", "", f"`{cmd}`", ""] + table(cls, "") + [""]

@@ -2,7 +2,9 @@
 
 One :class:`Config` per run, loaded from a TOML preset or file, overridden with
 ``--set section.key=value``, validated once, printed at the start of a run and
-saved as ``config.toml`` in the run directory.
+saved as ``config.toml`` in the run directory. ``[model]`` is the model's own config
+(:mod:`tiedlm.models.config`), whose output layer is a registered component (``[model.output]``,
+``--set model.output.depth=4``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import tomli_w
 import tomllib
 
 from .errors import UsageError
+from .models.config import ENCODERS, LEGACY_OUTPUT_KEYS, POSITIONS, ModelConfig  # noqa: F401  (ModelConfig re-exported)
+from .models.outputs import OUTPUTS
+from .registry import assign_typed, field_names, parse_text
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -34,64 +39,6 @@ class DataConfig:
         name = self.name if self.name in CORPORA else str(Path(self.name).expanduser().resolve())
         data_dir = str(Path(self.data_dir).expanduser().resolve()) if self.data_dir else ""
         return DataConfig(name=name, data_dir=data_dir)
-
-
-ENCODERS = ("vd-lstm", "awd-lstm", "transformer")
-POSITIONS = ("sinusoidal", "learned")
-OUTPUTS = ("full", "tied", "bilinear", "dual", "drill")
-ACTIVATIONS = ("sigmoid", "relu", "tanh", "identity")
-
-
-@dataclass
-class ModelConfig:
-    encoder: str = "vd-lstm"  # vd-lstm (Inan et al. 2017) | awd-lstm (Merity et al. 2017) | transformer
-    embedding_size: int = 200  # transformer: d_model
-    hidden_size: int = 200  # transformer: the feed-forward inner size
-    layers: int = 2  # transformer: blocks
-    dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015); awd-lstm: on the output
-    init_range: float = 0.1  # uniform initialisation in ±init_range
-    # vd-lstm and awd-lstm: one mask per sequence on the embeddings fed to the first layer (AWD dropouti)
-    dropout_input: float = 0.0
-    # awd-lstm only
-    last_hidden_size: int = 0  # size of the last LSTM layer; 0: embedding_size, or hidden_size for output = full
-    dropout_hidden: float = 0.0  # locked dropout between LSTM layers (AWD dropouth)
-    dropout_embedding: float = 0.0  # word types dropped from the embedding (AWD dropoute)
-    weight_drop: float = 0.0  # DropConnect on the hidden-to-hidden weights (AWD wdrop)
-    # transformer only (pre-norm, causal; dropout = residual, attention and embedding dropout)
-    heads: int = 4
-    positions: str = "sinusoidal"  # sinusoidal | learned
-    max_positions: int = 512  # learned positions only: memory + window length must fit
-    memory: int = 0  # earlier tokens of the stream re-read in front of each window (0: windows independent)
-    # output layer (Pappas & Henderson 2019): full | tied | bilinear | dual | drill
-    output: str = "full"
-    tied_bias: bool = False  # tied only: a learnable output bias b (Inan et al.'s RE fixes b = 0)
-    joint_size: int = 0  # dual only: d_j; 0 = embedding_size
-    drill_depth: int = 1  # drill: label-encoder depth k
-    drill_activation: str = "sigmoid"  # sigmoid | relu | tanh | identity
-    drill_dropout: float = 0.0  # dropout on each label-encoder layer's input
-    drill_variational: bool = True  # one dropout mask over the d dimensions per pass, shared by all labels
-    drill_residual_embedding: bool = True  # + E after every layer (eq. 10)
-    drill_residual_previous: bool = False  # + the layer's input as well
-    drill_init_range: float = 0.1  # uniform initialisation of the label encoder in ±drill_init_range
-    # predefined sparseness (Demeester et al. 2018)
-    embedding_density: float = 1.0  # fraction of trainable embedding entries (frequency-based, §4.1); 1 = dense
-    sparse_layer: int = 0  # 1-based LSTM layer made sparse (§3); 0 = none
-    sparse_hidden_size: int = 0  # its hidden size h_s; 0 = the dense size
-    sparse_components: int = 0  # k; 0 = solved (smallest k >= 2 admitting equal parameters; 3 with a density)
-    sparse_density: float = 0.0  # fraction of the input each component reads; 0 = the dense layer's param count
-    # every LSTM layer sparse, the authors' configuration: hidden_size is the wide size (1725) and each layer has
-    # the parameters of the dense one f times narrower (f = 2/3: 1150); 0 = off (Demeester et al. §3, Table 1)
-    sparse_fraction: float = 0.0
-
-    def encoder_output_size(self) -> int:
-        """Size of h_t that reaches the output layer."""
-        if self.encoder == "vd-lstm":
-            return self.hidden_size
-        if self.encoder == "transformer":
-            return self.embedding_size
-        if self.last_hidden_size:
-            return self.last_hidden_size
-        return self.hidden_size if self.output == "full" else self.embedding_size
 
 
 @dataclass
@@ -155,8 +102,11 @@ class Config:
             sub = _section(cfg, section, origin)
             if not isinstance(values, dict):
                 raise UsageError(f"{origin}: [{section}] must be a table of keys, got {values!r}")
+            if section == "model":
+                cfg.model = ModelConfig.from_dict(values, origin)
+                continue
             for key, value in values.items():
-                _assign(sub, section, key, value, origin)
+                assign_typed(sub, section, key, value, origin)
         cfg.validate()
         return cfg
 
@@ -175,17 +125,28 @@ class Config:
         for item in overrides:
             if "=" not in item or "." not in item.split("=", 1)[0]:
                 raise UsageError(f"--set {item!r}: expected section.key=value, e.g. --set train.epochs=3")
+        # a switch of output layer first, so that its keys may be given in any order around it
+        switches = ("model.output=", "model.output.name=")
+        for item in sorted(overrides, key=lambda item: not item.startswith(switches)):
             dotted, text = item.split("=", 1)
             section, key = dotted.split(".", 1)
             sub = _section(self, section, "--set")
+            if section == "model" and (key == "output" or key.startswith("output.")):
+                _set_output(raw["model"], key, text, dotted)
+                continue
+            if section == "model" and key in LEGACY_OUTPUT_KEYS:
+                layer, new_key = LEGACY_OUTPUT_KEYS[key]
+                raw["model"][key] = parse_text(text, get_type_hints(OUTPUTS[layer].config)[new_key], dotted)
+                continue
             ftypes = get_type_hints(type(sub))
             if key not in ftypes:
                 raise UsageError(f"--set {dotted}: unknown key; [{section}] has {', '.join(ftypes)}")
-            raw[section][key] = _parse_text(text, ftypes[key], dotted)
+            raw[section][key] = parse_text(text, ftypes[key], dotted)
         return Config.from_dict(raw, origin="--set")
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        return dataclasses.asdict(self)
+        return {f.name: (self.model.to_dict() if f.name == "model" else dataclasses.asdict(getattr(self, f.name)))
+                for f in fields(self)}
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.to_dict())
@@ -193,83 +154,16 @@ class Config:
     # ----- validation ---------------------------------------------------------------------
     def validate(self) -> None:
         m, ls, t = self.model, self.loss, self.train
-        for section in (m, ls, t):
+        for name, section in (("loss", ls), ("train", t)):
             for f in fields(section):
                 value = getattr(section, f.name)
                 if isinstance(value, float) and not math.isfinite(value):
-                    name = next(n for n in ("model", "loss", "train") if getattr(self, n) is section)
                     raise UsageError(f"{name}.{f.name} = {value!r} is not allowed; expected a finite number")
-        _check(m.embedding_size >= 1, "model.embedding_size", m.embedding_size, "an integer >= 1")
-        _check(m.hidden_size >= 1, "model.hidden_size", m.hidden_size, "an integer >= 1")
-        _check(m.layers >= 1, "model.layers", m.layers, "an integer >= 1")
-        _check(0.0 <= m.dropout < 1.0, "model.dropout", m.dropout, "a drop probability in [0, 1)")
-        _check(m.init_range > 0, "model.init_range", m.init_range, "a number > 0")
-        _check(m.encoder in ENCODERS, "model.encoder", m.encoder, "one of: " + ", ".join(ENCODERS))
-        _check(m.output in OUTPUTS, "model.output", m.output, "one of: " + ", ".join(OUTPUTS))
-        _check(not m.tied_bias or m.output == "tied", "model.tied_bias", m.tied_bias,
-               "true only with model.output = 'tied' (the other output layers always have a bias)")
-        for key in ("dropout_input", "dropout_hidden", "dropout_embedding", "weight_drop", "drill_dropout"):
-            _check(0.0 <= getattr(m, key) < 1.0, f"model.{key}", getattr(m, key), "a drop probability in [0, 1)")
-        if m.encoder == "vd-lstm":
-            for key in ("dropout_hidden", "dropout_embedding", "weight_drop", "last_hidden_size"):
-                _check(not getattr(m, key), f"model.{key}", getattr(m, key),
-                       "0 with model.encoder = 'vd-lstm' (it is an awd-lstm setting)")
+        m.validate()
         if m.encoder == "transformer":
-            for key in ("dropout_input", "dropout_hidden", "weight_drop", "last_hidden_size", "sparse_layer",
-                        "sparse_fraction"):
-                _check(not getattr(m, key), f"model.{key}", getattr(m, key),
-                       "0 with model.encoder = 'transformer' (it is an LSTM setting)")
-            _check(m.heads >= 1 and m.embedding_size % m.heads == 0, "model.heads", m.heads,
-                   f"a divisor of model.embedding_size = {m.embedding_size}")
-            _check(m.positions in POSITIONS, "model.positions", m.positions, "one of: " + ", ".join(POSITIONS))
-            _check(m.memory >= 0, "model.memory", m.memory, "an integer >= 0")
             _check(m.positions != "learned" or m.memory + 2 * t.bptt <= m.max_positions, "model.max_positions",
                    m.max_positions,
                    f">= model.memory + 2 * train.bptt = {m.memory + 2 * t.bptt} with learned positions")
-        _check(m.last_hidden_size >= 0, "model.last_hidden_size", m.last_hidden_size, "an integer >= 0 (0 = auto)")
-        _check(m.joint_size >= 0, "model.joint_size", m.joint_size, "an integer >= 0 (0 = embedding_size)")
-        _check(m.drill_depth >= 1, "model.drill_depth", m.drill_depth, "an integer >= 1")
-        _check(
-            m.drill_activation in ACTIVATIONS,
-            "model.drill_activation",
-            m.drill_activation,
-            "one of: " + ", ".join(ACTIVATIONS),
-        )
-        _check(m.drill_init_range > 0, "model.drill_init_range", m.drill_init_range, "a number > 0")
-        _check(
-            1 / m.embedding_size <= m.embedding_density <= 1,
-            "model.embedding_density",
-            m.embedding_density,
-            f"a fraction in [1/embedding_size, 1] = [{1 / m.embedding_size:.4f}, 1] (every word keeps a dimension)",
-        )
-        _check(
-            0 <= m.sparse_layer <= m.layers,
-            "model.sparse_layer",
-            m.sparse_layer,
-            f"a layer number in 1..{m.layers}, or 0 for none",
-        )
-        _check(m.sparse_hidden_size >= 0, "model.sparse_hidden_size", m.sparse_hidden_size, "an integer >= 0")
-        _check(m.sparse_components >= 0, "model.sparse_components", m.sparse_components, "an integer >= 0")
-        _check(0 <= m.sparse_density <= 1, "model.sparse_density", m.sparse_density, "a fraction in [0, 1] (0 = solve)")
-        _check(
-            0 <= m.sparse_fraction <= 1,
-            "model.sparse_fraction",
-            m.sparse_fraction,
-            "a fraction in [0, 1] (0 = off; the authors' AWD-LSTM: 2/3)",
-        )
-        _check(
-            not (m.sparse_fraction and m.sparse_layer),
-            "model.sparse_fraction",
-            m.sparse_fraction,
-            "0 when model.sparse_layer is set (one sparse layer, or every layer with sparse_fraction, not both)",
-        )
-        size_key = {"vd-lstm": "hidden_size", "awd-lstm": "last_hidden_size"}.get(m.encoder, "embedding_size")
-        if m.output in ("tied", "drill") and m.embedding_size != m.encoder_output_size():
-            raise UsageError(
-                f"model.output = {m.output!r} scores h_t against the embeddings, so it needs model.{size_key} == "
-                f"model.embedding_size, got {m.encoder_output_size()} != {m.embedding_size}; set them equal or use "
-                f"output = 'bilinear' or 'dual' (any sizes)"
-            )
         _check(ls.tau > 0, "loss.tau", ls.tau, "a temperature > 0")
         _check(ls.gamma >= 0, "loss.gamma", ls.gamma, "a number >= 0")
         _check(ls.form in ("alpha", "beta"), "loss.form", ls.form, "one of: alpha (eq. 3.3), beta (eq. 6.1)")
@@ -326,41 +220,27 @@ def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
         raise UsageError(f"{key} = {value!r} is not allowed; expected {allowed}")
 
 
+def _set_output(model: dict[str, Any], key: str, text: str, dotted: str) -> None:
+    """``--set model.output=NAME`` / ``model.output.name=NAME`` (switch layer, its defaults) or ``model.output.KEY``."""
+    table = model["output"]
+    field = key.partition(".")[2] or "name"
+    if field == "name":
+        if text != table["name"]:
+            model["output"] = {"name": OUTPUTS[text].name}
+        return
+    config = OUTPUTS[table["name"]].config
+    ftypes = {k: v for k, v in get_type_hints(config).items() if k in field_names(config)}
+    if field not in ftypes:
+        raise UsageError(f"--set {dotted}: output layer {table['name']!r} has no key {field!r}; its keys: "
+                         f"{', '.join(ftypes) or 'none'} (`tiedlm list` shows every layer's)")
+    table[field] = parse_text(text, ftypes[field], dotted)
+
+
 def _section(cfg: Config, section: str, origin: str) -> Any:
     names = [f.name for f in fields(cfg)]
     if section not in names:
         raise UsageError(f"{origin}: unknown section [{section}]; sections are {', '.join(names)}")
     return getattr(cfg, section)
-
-
-def _assign(sub: Any, section: str, key: str, value: Any, origin: str) -> None:
-    ftypes = get_type_hints(type(sub))
-    if key not in ftypes:
-        raise UsageError(f"{origin}: unknown key {section}.{key}; [{section}] has {', '.join(ftypes)}")
-    want = ftypes[key]
-    if want is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, want) or (want is int and isinstance(value, bool)):
-        raise UsageError(f"{origin}: {section}.{key} = {value!r} must be of type {want.__name__}")
-    setattr(sub, key, value)
-
-
-def _parse_text(text: str, want: type, dotted: str) -> Any:
-    try:
-        if want is bool:
-            low = text.strip().lower()
-            if low in ("true", "1", "yes", "on"):
-                return True
-            if low in ("false", "0", "no", "off"):
-                return False
-            raise ValueError
-        if want is int:
-            return int(text)
-        if want is float:
-            return float(text)
-        return text
-    except ValueError:
-        raise UsageError(f"--set {dotted}={text}: expected a {want.__name__}") from None
 
 
 class KeyValueConfig:
@@ -389,7 +269,7 @@ class KeyValueConfig:
             if not sep or key not in hints or key == "label":
                 names = ", ".join(f.name for f in fields(self))
                 raise UsageError(f"--set {item!r}: expected key=value with key one of {names}")
-            values[key] = _parse_text(text, hints[key], key)
+            values[key] = parse_text(text, hints[key], key)
         return dataclasses.replace(self, **values).validate()
 
     @classmethod

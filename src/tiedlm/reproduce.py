@@ -44,22 +44,22 @@ def _family(base: str, layers: dict[str, tuple[str, ...]], paper: dict[str, tupl
     return tuple(RunSpec(name, base, sets, paper.get(name, (None, None))) for name, sets in layers.items())
 
 
-_DRILL = ("model.output=drill", "model.drill_dropout=0.6", "model.drill_variational=true",
-          "model.drill_activation=sigmoid")
+_DRILL = ("model.output=drill", "model.output.dropout=0.6", "model.output.variational=true",
+          "model.output.activation=sigmoid")
 _OUTPUT_LAYERS = {
     "full": ("model.output=full",),
-    "tied": ("model.output=tied", "model.tied_bias=true"),
+    "tied": ("model.output=tied", "model.output.bias=true"),
     "bilinear": ("model.output=bilinear",),
-    "dual": ("model.output=dual", "model.joint_size=200"),
-    "drill-1": (*_DRILL, "model.drill_depth=1"),
-    "drill-4": (*_DRILL, "model.drill_depth=4"),
+    "dual": ("model.output=dual", "model.output.joint_size=200"),
+    "drill-1": (*_DRILL, "model.output.depth=1"),
+    "drill-4": (*_DRILL, "model.output.depth=4"),
 }
 _INAN_SMALL = (
     RunSpec("vd", "ptb-small-vd", paper=(None, 87.3)),
     RunSpec("al", "ptb-small-al", paper=(None, 82.9)),
     RunSpec("re", "ptb-small-re", paper=(None, 85.1)),
     RunSpec("real", "ptb-small-real", paper=(None, 82.7)),
-    RunSpec("re-bias", "ptb-small-re", ("model.tied_bias=true",), note="standard tying with a learnable bias"),
+    RunSpec("re-bias", "ptb-small-re", ("model.output.bias=true",), note="standard tying with a learnable bias"),
     *(RunSpec(f"real-bias-tau{t}", "ptb-small-real-bias", (f"loss.tau={t}",), note=f"tuned setting: tau = {t}")
       for t in (2, 5, 10)),
 )

@@ -50,7 +50,7 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True) -> None:
                 linestyle="--",
                 linewidth=1,
                 label=f"paper valid {paper_valid:g} "
-                f"({variant_name(r['config'].loss.augmented, r['config'].model.output)})",
+                f"({variant_name(r['config'].loss.augmented, r['config'].model.output.name)})",
             )
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation perplexity")
@@ -99,7 +99,7 @@ def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:
     for r in runs:
         cfg, s, m = r["config"], r["summary"], r["metrics"]
         paper = paper_row(cfg) or {}
-        model = f"{cfg.model.layers}x{cfg.model.hidden_size} {variant_name(cfg.loss.augmented, cfg.model.output)}"
+        model = f"{cfg.model.layers}x{cfg.model.hidden_size} {variant_name(cfg.loss.augmented, cfg.model.output.name)}"
         total = s["parameters"]["total"] if s else _count_parameters(r["dir"], cfg)
         params = f"{total / 1e6:.2f}M" if total else "–"
         best = min((e["valid_ppl"] for e in m), default=None)

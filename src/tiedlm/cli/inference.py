@@ -237,7 +237,7 @@ def cmd_info(args) -> int:
         kind = "preset"
     counts = count_parameters(cfg, vocab_size)
     m = cfg.model
-    tied = " (W = L^T, learnable b)" if m.tied_bias else " (RE: W = L^T, b = 0)"
+    tied = " (W = L^T, learnable b)" if getattr(m.output, "bias", False) else " (RE: W = L^T, b = 0)"
     sparse = (
         f", layer {m.sparse_layer} predefined-sparse with {m.sparse_hidden_size or m.hidden_size} units"
         if m.sparse_layer
@@ -248,7 +248,7 @@ def cmd_info(args) -> int:
     density = f" (sparse, density {m.embedding_density:g})" if m.embedding_density < 1 else ""
     desc = (
         f"{m.layers}x{m.hidden_size} {m.encoder.upper()}{sparse}, embedding {m.embedding_size}{density}, "
-        f"output {m.output}{tied if m.output == 'tied' else ''}, augmented loss "
+        f"output {m.output.name}{tied if m.output.name == 'tied' else ''}, augmented loss "
         f"{'on (tau %g, gamma %g)' % (cfg.loss.tau, cfg.loss.gamma) if cfg.loss.augmented else 'off'}"
     )
     text = [f"{args.target} ({kind}): {desc}", f"data {cfg.data.name}, |V| = {vocab_size}"]

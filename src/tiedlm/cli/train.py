@@ -1,4 +1,4 @@
-"""``tiedlm train`` and ``tiedlm presets``: start or resume a language-model run; list the presets."""
+"""``tiedlm train``, ``presets`` and ``list``: start or resume a language-model run; list presets and components."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def cmd_presets(args) -> int:
     rows = []
     for name in list_presets():
         c = Config.load(name)
-        rows.append({"name": name, "data": c.data.name, "hidden": c.model.hidden_size, "output": c.model.output,
+        rows.append({"name": name, "data": c.data.name, "hidden": c.model.hidden_size, "output": c.model.output.name,
                      "augmented": c.loss.augmented, "dropout": c.model.dropout, "epochs": c.train.epochs})
     text = "\n".join(f"{r['name']:24s} {r['data']:18s} h={r['hidden']:<5d} output={r['output']:5s} "
                      f"AL={'yes' if r['augmented'] else 'no ':3s} dropout={r['dropout']:<5} epochs={r['epochs']}"
@@ -74,6 +74,22 @@ def cmd_presets(args) -> int:
     return 0
 
 
+
+
+def cmd_list(args) -> int:
+    """The registered components, each with its summary and its own keys (and their defaults)."""
+    import dataclasses
+
+    from ..models.outputs import OUTPUTS
+
+    rows = [{"kind": OUTPUTS.kind, "key": OUTPUTS.key, "name": e.name, "summary": e.summary,
+             "keys": {f.name: getattr(e.config(), f.name) for f in dataclasses.fields(e.config)}} for e in OUTPUTS]
+    lines = [f"{OUTPUTS.kind}s ([{OUTPUTS.key}] name = ..., --set {OUTPUTS.key}.KEY=VALUE):"]
+    for r in rows:
+        keys = ", ".join(f"{k}={v!r}" for k, v in r["keys"].items()) or "no keys"
+        lines += [f"  {r['name']:9s} {r['summary']}", f"  {'':9s} keys: {keys}"]
+    emit(args, rows, "\n".join(lines))
+    return 0
 
 
 def register(add) -> None:
@@ -90,3 +106,4 @@ def register(add) -> None:
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     add("presets", cmd_presets, "list the built-in presets")
+    add("list", cmd_list, "list the registered components (output layers) with their keys and defaults")

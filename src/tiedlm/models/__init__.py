@@ -1,24 +1,32 @@
-"""Encoders (VD-LSTM, AWD-LSTM, sparse LSTM layers), sparse embeddings and the output-layer family."""
+"""Encoders (VD-LSTM, AWD-LSTM, sparse LSTM layers, Transformer), sparse embeddings and the output-layer family.
 
-from .awd_lstm import AWDLSTM, embedding_dropout, locked_dropout
-from .drill import DrillOutput, LabelEncoder
-from .language_model import LanguageModel, build_output
-from .lstm_layer import VDLSTMLayer, variational_mask
-from .output import BilinearOutput, DualOutput, FullSoftmaxOutput, OutputLayer, TiedOutput, closed_form_parameters
-from .recurrence import LSTMRecurrence, lstm_recurrence, lstm_recurrence_reference
-from .sparse_embedding import SparseEmbedding, dimension_counts, make_embedding, solve_alpha
-from .sparse_lstm import (
-                     SparseLSTMLayer,
-                     dense_lstm_parameters,
-                     equal_parameter_slice,
-                     solve_equal_parameters,
-                     sparse_lstm_parameters,
-)
-from .vd_lstm import VDLSTM
+Names are imported on first use (PEP 562), so that ``tiedlm.models.config`` (the typed [model] config) and the
+output layers' configs load without torch: reading and checking a config stays instant.
+"""
 
-__all__ = ["AWDLSTM", "BilinearOutput", "DrillOutput", "DualOutput", "FullSoftmaxOutput", "LabelEncoder",
-           "LanguageModel", "OutputLayer", "TiedOutput", "VDLSTM", "VDLSTMLayer", "LSTMRecurrence",
-           "build_output", "closed_form_parameters", "embedding_dropout", "locked_dropout", "lstm_recurrence",
-           "lstm_recurrence_reference", "variational_mask", "SparseEmbedding", "SparseLSTMLayer", "dimension_counts",
-           "make_embedding", "solve_alpha", "dense_lstm_parameters", "equal_parameter_slice", "solve_equal_parameters",
-           "sparse_lstm_parameters"]
+from importlib import import_module
+
+_LAZY = {
+    "AWDLSTM": "awd_lstm", "embedding_dropout": "awd_lstm", "locked_dropout": "awd_lstm",
+    "ModelConfig": "config",
+    "LanguageModel": "language_model",
+    "VDLSTMLayer": "lstm_layer", "variational_mask": "lstm_layer",
+    "OUTPUTS": "outputs", "BilinearOutput": "outputs", "DrillOutput": "outputs", "DualOutput": "outputs",
+    "FullSoftmaxOutput": "outputs", "LabelEncoder": "outputs", "OutputLayer": "outputs", "TiedOutput": "outputs",
+    "build_output": "outputs", "closed_form_parameters": "outputs",
+    "LSTMRecurrence": "recurrence", "lstm_recurrence": "recurrence", "lstm_recurrence_reference": "recurrence",
+    "SparseEmbedding": "sparse_embedding", "dimension_counts": "sparse_embedding", "make_embedding": "sparse_embedding",
+    "solve_alpha": "sparse_embedding",
+    "SparseLSTMLayer": "sparse_lstm", "dense_lstm_parameters": "sparse_lstm", "equal_parameter_slice": "sparse_lstm",
+    "solve_equal_parameters": "sparse_lstm", "sparse_lstm_parameters": "sparse_lstm",
+    "CausalTransformer": "transformer",
+    "VDLSTM": "vd_lstm",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

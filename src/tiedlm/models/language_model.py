@@ -5,36 +5,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..config import ModelConfig
-from ..errors import UsageError
 from .awd_lstm import AWDLSTM, embedding_dropout
-from .drill import DrillOutput
-from .output import BilinearOutput, DualOutput, FullSoftmaxOutput, OutputLayer, TiedOutput
+from .config import ModelConfig
+from .outputs import build_output
 from .sparse_embedding import make_embedding
 from .sparse_lstm import sparse_spec
 from .transformer import CausalTransformer
 from .vd_lstm import VDLSTM
-
-
-def build_output(cfg: ModelConfig, embedding: nn.Module, hidden_size: int) -> OutputLayer:
-    """The output layer named by ``cfg.output`` over encoder states of size ``hidden_size``."""
-    vocab, d = embedding.num_embeddings, embedding.embedding_dim
-    if cfg.output in ("tied", "drill") and hidden_size != d:
-        raise UsageError(f"output layer {cfg.output!r} needs an encoder output of size embedding_size = {d}, "
-                         f"got {hidden_size}; use output = 'bilinear' or 'dual' for other sizes")
-    if cfg.output == "full":
-        return FullSoftmaxOutput(hidden_size, vocab)
-    if cfg.output == "tied":
-        return TiedOutput(embedding, bias=cfg.tied_bias)
-    if cfg.output == "bilinear":
-        return BilinearOutput(embedding, hidden_size)
-    if cfg.output == "dual":
-        return DualOutput(embedding, hidden_size, cfg.joint_size or d)
-    if cfg.output == "drill":
-        return DrillOutput(embedding, cfg.drill_depth, activation=cfg.drill_activation, dropout=cfg.drill_dropout,
-                           variational=cfg.drill_variational, residual_embedding=cfg.drill_residual_embedding,
-                           residual_previous=cfg.drill_residual_previous, init_range=cfg.drill_init_range)
-    raise UsageError(f"unknown model.output {cfg.output!r}")
 
 
 class LanguageModel(nn.Module):
@@ -56,7 +33,7 @@ class LanguageModel(nn.Module):
         else:
             self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout, sparse_spec(cfg),
                                   dropout_input=cfg.dropout_input)
-        self.output = build_output(cfg, self.embedding, self.encoder.output_size)
+        self.output = build_output(cfg.output, self.embedding, self.encoder.output_size)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -6,7 +6,7 @@
 - :class:`TransformerBlock`: x + Attn(LN(x)) [+ CrossAttn(LN(x), memory)] + FFN(LN(x)).
 - :func:`positional_encoding`: sinusoidal (fixed) or learned absolute positions.
 - :class:`CausalTransformer`: the decoder-only LM encoder, a drop-in replacement for VD-LSTM/AWD-LSTM
-  under every output layer of :mod:`tiedlm.models.output` and the augmented loss.
+  under every output layer of :mod:`tiedlm.models.outputs` and the augmented loss.
 
 The LM encoder is fed BPTT windows like the LSTMs. Its carried "state" is the last ``memory``
 input embeddings of the stream (detached between windows like an LSTM state), which it re-reads in

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from ..config import ACTIVATIONS, KeyValueConfig, ModelConfig
+from ..config import KeyValueConfig
 from ..errors import UsageError
+from ..models.outputs import OUTPUTS
+from ..registry import ComponentConfig
 
-TRANSLATION_OUTPUTS = ("full", "tied", "bilinear", "dual", "drill")
+# the translator's flat keys of the output layer -> the key of the LM's [model.output] table
+OUTPUT_KEYS = {"tied_bias": "bias", "joint_size": "joint_size", "drill_depth": "depth",
+               "drill_activation": "activation", "drill_dropout": "dropout", "drill_variational": "variational",
+               "drill_init_range": "init_range"}
 
 
 @dataclass
@@ -81,11 +85,7 @@ class TranslationConfig(KeyValueConfig):
             (0 <= self.dropout < 1, "dropout", "a drop probability in [0, 1)"),
             (0 <= self.attention_dropout < 1, "attention_dropout", "a drop probability in [0, 1)"),
             (self.positions in ("sinusoidal", "learned"), "positions", "sinusoidal or learned"),
-            (self.output in TRANSLATION_OUTPUTS, "output", "one of " + ", ".join(TRANSLATION_OUTPUTS)),
-            (self.joint_size >= 0, "joint_size", "an integer >= 0"),
-            (self.drill_depth >= 1, "drill_depth", "an integer >= 1"),
-            (self.drill_activation in ACTIVATIONS, "drill_activation", "one of " + ", ".join(ACTIVATIONS)),
-            (0 <= self.drill_dropout < 1, "drill_dropout", "a drop probability in [0, 1)"),
+            (self.output in OUTPUTS.names(), "output", "one of " + ", ".join(OUTPUTS.names())),
             (0 <= self.label_smoothing < 1, "label_smoothing", "a number in [0, 1)"),
             (self.tau > 0, "tau", "a temperature > 0"),
             (self.gamma >= 0, "gamma", "a number >= 0"),
@@ -101,15 +101,19 @@ class TranslationConfig(KeyValueConfig):
             (self.max_decode_ratio > 0, "max_decode_ratio", "a number > 0"),
         ]
         self.require(checks)
+        self.output_config()  # the output layer's own checks (the LM's [model.output] rules)
         if self.positions == "learned" and self.max_length + 2 > self.max_positions:
             raise UsageError(f"translation max_positions = {self.max_positions} must be >= max_length + 2 = "
                              f"{self.max_length + 2} with learned positions")
         return self
 
-    def output_config(self) -> ModelConfig:
-        """The output-layer settings in the LM's :class:`~tiedlm.config.ModelConfig` (for ``build_output``)."""
-        return dataclasses.replace(
-            ModelConfig(), embedding_size=self.d_model, hidden_size=self.d_model, output=self.output,
-            tied_bias=self.tied_bias and self.output == "tied", joint_size=self.joint_size,
-            drill_depth=self.drill_depth, drill_activation=self.drill_activation, drill_dropout=self.drill_dropout,
-            drill_variational=self.drill_variational, drill_init_range=self.drill_init_range)
+    def output_config(self) -> ComponentConfig:
+        """The output layer's config, the registered one the LM uses (``[model.output]``): its keys from ours."""
+        try:
+            return OUTPUTS.config_for(self.output, "translation",
+                                      **{new: getattr(self, old) for old, new in OUTPUT_KEYS.items()})
+        except UsageError as exc:  # name the translator's own key, not the LM's
+            message = str(exc).replace("translation: ", "")
+            for old, new in OUTPUT_KEYS.items():
+                message = message.replace(f"model.output.{new} ", f"translation {old} ")
+            raise UsageError(message) from None

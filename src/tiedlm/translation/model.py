@@ -13,7 +13,7 @@ import math
 import torch
 from torch import nn
 
-from ..models.language_model import build_output
+from ..models.outputs import build_output
 from ..models.transformer import TransformerBlock, positional_encoding
 from .config import TranslationConfig
 from .data import PAD

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .output import _SharesEmbedding
+from .base import SharesEmbedding
+from .configs import DrillConfig
 
 ACTIVATIONS = {"sigmoid": torch.sigmoid, "relu": torch.relu, "tanh": torch.tanh, "identity": lambda x: x}
 
@@ -67,7 +68,7 @@ class LabelEncoder(nn.Module):
         return x
 
 
-class DrillOutput(_SharesEmbedding):
+class DrillOutput(SharesEmbedding):
     """DRILL output layer, eq. (7) with g_in(h) = h and g_out = :class:`LabelEncoder`:
 
     logits_t = E⁽ᵏ⁾ h_t + b. The label encoder runs once per forward pass, on the (|V|, d) table,
@@ -77,6 +78,16 @@ class DrillOutput(_SharesEmbedding):
     def __init__(self, embedding: nn.Embedding, depth: int = 1, **encoder_options):
         super().__init__(embedding, bias=True)
         self.label_encoder = LabelEncoder(embedding.embedding_dim, depth, **encoder_options)
+
+    @classmethod
+    def from_config(cls, cfg: DrillConfig, embedding: nn.Embedding, hidden_size: int) -> "DrillOutput":
+        return cls(embedding, cfg.depth, activation=cfg.activation, dropout=cfg.dropout,
+                   variational=cfg.variational, residual_embedding=cfg.residual_embedding,
+                   residual_previous=cfg.residual_previous, init_range=cfg.init_range)
+
+    @staticmethod
+    def closed_form(cfg: DrillConfig, vocab: int, d: int, d_h: int) -> int:
+        return cfg.depth * (d * d + d) + vocab
 
     def reset_parameters(self) -> None:
         self.label_encoder.reset_parameters()

@@ -1,0 +1,106 @@
+"""Output layers: map encoder states h_t to logits over the vocabulary (Pappas & Henderson 2019, §2).
+
+Every output layer has the same interface, written in DRILL's general form (eq. 7)::
+
+    logits_t = g_out(E) · g_in(h_t) + b
+
+- :meth:`OutputLayer.encode_labels` returns g_out(E), the (|V|, d_j) label embeddings the logits are
+  scored against. It is computed **once per forward pass** (per batch), never per token.
+- :meth:`OutputLayer.encode_context` returns g_in(h_t).
+- ``forward(h)`` returns ``(logits, labels)``: the loss and the analyses take it from there.
+- :meth:`OutputLayer.dedicated_parameters` counts the parameters the layer owns (the shared input
+  embedding E is not counted), the quantity of the paper's Ineq. (6) and eq. (11).
+
+E is the *input* embedding (one shared tensor, never copied). The augmented loss of Inan et al.
+builds its target distribution from that same input embedding whatever the output layer, so for
+``full`` (whose W is separate from E) "tied" in the AL sense means only "ỹ comes from L".
+
+The family, one module each: ``full.FullSoftmaxOutput`` (eq. 1), ``tied.TiedOutput`` (eq. 2),
+``bilinear.BilinearOutput`` (eq. 3), ``dual.DualOutput`` (eqs. 4–5) and ``drill.DrillOutput`` (eqs. 8–12).
+Each registers itself in :data:`OUTPUTS` with its typed config (``[model.output]`` in a run's TOML);
+:func:`build_output` builds the one a config names.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...errors import UsageError
+from ...registry import ComponentConfig
+from .configs import OUTPUTS
+
+
+class OutputLayer(nn.Module):
+    """Base class: logits = encode_context(h) · encode_labelsᵀ + bias (DRILL eq. 7)."""
+
+    tied = False  # True where the label embeddings are built from the input embedding E
+    bias: nn.Parameter | None
+
+    def encode_labels(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def encode_context(self, h: torch.Tensor) -> torch.Tensor:
+        return h
+
+    def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """h (..., d_h) -> logits (..., |V|) and the label embeddings (|V|, d_j) they were scored against."""
+        labels = self.encode_labels()
+        return F.linear(self.encode_context(h), labels, self.bias), labels
+
+    @classmethod
+    def from_config(cls, cfg: ComponentConfig, embedding: nn.Embedding, hidden_size: int) -> "OutputLayer":
+        """The layer for ``cfg`` over encoder states of size ``hidden_size`` sharing ``embedding`` (E)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def closed_form(cfg: ComponentConfig, vocab: int, d: int, d_h: int) -> int:
+        """Dedicated parameters by the paper's closed form (DRILL Ineq. 6, eq. 11), for tests and tables."""
+        raise NotImplementedError
+
+    def dedicated_parameters(self) -> int:
+        """Parameters owned by this layer (the shared input embedding excluded)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def reset_parameters(self) -> None:
+        """The layer's own initialisation (used by encoders that do not overwrite every parameter)."""
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+
+def reset_fan_in(weight: torch.Tensor, bias: torch.Tensor) -> None:
+    """Weight uniform in ±1/sqrt(fan_in), bias 0."""
+    r = weight.size(1) ** -0.5
+    nn.init.uniform_(weight, -r, r)
+    nn.init.zeros_(bias)
+
+
+class SharesEmbedding(OutputLayer):
+    """Holds the input embedding module without registering it a second time."""
+
+    tied = True
+
+    def __init__(self, embedding: nn.Embedding, bias: bool):
+        super().__init__()
+        self._embedding = [embedding]  # a list: the shared weight stays registered under the model's embedding
+        self.bias = nn.Parameter(torch.zeros(embedding.num_embeddings)) if bias else None
+
+    @property
+    def embedding_weight(self) -> torch.Tensor:
+        """E, (|V|, d): the input embedding's weight."""
+        return self._embedding[0].weight
+
+
+def build_output(cfg: ComponentConfig, embedding: nn.Embedding, hidden_size: int) -> OutputLayer:
+    """The output layer named by ``cfg`` (a registered output config) over encoder states of size ``hidden_size``."""
+    d = embedding.embedding_dim
+    if cfg.needs_embedding_size and hidden_size != d:
+        raise UsageError(f"output layer {cfg.name!r} needs an encoder output of size embedding_size = {d}, "
+                         f"got {hidden_size}; use output = 'bilinear' or 'dual' for other sizes")
+    return OUTPUTS[cfg.name].cls.from_config(cfg, embedding, hidden_size)
+
+
+def closed_form_parameters(cfg: ComponentConfig, vocab: int, d: int, d_h: int) -> int:
+    """Dedicated output-layer parameters of ``cfg`` by the closed forms of DRILL Ineq. (6) and eq. (11)."""
+    return OUTPUTS[cfg.name].cls.closed_form(cfg, vocab, d, d_h)

@@ -1,0 +1,78 @@
+"""The typed configs of the output layers, one registered dataclass each (``[model.output]`` in a run's TOML).
+
+Torch-free, so that reading and validating a config stays instant; each names the class that builds from it
+(imported on first use). A new output layer: its class in a new module of this package and its config here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ...registry import ComponentConfig, Registry
+
+OUTPUTS = Registry("output layer", "model.output")
+ACTIVATIONS = ("sigmoid", "relu", "tanh", "identity")
+
+
+@dataclass
+class OutputConfig(ComponentConfig):
+    """Base of the output layers' configs."""
+
+    # True where the logits score h_t against E itself (E h), so the encoder's output size must equal d
+    needs_embedding_size: ClassVar[bool] = False
+
+
+@OUTPUTS.register("full", builds="tiedlm.models.outputs.full:FullSoftmaxOutput")
+@dataclass
+class FullConfig(OutputConfig):
+    """Untied softmax: logits = W h + b, W of |V| × d_h (DRILL eq. 1; Inan et al. eq. 2.3)."""
+
+
+@OUTPUTS.register("tied", builds="tiedlm.models.outputs.tied:TiedOutput")
+@dataclass
+class TiedConfig(OutputConfig):
+    """Reused embeddings: logits = E h (+ b) (DRILL eq. 2; Inan et al.'s RE: b = 0)."""
+
+    needs_embedding_size = True
+
+    bias: bool = False  # a learnable output bias b (Press & Wolf 2017, DRILL's "tied"); false: Inan et al.'s RE, b = 0
+
+
+@OUTPUTS.register("bilinear", builds="tiedlm.models.outputs.bilinear:BilinearOutput")
+@dataclass
+class BilinearConfig(OutputConfig):
+    """Bilinear: logits = E W h + b, W of d × d_h, so h may have any size (DRILL eq. 3)."""
+
+
+@OUTPUTS.register("dual", builds="tiedlm.models.outputs.dual:DualOutput")
+@dataclass
+class DualConfig(OutputConfig):
+    """Dual nonlinear mapping: logits = σ(E U + b_u) σ(V h + b_v) + b (DRILL eqs. 4–5)."""
+
+    joint_size: int = 0  # the joint dimension d_j; 0 = the embedding size d
+
+    def validate(self, key: str) -> None:
+        self.check(self.joint_size >= 0, key, "joint_size", "an integer >= 0 (0 = embedding_size)")
+
+
+@OUTPUTS.register("drill", builds="tiedlm.models.outputs.drill:DrillOutput")
+@dataclass
+class DrillConfig(OutputConfig):
+    """DRILL: logits = E⁽ᵏ⁾ h + b, E⁽ᵏ⁾ a deep residual label encoder of depth k (DRILL eqs. 8–12)."""
+
+    needs_embedding_size = True
+
+    depth: int = 1  # label-encoder depth k
+    activation: str = "sigmoid"  # sigmoid | relu | tanh | identity
+    dropout: float = 0.0  # dropout on each label-encoder layer's input (E included)
+    variational: bool = True  # one dropout mask over the d dimensions per pass, shared by all labels
+    residual_embedding: bool = True  # + E after every layer (eq. 10)
+    residual_previous: bool = False  # + the layer's input as well
+    init_range: float = 0.1  # uniform initialisation of the label encoder in ±init_range
+
+    def validate(self, key: str) -> None:
+        self.check(self.depth >= 1, key, "depth", "an integer >= 1")
+        self.check(self.activation in ACTIVATIONS, key, "activation", "one of: " + ", ".join(ACTIVATIONS))
+        self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
+        self.check(self.init_range > 0, key, "init_range", "a number > 0")

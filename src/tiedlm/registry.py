@@ -1,0 +1,151 @@
+"""Registries of components: a name, a small typed config, and the class that builds from it.
+
+Each output layer registers its config, fairseq-style, naming the class that builds from it::
+
+    @OUTPUTS.register("drill", builds="tiedlm.models.outputs.drill:DrillOutput")
+    @dataclass
+    class DrillConfig(ComponentConfig):
+        depth: int = 1
+
+so adding a component is its class in one module and one registered config: the TOML names it
+(``[model.output] name = "drill"``, ``depth = 4``), ``--set model.output.depth=4`` sets its keys, validation
+and error messages come from its config, and ``tiedlm list`` shows it. The class is imported only when it is
+first used, so reading and checking a config never imports torch (``tiedlm presets`` and ``--help`` stay
+instant). The typed-assignment helpers here are shared with the run config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, get_type_hints
+
+from .errors import UsageError
+
+
+@dataclass
+class ComponentConfig:
+    """Base of a component's config: its registered ``name`` plus the component's own typed keys."""
+
+    name: ClassVar[str] = ""
+
+    def validate(self, key: str) -> None:
+        """Raise a one-line UsageError naming ``key.field`` for a bad value (override per component)."""
+
+    def check(self, ok: bool, key: str, field: str, allowed: str) -> None:
+        if not ok:
+            raise UsageError(f"{key}.{field} = {getattr(self, field)!r} is not allowed; expected {allowed}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, **dataclasses.asdict(self)}
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    config: type[ComponentConfig]
+    builds: str  # "package.module:Class", imported on first use
+
+    @property
+    def cls(self) -> type:
+        module, _, attr = self.builds.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
+    @property
+    def summary(self) -> str:
+        """First line of the config's docstring."""
+        return (self.config.__doc__ or "").strip().splitlines()[0]
+
+
+class Registry:
+    """Named components of one kind (e.g. output layers), each with its config dataclass."""
+
+    def __init__(self, kind: str, key: str):
+        self.kind, self.key = kind, key  # e.g. "output layer", "model.output" (the config key it is chosen by)
+        self._entries: dict[str, Entry] = {}
+
+    def register(self, name: str, builds: str) -> Callable[[type[ComponentConfig]], type[ComponentConfig]]:
+        """Decorator of a component's config dataclass; ``builds`` is "module:Class" of the component."""
+
+        def add(config: type[ComponentConfig]) -> type[ComponentConfig]:
+            if name in self._entries:
+                raise ValueError(f"{self.kind} {name!r} is registered twice")
+            config.name = name
+            self._entries[name] = Entry(name, config, builds)
+            return config
+
+        return add
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def __iter__(self):
+        return iter(self._entries.values())
+
+    def __getitem__(self, name: str) -> Entry:
+        if name not in self._entries:
+            raise UsageError(f"{self.key} = {name!r} is not allowed; expected one of: {', '.join(self._entries)}")
+        return self._entries[name]
+
+    def config(self, values: dict[str, Any] | str, origin: str = "config") -> ComponentConfig:
+        """A validated config from a table ``{"name": ..., key: value}`` (or just a name, for the defaults)."""
+        if isinstance(values, str):
+            values = {"name": values}
+        if not isinstance(values, dict) or "name" not in values:
+            raise UsageError(f"{origin}: {self.key} needs a name, one of: {', '.join(self._entries)} "
+                             f"(e.g. [{self.key}] name = {next(iter(self._entries))!r})")
+        entry = self[values["name"]]
+        cfg = entry.config()
+        for key, value in values.items():
+            if key != "name":
+                assign_typed(cfg, f"{self.key}", key, value, origin,
+                             hint=f" ({self.kind} {entry.name!r} has {', '.join(field_names(cfg)) or 'no keys'})")
+        cfg.validate(self.key)
+        return cfg
+
+
+    def config_for(self, name: str, origin: str = "config", **keys: Any) -> ComponentConfig:
+        """The validated config of ``name`` from those of ``keys`` it has; the others are ignored (settings shared
+        by a sweep over several components, e.g. depth=2 for whichever layer has a depth)."""
+        own = set(field_names(self[name].config))
+        return self.config({"name": name, **{k: v for k, v in keys.items() if k in own}}, origin)
+
+
+def field_names(obj: Any) -> list[str]:
+    return [f.name for f in dataclasses.fields(obj)]
+
+
+def assign_typed(target: Any, section: str, key: str, value: Any, origin: str, hint: str = "") -> None:
+    """``target.key = value`` after checking the key exists and the value has the field's type (int -> float ok)."""
+    ftypes = {k: v for k, v in get_type_hints(type(target)).items() if k in field_names(target)}
+    if key not in ftypes:
+        hint = hint or f"; [{section}] has {', '.join(ftypes)}"
+        raise UsageError(f"{origin}: unknown key {section}.{key}{hint}")
+    want = ftypes[key]
+    if not isinstance(want, type):
+        raise UsageError(f"{origin}: {section}.{key} is a table; set its keys as {section}.{key}.KEY")
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+        raise UsageError(f"{origin}: {section}.{key} = {value!r} must be of type {want.__name__}")
+    setattr(target, key, value)
+
+
+def parse_text(text: str, want: type, dotted: str) -> Any:
+    """The value of ``--set dotted=text`` as the field's type."""
+    try:
+        if want is bool:
+            low = text.strip().lower()
+            if low in ("true", "1", "yes", "on"):
+                return True
+            if low in ("false", "0", "no", "off"):
+                return False
+            raise ValueError
+        if want is int:
+            return int(text)
+        if want is float:
+            return float(text)
+        return text
+    except ValueError:
+        raise UsageError(f"--set {dotted}={text}: expected a {want.__name__}") from None
