@@ -13,7 +13,8 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 LAYERS = [
-    ("base", ["tiedlm.errors", "tiedlm.paths", "tiedlm.runtime", "tiedlm.native", "tiedlm.registry"]),
+    ("base", ["tiedlm.errors", "tiedlm.paths", "tiedlm.runtime", "tiedlm.native", "tiedlm.registry",
+              "tiedlm.run_dir"]),
     ("data", ["tiedlm.data"]),
     ("models", ["tiedlm.models"]),  # each with its own typed config (models.config: the [model] table)
     ("config", ["tiedlm.config", "tiedlm.experiments.subspace_config"]),  # the run: [data] [model] [loss] [train]

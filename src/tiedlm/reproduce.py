@@ -10,7 +10,6 @@ and the validation curves.
 
 from __future__ import annotations
 
-import json
 import shlex
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UsageError
+from .run_dir import RunDir
 
 SCALES = ("budget", "paper")
 
@@ -98,11 +98,7 @@ def table(name: str) -> Table:
 
 def run_status(run_dir: Path) -> str:
     """finished | interrupted | missing."""
-    if (run_dir / "summary.json").is_file():
-        return "finished"
-    if (run_dir / "checkpoints" / "last.safetensors").is_file():
-        return "interrupted"
-    return "missing"
+    return RunDir(run_dir).status()
 
 
 def train_command(spec: RunSpec, run_dir: Path, extra: list[str], threads: int) -> list[str]:
@@ -191,7 +187,7 @@ def render(tab: Table, scale: str, runs_dir: Path, extra: list[str], out: Path) 
 
     out.mkdir(parents=True, exist_ok=True)
     rows = plan(tab, scale, runs_dir, extra)
-    present = [read_run(r["dir"]) for r in rows if (r["dir"] / "config.toml").is_file()]
+    present = [read_run(r["dir"]) for r in rows if RunDir(r["dir"]).config.is_file()]
     lines = [f"# {tab.title}", "", f"Source: {tab.source}. Scale: `{scale}`. Rendered by "
              f"`tiedlm reproduce {tab.name} --scale {scale}`.", ""]
     if present:
@@ -202,10 +198,9 @@ def render(tab: Table, scale: str, runs_dir: Path, extra: list[str], out: Path) 
     commands = []
     for r in rows:
         spec, status = r["spec"], r["status"]
-        summary = json.loads((r["dir"] / "summary.json").read_text()) if status == "finished" else None
-        metrics = []
-        if (r["dir"] / "metrics.jsonl").is_file():
-            metrics = [json.loads(x) for x in (r["dir"] / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        files = RunDir(r["dir"])
+        summary = files.read_summary() if status == "finished" else None
+        metrics = files.read_metrics()
         paper = " / ".join("–" if v is None else f"{v:g}" for v in spec.paper)
         if summary:
             ours = f"{summary['valid_ppl']:.2f} / {summary['test_ppl']:.2f}"

@@ -9,8 +9,8 @@ import torch
 
 from .config import Config
 from .data import Vocabulary
-from .errors import UsageError
 from .models import LanguageModel
+from .run_dir import RunDir
 from .runtime import resolve_device
 
 
@@ -30,15 +30,13 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> R
     from .train.checkpoint import load_checkpoint, model_state
 
     path = Path(run_dir)
-    if not (path / "config.toml").is_file():
-        raise UsageError(
-            f"{path} is not a tiedlm run directory (no config.toml); give the --out folder of `tiedlm train`"
-        )
-    cfg = Config.load(path / "config.toml")
-    vocab = Vocabulary.load(path / "vocab.txt")
-    ckpt = path / "checkpoints" / f"{which}.safetensors"
+    files = RunDir(path)
+    files.require_config()
+    cfg = Config.load(files.config)
+    vocab = Vocabulary.load(files.vocab)
+    ckpt = files.checkpoint(which)
     if which == "best" and not ckpt.exists():
-        ckpt, which = path / "checkpoints" / "last.safetensors", "last"
+        ckpt, which = files.checkpoint("last"), "last"
     tensors, _ = load_checkpoint(ckpt)
     model = LanguageModel(cfg.model, len(vocab))
     model.load_state_dict(model_state(tensors))

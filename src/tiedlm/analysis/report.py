@@ -7,23 +7,20 @@ and each run's command, seed, wall time and tokens/s.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..config import Config
 from ..errors import UsageError
-from ..train.trainer import read_metrics
+from ..run_dir import RunDir
 from .paper import paper_results, paper_row, variant_name
 
 
 def read_run(run_dir: Path) -> dict:
     """Config, per-epoch metrics and (if the run finished) summary of a run directory."""
-    if not (run_dir / "config.toml").is_file():
-        raise UsageError(f"{run_dir} is not a tiedlm run directory (no config.toml)")
-    cfg = Config.load(run_dir / "config.toml")
-    metrics = read_metrics(run_dir)
-    summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+    files = RunDir(run_dir)
+    files.require_config()
+    cfg = Config.load(files.config)
+    metrics, summary = files.read_metrics(), files.read_summary()
     return {"dir": run_dir, "name": run_dir.name, "config": cfg, "metrics": metrics, "summary": summary}
 
 
@@ -72,7 +69,7 @@ def _count_parameters(run_dir: Path, cfg: Config) -> int | None:
     from ..data import Vocabulary
     from ..run import count_parameters
 
-    vocab = run_dir / "vocab.txt"
+    vocab = RunDir(run_dir).vocab
     return count_parameters(cfg, len(Vocabulary.load(vocab)))["total"] if vocab.is_file() else None
 
 

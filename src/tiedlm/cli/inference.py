@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import UsageError
+from ..run_dir import RunDir
 from .common import emit, progress_log
 from .types import POSITIVE, THREADS, integer, number
 
@@ -138,7 +137,7 @@ def _split_runs_and_phrases(items: list[str]) -> tuple[list[str], list[str]]:
     """Leading arguments that are run directories (hold a config.toml) are runs; the rest are phrases."""
     runs = []
     for item in items:
-        if len(runs) < 2 and (Path(item) / "config.toml").is_file():
+        if len(runs) < 2 and RunDir(item).config.is_file():
             runs.append(item)
         else:
             break
@@ -226,10 +225,10 @@ def cmd_info(args) -> int:
     from ..data.sources import VOCAB_SIZES
     from ..run import count_parameters
 
-    target = Path(args.target)
-    if (target / "config.toml").is_file():
-        cfg = Config.load(target / "config.toml")
-        vocab_size = len(Vocabulary.load(target / "vocab.txt"))
+    target = RunDir(args.target)
+    if target.config.is_file():
+        cfg = Config.load(target.config)
+        vocab_size = len(Vocabulary.load(target.vocab))
         kind = "run"
     else:
         cfg = Config.load(args.target)

@@ -13,19 +13,21 @@ from .common import emit, progress_log
 
 def cmd_train(args) -> int:
     from ..config import Config
+    from ..run_dir import RunDir, write_text_atomic
     from ..train import train
 
     if args.resume:
         if args.config:
             raise UsageError("give either a PRESET/CONFIG to start a run or --resume RUN_DIR, not both")
         run_dir = Path(args.resume)
-        if not (run_dir / "checkpoints" / "last.safetensors").is_file():
+        files = RunDir(run_dir)
+        if not files.checkpoint("last").is_file():
             raise UsageError(f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder "
                              f"of an interrupted `tiedlm train`")
-        if not (run_dir / "config.toml").is_file():
+        if not files.config.is_file():
             raise UsageError(f"{run_dir} has no config.toml; a run folder needs the config.toml that `tiedlm train` "
                              f"wrote into it")
-        cfg = Config.load(run_dir / "config.toml")
+        cfg = Config.load(files.config)
         allowed = ("train.epochs=", "train.finetune_epochs=", "train.threads=", "train.lr=", "train.clip=",
                    "train.cuda_graph=")
         for item in args.set:
@@ -33,7 +35,7 @@ def cmd_train(args) -> int:
                 raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")
         cfg = cfg.with_overrides(args.set)
         if args.set:
-            (run_dir / "config.toml").write_text(cfg.to_toml())
+            write_text_atomic(files.config, cfg.to_toml())
     else:
         if not args.config:
             raise UsageError("give a PRESET name or CONFIG.toml (see `tiedlm presets`), or --resume RUN_DIR")

@@ -19,8 +19,9 @@ import torch.nn.functional as F
 
 from ..data.vocab import Vocabulary
 from ..errors import TiedlmError, UsageError
+from ..run_dir import write_json_atomic
 from ..runtime import set_threads
-from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state, write_json_atomic
+from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state
 from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
 from .config import TaggerConfig
 from .data import TaggingCorpus, load_tagging_corpus

@@ -99,10 +99,3 @@ def load_training_state(path: Path, model: torch.nn.Module, opt: torch.optim.Opt
     return model_state(tensors, "best."), meta
 
 
-def write_json_atomic(path: Path, obj) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)

@@ -4,7 +4,7 @@ NT-ASGD — plain SGD until validation stops improving for ``nonmono`` epochs, t
 average of the iterates, kept by ``torch.optim.swa_utils.AveragedModel``, is what gets validated and
 saved), followed by an optional finetune stage that restarts the averaging from the best weights.
 
-A run directory holds ``config.toml``, ``vocab.txt``, ``metrics.jsonl`` (one line per epoch),
+A run directory (its layout: :class:`tiedlm.run_dir.RunDir`) holds ``config.toml``, ``vocab.txt``, ``metrics.jsonl``,
 ``checkpoints/{last,best}.safetensors`` and, when training ends, ``summary.json``.
 ``last`` is written at every epoch end and on interruption (Ctrl-C), with the position inside
 the epoch, the hidden state, the RNG state and the running sums, so that a resumed run
@@ -41,6 +41,7 @@ from ..losses import LanguageModelLoss, encoder_regularization
 from ..models import LanguageModel
 from ..models.state import detach_state
 from ..paths import ensure_writable_folder, refuse_committed
+from ..run_dir import RunDir, write_json_atomic, write_text_atomic
 from ..runtime import autocast, resolve_device, resolve_precision, set_threads
 from .checkpoint import (
     load_checkpoint,
@@ -48,7 +49,6 @@ from .checkpoint import (
     model_state,
     optimizer_tensors,
     save_checkpoint,
-    write_json_atomic,
 )
 from .cuda_graph import GraphedStep, unsupported_reason
 from .distributed import DistributedContext
@@ -82,7 +82,7 @@ class Trainer:
         if not self.dist.is_main:  # one voice: rank 0 logs and shows progress
             self.progress, self.log = False, (lambda *a, **k: None)
         self.precision = resolve_precision(t.precision, self.device)
-        self.ckpt_dir = self.run_dir / "checkpoints"
+        self.files = RunDir(self.run_dir)  # the run folder's layout
         # the saved config is the resolved one: a resumed or repeated run uses the same device and precision
         cfg.train.precision, cfg.train.device = self.precision, self.device.type
 
@@ -91,11 +91,11 @@ class Trainer:
         cfg = self.cfg
         init = Path(cfg.train.init_from).expanduser() if cfg.train.init_from and not resume else None
         if resume:
-            vocab = Vocabulary.load(self.run_dir / "vocab.txt")
+            vocab = Vocabulary.load(self.files.vocab)
         elif init is not None:  # the source run's vocabulary, so that its weights line up word for word
-            if not (init / "vocab.txt").is_file():
+            if not RunDir(init).vocab.is_file():
                 raise UsageError(f"train.init_from = {str(init)!r}: no vocab.txt there; give a tiedlm run directory")
-            vocab = Vocabulary.load(init / "vocab.txt")
+            vocab = Vocabulary.load(RunDir(init).vocab)
         else:
             vocab = None
         self.corpus = load_corpus(cfg.data.name, cfg.data.data_dir, vocab=vocab)
@@ -132,12 +132,12 @@ class Trainer:
         self.epoch, self.window, self.best_valid, self.best_epoch, self.elapsed = 1, 0, math.inf, 0, 0.0
         self.state, self.sums = None, _zero_sums()
         if resume:
-            self._restore(self.ckpt_dir / "last.safetensors")
+            self._restore(self.files.checkpoint("last"))
         elif self.dist.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.toml").write_text(cfg.to_toml())
-            self.vocab.save(self.run_dir / "vocab.txt")
-            (self.run_dir / "metrics.jsonl").write_text("")
+            write_text_atomic(self.files.config, cfg.to_toml())
+            self.vocab.save(self.files.vocab)
+            write_text_atomic(self.files.metrics, "")
         self.dist.barrier()
 
     # ------------------------------------------------------------------ the loop
@@ -184,7 +184,7 @@ class Trainer:
         record = self._epoch_record(lr, valid["ppl"], self.elapsed + epoch_wall)
         with _signals_deferred():  # the metrics line and the `last` checkpoint that counts it go together
             if self.dist.is_main:
-                with open(self.run_dir / "metrics.jsonl", "a") as f:
+                with open(self.files.metrics, "a") as f:
                     f.write(json.dumps(record) + "\n")
             self.epoch, self.window, self.state, self.sums, self.elapsed = (
                 self.epoch + 1, 0, None, _zero_sums(), self.elapsed + epoch_wall)
@@ -221,7 +221,7 @@ class Trainer:
 
     def _start_finetune(self) -> None:
         """The finetune stage: restart from the best (averaged) weights with a fresh average and history."""
-        tensors, _ = load_checkpoint(self.ckpt_dir / "best.safetensors")
+        tensors, _ = load_checkpoint(self.files.checkpoint("best"))
         self.model.load_state_dict(model_state(tensors))
         self._start_averaging()
         self.valid_history = []
@@ -309,7 +309,7 @@ class Trainer:
 
     def _diverged(self, what: str) -> str:
         """The message of a run that diverged: what happened, the checkpoint to go back to, and the fix."""
-        last = self.ckpt_dir / "last.safetensors"
+        last = self.files.checkpoint("last")
         if last.is_file():
             where = (
                 f"the last good checkpoint is {last}; lower train.lr or train.clip and resume from it with "
@@ -356,7 +356,7 @@ class Trainer:
     def finish(self) -> dict:
         t = self.cfg.train
         self.finish_start = time.perf_counter()
-        tensors, _ = load_checkpoint(self.ckpt_dir / "best.safetensors")
+        tensors, _ = load_checkpoint(self.files.checkpoint("best"))
         self.model.load_state_dict(model_state(tensors))
         check = self._check_stop
         valid = evaluate(self.model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision, check=check)
@@ -397,7 +397,7 @@ class Trainer:
                 "max_parameter_spread": self.dist.max_parameter_spread(self.model),
             }
         if self.dist.is_main:
-            write_json_atomic(self.run_dir / "summary.json", summary)
+            write_json_atomic(self.files.summary, summary)
         self.log(
             f"best epoch {self.best_epoch}: valid ppl {valid['ppl']:.2f} | test ppl {test['ppl']:.2f} | "
             f"wall time {summary['wall_time_s'] / 60:.1f} min"
@@ -456,14 +456,14 @@ class Trainer:
             "vocab_size": len(self.vocab),
             "config": self.cfg.to_dict(),
         }
-        save_checkpoint(self.ckpt_dir / f"{which}.safetensors", tensors, meta)
+        save_checkpoint(self.files.checkpoint(which), tensors, meta)
 
     def _init_from(self, run_dir: Path) -> None:
         """Load another run's final weights (its last checkpoint) into the fresh model.
 
         Inan et al. (2017) re-train their small PTB models from their final weights (arXiv footnote 4, ICLR 5).
         """
-        tensors, meta = load_checkpoint(run_dir / "checkpoints" / "last.safetensors")
+        tensors, meta = load_checkpoint(RunDir(run_dir).checkpoint("last"))
         try:
             self.model.load_state_dict(model_state(tensors))
         except RuntimeError as exc:
@@ -495,7 +495,7 @@ class Trainer:
         # drop metric lines of epochs that the checkpoint has not completed
         records = [r for r in read_metrics(self.run_dir) if r["epoch"] < self.epoch]
         if self.dist.is_main:
-            (self.run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+            write_text_atomic(self.files.metrics, "".join(json.dumps(r) + "\n" for r in records))
 
 
 @contextlib.contextmanager
@@ -529,10 +529,7 @@ def _zero_sums() -> dict:
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return RunDir(run_dir).read_metrics()
 
 
 def train(
@@ -551,7 +548,7 @@ def train(
         refuse_committed(out_dir)
     created = not out_dir.exists()
     ensure_writable_folder(out_dir, "--resume" if resume else "--out")
-    if not resume and (out_dir / "checkpoints" / "last.safetensors").exists():
+    if not resume and RunDir(out_dir).checkpoint("last").exists():
         raise UsageError(f"{out_dir} already holds a run; resume it with --resume {out_dir} or choose another --out")
     trainer = Trainer(cfg, out_dir, command=command, progress=progress, log=log)
     try:
@@ -564,7 +561,7 @@ def train(
         if (
             resume
             and (trainer.epoch > cfg.train.epochs + cfg.train.finetune_epochs or trainer.stopped)
-            and (out_dir / "summary.json").exists()
+            and RunDir(out_dir).summary.exists()
         ):
             raise UsageError(
                 f"{out_dir} finished all {cfg.train.epochs} epochs; to train longer resume with "

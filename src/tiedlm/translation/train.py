@@ -27,8 +27,9 @@ from ..errors import TiedlmError, UsageError
 from ..evaluation import perplexity
 from ..losses import AugmentedLoss
 from ..losses.fused import at_least_fp32
+from ..run_dir import write_json_atomic
 from ..runtime import autocast, resolve_precision, set_threads
-from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state, write_json_atomic
+from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state
 from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
 from .config import TranslationConfig
 from .data import PAD, ParallelCorpus, SubwordVocab, encode_source, load_parallel_corpus

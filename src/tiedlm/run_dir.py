@@ -1,0 +1,107 @@
+"""The run folder of a language model: one class owns its layout, so no other module spells a file name.
+
+::
+
+    RUN/
+      config.toml                the full resolved config (what `--resume` and `evaluate` read)
+      vocab.txt                  the vocabulary, one word per line, in id order
+      metrics.jsonl              one JSON record per epoch
+      summary.json               written once the run finished (test perplexity, wall time, command)
+      checkpoints/last.safetensors   the resumable training state (weights, optimiser, RNG, position)
+      checkpoints/best.safetensors   the weights of the best validation epoch
+
+Text files are replaced atomically (write a temporary file, then rename), so an interrupted write never
+leaves a half-written config or summary behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    def __init__(self, path: str | Path):
+        object.__setattr__(self, "path", Path(path))
+
+    # ----- the layout -------------------------------------------------------------------------
+    @property
+    def config(self) -> Path:
+        return self.path / "config.toml"
+
+    @property
+    def vocab(self) -> Path:
+        return self.path / "vocab.txt"
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def summary(self) -> Path:
+        return self.path / "summary.json"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    def checkpoint(self, which: str) -> Path:
+        """``last`` (the resumable state) or ``best`` (the best validation epoch's weights)."""
+        return self.checkpoints / f"{which}.safetensors"
+
+    # ----- its state ----------------------------------------------------------------------------
+    def status(self) -> str:
+        """finished | interrupted | missing."""
+        if self.summary.is_file():
+            return "finished"
+        if self.checkpoint("last").is_file():
+            return "interrupted"
+        return "missing"
+
+    def require_config(self) -> None:
+        """A one-line error unless this is a run folder (it has the config.toml that `tiedlm train` wrote)."""
+        if not self.config.is_file():
+            raise UsageError(f"{self.path} is not a tiedlm run directory (no config.toml); give the --out folder "
+                             f"of `tiedlm train`")
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        if not self.metrics.exists():
+            return []
+        return [json.loads(line) for line in self.metrics.read_text().splitlines() if line.strip()]
+
+    def read_summary(self) -> dict[str, Any] | None:
+        return json.loads(self.summary.read_text()) if self.summary.is_file() else None
+
+    # ----- writing --------------------------------------------------------------------------------
+    def write_text(self, path: Path, text: str) -> None:
+        """Replace ``path`` (a file of this run) atomically."""
+        write_text_atomic(path, text)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a run's files are readable like any other
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
