@@ -40,8 +40,8 @@ def main() -> None:
 
     threads = set_threads(args.threads)
     torch.manual_seed(0)
-    model = LanguageModel(ModelConfig(embedding_size=HIDDEN, hidden_size=HIDDEN, layers=2, dropout=0.3,
-                                      init_range=0.1, output="tied"), VOCAB)
+    encoder = {"name": "vd-lstm", "hidden_size": HIDDEN, "layers": 2, "dropout": 0.3}
+    model = LanguageModel(ModelConfig(embedding_size=HIDDEN, init_range=0.1, output="tied", encoder=encoder), VOCAB)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     state0 = model.init_state(BATCH)
     zipf = 1.0 / torch.arange(1, VOCAB + 1, dtype=torch.float64)  # ~300 distinct targets of 700, as in PTB

@@ -73,7 +73,8 @@ class ReferenceAWDLSTM(nn.Module):
         super().__init__()
         self.m, self.vocab = m, vocab
         self.emb = nn.Embedding(vocab, m.embedding_size)
-        sizes = [m.embedding_size] + [m.hidden_size] * (m.layers - 1) + [m.embedding_size]
+        e = m.encoder
+        sizes = [m.embedding_size] + [e.hidden_size] * (e.layers - 1) + [m.embedding_size]
         self.rnns = nn.ModuleList(nn.LSTM(a, b) for a, b in zip(sizes, sizes[1:]))
         self.bias = nn.Parameter(torch.zeros(vocab))
         self.output = output  # None: the tied softmax E h + b
@@ -86,13 +87,13 @@ class ReferenceAWDLSTM(nn.Module):
 
         m, w = self.m, self.emb.weight
         keep = w.new_empty(w.size(0), 1).bernoulli_(1 - m.dropout_embedding).div_(1 - m.dropout_embedding)
-        h = _locked(F.embedding(x, w * keep), m.dropout_input)
+        h = _locked(F.embedding(x, w * keep), m.encoder.dropout_input)
         for i, (rnn, s) in enumerate(zip(self.rnns, state)):
-            w_hh = F.dropout(rnn.weight_hh_l0, m.weight_drop, training=True)
+            w_hh = F.dropout(rnn.weight_hh_l0, m.encoder.weight_drop, training=True)
             h, _ = functional_call(rnn, {"weight_hh_l0": w_hh}, (h, s))
             if i < len(self.rnns) - 1:
-                h = _locked(h, m.dropout_hidden)
-        raw, h = h, _locked(h, m.dropout)
+                h = _locked(h, m.encoder.dropout_hidden)
+        raw, h = h, _locked(h, m.encoder.dropout)
         logits = F.linear(h, w, self.bias) if self.output is None else self.output(h)[0]
         return logits, raw, h
 
@@ -116,7 +117,7 @@ def awd_suite(preset: str, steps: int, blocks: int, threads: int) -> dict[str, f
     ours = LanguageModel(m, VOCAB).train()
     loss_fn = LanguageModelLoss.from_config(cfg.loss)
     models = {"tiedlm": ours, "tiedlm-loop": ours}
-    if m.sparse_fraction == 0 and m.sparse_layer == 0:
+    if m.encoder.sparse_fraction == 0 and m.encoder.sparse_layer == 0:
         out = None if m.output.name == "tied" else LanguageModel(m, VOCAB).output
         models["baseline"] = ReferenceAWDLSTM(m, VOCAB, out).train()
 
@@ -176,7 +177,8 @@ def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int
     dev = torch.device("cpu")
     loss_fn = LanguageModelLoss(augmented=augmented, tau=20.0, gamma=0.65)
     if impl in ("tiedlm", "tiedlm-py"):
-        mcfg = ModelConfig(embedding_size=h, hidden_size=h, layers=2, dropout=0.3, init_range=0.1, output="full")
+        mcfg = ModelConfig(embedding_size=h, init_range=0.1, output="full",
+                           encoder={"name": "vd-lstm", "hidden_size": h, "layers": 2, "dropout": 0.3})
         model = LanguageModel(mcfg, VOCAB)  # same output layer with and without AL
         state0 = model.init_state(BATCH)
         emb = lambda: model.input_embeddings  # noqa: E731

@@ -8,7 +8,7 @@ from tiedlm.config import Config
 from tiedlm.data.batching import variable_window_lengths
 from tiedlm.losses import activation_regularization
 from tiedlm.models import AWDLSTM, embedding_dropout, locked_dropout
-from tiedlm.models.lstm_layer import VDLSTMLayer
+from tiedlm.models.encoders.lstm_layer import VDLSTMLayer
 from tiedlm.train import Interrupted, Trainer
 from tiedlm.train.checkpoint import load_checkpoint
 from tiedlm.train.trainer import read_metrics

@@ -18,15 +18,16 @@ def test_all_presets_load_and_validate():
         c = Config.load(n)
         if "-awd-sparse" in n:  # the tied model, both hidden sizes 1.5x wider, every layer predefined-sparse
             dense = Config.load(n.replace("sparse", "tied"))
-            assert c.model.output.name == "tied" and not c.model.sparse_layer
-            assert c.model.hidden_size == 3 * dense.model.hidden_size // 2 and c.model.sparse_fraction == 2 / 3
+            assert c.model.output.name == "tied" and not c.model.encoder.sparse_layer
+            assert c.model.encoder.hidden_size == 3 * dense.model.encoder.hidden_size // 2
+            assert c.model.encoder.sparse_fraction == 2 / 3
             continue
         if "-awd-" in n:
-            assert c.model.encoder == "awd-lstm" and c.model.output.name == n.split("-")[2]
+            assert c.model.encoder.name == "awd-lstm" and c.model.output.name == n.split("-")[2]
             continue
         if "-transformer-" in n:
-            assert c.model.encoder == "transformer" and c.model.output.name == n.split("-")[2]
-            assert c.train.optimizer == "adam" and c.model.embedding_size % c.model.heads == 0
+            assert c.model.encoder.name == "transformer" and c.model.output.name == n.split("-")[2]
+            assert c.train.optimizer == "adam" and c.model.embedding_size % c.model.encoder.heads == 0
             continue
         if n == "ptb-small-real-bias":  # our deviation: ptb-small-real plus a learnable output bias, ỹ fixed
             base = Config.load("ptb-small-real")
@@ -53,8 +54,8 @@ def test_drill_preset_settings_of_the_paper():
     t = Config.load("ptb-awd-tied").train
     assert (
         t.batch_size,
-        Config.load("ptb-awd-tied").model.dropout_input,
-        Config.load("ptb-awd-tied").model.dropout_hidden,
+        Config.load("ptb-awd-tied").model.encoder.dropout_input,
+        Config.load("ptb-awd-tied").model.encoder.dropout_hidden,
     ) == (20, 0.4, 0.25)
 
 
@@ -62,7 +63,7 @@ def test_paper_hyperparameters_in_presets():
     s, m, lg = Config.load("ptb-small-vd"), Config.load("ptb-medium-vd"), Config.load("ptb-large-vd")
     assert (s.train.decay_start, m.train.decay_start, lg.train.decay_start) == (5, 10, 1)
     assert (s.train.lr_decay, lg.train.lr_decay, lg.train.clip) == (0.9, 0.97, 6.0)
-    assert (s.model.dropout, m.model.dropout, lg.model.dropout) == (0.3, 0.5, 0.65)
+    assert (s.model.encoder.dropout, m.model.encoder.dropout, lg.model.encoder.dropout) == (0.3, 0.5, 0.65)
     assert Config.load("wt2-small-al").loss.gamma * 20 == pytest.approx(25.0)
 
 
@@ -73,7 +74,7 @@ def test_lr_schedule():
 
 def test_overrides_and_errors():
     c = Config.load("ptb-small-vd").with_overrides(["train.epochs=3", "loss.augmented=true", "model.dropout=0.1"])
-    assert (c.train.epochs, c.loss.augmented, c.model.dropout) == (3, True, 0.1)
+    assert (c.train.epochs, c.loss.augmented, c.model.encoder.dropout) == (3, True, 0.1)
     bad = [
         ("train.epochs=x", "expected a int"),
         ("model.output=softmax", "one of: full, tied"),

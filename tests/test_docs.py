@@ -21,18 +21,20 @@ def test_config_key_reference_is_generated_from_the_current_configs():
 
 def test_every_setting_is_in_the_reference_with_its_default():
     from tiedlm.config import Config
+    from tiedlm.models.encoders import ENCODERS
     from tiedlm.models.outputs import OUTPUTS
 
     text = (ROOT / "docs" / "config-keys.md").read_text()
     cfg = Config()
     for section in ("data", "model", "loss", "train"):
         for key, value in vars(getattr(cfg, section)).items():
-            shown = f"`name = {value.name!r}`" if key == "output" else f"`{value!r}`"
+            shown = f"`name = {value.name!r}`" if key in ("encoder", "output") else f"`{value!r}`"
             assert f"| `{section}.{key}` | " in text and shown in text, (section, key)
-    for entry in OUTPUTS:  # every output layer and each of its own keys
-        assert f"name = `{entry.name}`" in text, entry.name
-        for key, value in vars(entry.config()).items():
-            assert f"| `model.output.{key}` | " in text and f"`{value!r}`" in text, (entry.name, key)
+    for registry in (ENCODERS, OUTPUTS):  # every encoder and output layer, and each of its own keys
+        for entry in registry:
+            assert f"[{registry.key}]` name = `{entry.name}`" in text, entry.name
+            for key, value in vars(entry.config()).items():
+                assert f"| `{registry.key}.{key}` | " in text and f"`{value!r}`" in text, (entry.name, key)
 
 
 def _slug(heading: str) -> str:

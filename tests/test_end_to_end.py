@@ -314,9 +314,9 @@ def test_error_paths_are_one_line(tiny_corpus, tmp_path, capsys, monkeypatch):
         (["train", "ptb-small-vd", "--out", str(tmp_path / "a")], 1, "ptb/train.txt is missing"),
         (["train", "ptb-small-vd", "--set", "train.epochs=zero"], 2, "expected a int"),
         (
-            ["train", "ptb-small-re", "--set", "model.hidden_size=100"],
+            ["train", "ptb-small-re", "--set", "model.encoder.hidden_size=100"],
             2,
-            "needs model.hidden_size == model.embedding_size",
+            "needs model.encoder.hidden_size == model.embedding_size",
         ),
         (["train", "nope-preset"], 2, "unknown preset"),
         (["train"], 2, "give a PRESET"),

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from tiedlm.models import lstm_recurrence_reference
-from tiedlm.models.lstm_layer import VDLSTMLayer
-from tiedlm.models.recurrence import fused_lstm, torch_gate_order, use_fused
-from tiedlm.models.sparse_lstm import SparseLSTMLayer
+from tiedlm.models.encoders.lstm_layer import VDLSTMLayer
+from tiedlm.models.encoders.recurrence import fused_lstm, torch_gate_order, use_fused
+from tiedlm.models.encoders.sparse_lstm import SparseLSTMLayer
 
 
 def _run(layer, x, state, monkeypatch, fused: bool, seed: int = 3):

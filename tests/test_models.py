@@ -6,6 +6,8 @@ from tiedlm.errors import UsageError
 from tiedlm.models import VDLSTM, LanguageModel, lstm_recurrence, lstm_recurrence_reference
 from tiedlm.run import count_parameters
 
+VD8 = {"name": "vd-lstm", "hidden_size": 8}  # a tiny VD-LSTM encoder, [model.encoder] as a table
+
 
 def _rec_inputs(T=6, B=3, H=4, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -35,7 +37,7 @@ def test_fused_recurrence_gradcheck():
 
 
 def test_tied_output_is_one_tensor():
-    m = LanguageModel(ModelConfig(embedding_size=8, hidden_size=8, output="tied"), 30)
+    m = LanguageModel(ModelConfig(embedding_size=8, encoder=VD8, output="tied"), 30)
     assert m.output.weight is m.embedding.weight
     assert sum(p.numel() for p in m.output.parameters()) == 0  # no bias either (b = 0)
     names = [n for n, _ in m.named_parameters()]
@@ -49,10 +51,10 @@ def test_tied_output_is_one_tensor():
 def test_tied_and_drill_need_equal_sizes():
     for output in ("tied", "drill"):
         with pytest.raises(UsageError, match="needs an encoder output of size embedding_size = 8"):
-            LanguageModel(ModelConfig(embedding_size=8, hidden_size=9, output=output), 30)
-        with pytest.raises(UsageError, match="needs model.hidden_size == model.embedding_size"):
+            LanguageModel(ModelConfig(embedding_size=8, encoder=VD8 | {"hidden_size": 9}, output=output), 30)
+        with pytest.raises(UsageError, match="needs model.encoder.hidden_size == model.embedding_size"):
             Config.from_dict({"model": {"embedding_size": 8, "hidden_size": 9, "output": output}})
-    with pytest.raises(UsageError, match="needs model.last_hidden_size == model.embedding_size"):
+    with pytest.raises(UsageError, match="needs model.encoder.last_hidden_size == model.embedding_size"):
         Config.from_dict(
             {"model": {"encoder": "awd-lstm", "embedding_size": 8, "last_hidden_size": 9, "output": "drill"}}
         )
@@ -109,7 +111,7 @@ def test_input_dropout_is_one_mask_per_sequence_over_time():
 
 
 def test_init_range():
-    m = LanguageModel(ModelConfig(embedding_size=8, hidden_size=8, init_range=0.07), 50)
+    m = LanguageModel(ModelConfig(embedding_size=8, encoder=VD8, init_range=0.07), 50)
     for p in m.parameters():
         assert p.abs().max() <= 0.07
 
@@ -129,14 +131,14 @@ def test_parameter_counts_match_paper(preset, paper):
 
 
 def test_tied_with_learnable_bias_option():
-    cfg = ModelConfig(embedding_size=8, hidden_size=8, output={"name": "tied", "bias": True})
+    cfg = ModelConfig(embedding_size=8, encoder=VD8, output={"name": "tied", "bias": True})
     m = LanguageModel(cfg, 50)
     assert m.output.weight is m.embedding.weight and m.parameter_counts()["output"] == 50
     h = torch.randn(3, 8)
     assert torch.allclose(m.output(h)[0], h @ m.embedding.weight.t() + m.output.bias)
     m.output(h)[0].sum().backward()
     assert m.output.bias.grad is not None
-    assert LanguageModel(ModelConfig(embedding_size=8, hidden_size=8, output="tied"), 50).output.bias is None
+    assert LanguageModel(ModelConfig(embedding_size=8, encoder=VD8, output="tied"), 50).output.bias is None
     with pytest.raises(UsageError, match="output layer 'full' has no key 'bias'"):
         Config.load("ptb-small-vd").with_overrides(["model.output.bias=true"])
     with pytest.raises(UsageError, match="model.tied_bias belongs to output layer 'tied'"):  # the old flat key

@@ -21,6 +21,8 @@ from tiedlm.models import (
 
 KINDS = tuple(OUTPUTS.names())  # every registered output layer: a new one needs its PINNED losses below
 
+VD8 = {"name": "vd-lstm", "hidden_size": 8}  # a tiny VD-LSTM encoder, [model.encoder] as a table
+
 
 @pytest.mark.parametrize("vocab,d,d_h,joint,depth", [(50, 8, 8, 8, 1), (300, 16, 16, 24, 3), (1000, 32, 32, 7, 4)])
 def test_dedicated_parameters_match_closed_forms(vocab, d, d_h, joint, depth):
@@ -116,7 +118,7 @@ def test_drill_dropout_variational_shares_one_mask_over_labels():
 
 
 def test_label_encoder_runs_once_per_forward_pass():
-    cfg = ModelConfig(embedding_size=8, hidden_size=8, output={"name": "drill", "depth": 2})
+    cfg = ModelConfig(embedding_size=8, encoder=VD8, output={"name": "drill", "depth": 2})
     model = LanguageModel(cfg, 50)
     calls = []
     model.output.label_encoder.register_forward_hook(lambda *a: calls.append(1))
@@ -127,10 +129,11 @@ def test_label_encoder_runs_once_per_forward_pass():
 def _steps(encoder: str, output: str, augmented: bool, n: int = 4) -> list[float]:
     """Losses of n SGD steps of a tiny fixed-seed model on fixed random tokens."""
     torch.manual_seed(1234)
-    extra = dict(dropout_input=0.1, dropout_hidden=0.1, dropout_embedding=0.1, weight_drop=0.2) \
-        if encoder == "awd-lstm" else {}
-    cfg = ModelConfig(encoder=encoder, embedding_size=12, hidden_size=12 if encoder == "vd-lstm" else 20, layers=2,
-                      dropout=0.2, output=OUTPUTS.config_for(output, joint_size=10, depth=2, dropout=0.3), **extra)
+    awd = encoder == "awd-lstm"
+    extra = dict(dropout_input=0.1, dropout_hidden=0.1, weight_drop=0.2) if awd else {}
+    cfg = ModelConfig(embedding_size=12, dropout_embedding=0.1 if awd else 0.0,
+                      encoder={"name": encoder, "hidden_size": 20 if awd else 12, "layers": 2, "dropout": 0.2, **extra},
+                      output=OUTPUTS.config_for(output, joint_size=10, depth=2, dropout=0.3))
     model = LanguageModel(cfg, 60)
     loss_fn = LanguageModelLoss(augmented=augmented, tau=5.0, gamma=0.5)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from tiedlm.config import ModelConfig
 from tiedlm.losses import LanguageModelLoss
 from tiedlm.models import OUTPUTS, LanguageModel
-from tiedlm.models.state import detach_state
+from tiedlm.models.encoders.state import detach_state
 from tiedlm.tagging import BiLSTMTagger, TaggerConfig
 from tiedlm.translation import TranslationConfig
 from tiedlm.translation.data import BOS, EOS, PAD
@@ -21,8 +21,9 @@ from tiedlm.translation.train import translation_loss
 def transformer_lm_steps(output: str, n: int = 4) -> list[float]:
     """Losses (CE + γτ·J_aug) of n SGD steps of a tiny Transformer LM with memory on fixed random tokens."""
     torch.manual_seed(1234)
-    cfg = ModelConfig(encoder="transformer", embedding_size=12, hidden_size=20, layers=2, heads=3, dropout=0.1,
-                      memory=4, output=OUTPUTS.config_for(output, depth=2, dropout=0.3))
+    cfg = ModelConfig(embedding_size=12, output=OUTPUTS.config_for(output, depth=2, dropout=0.3),
+                      encoder={"name": "transformer", "hidden_size": 20, "layers": 2, "heads": 3, "dropout": 0.1,
+                               "memory": 4})
     model = LanguageModel(cfg, 60)
     loss_fn = LanguageModelLoss(augmented=True, tau=5.0, gamma=0.5)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)

@@ -9,7 +9,8 @@ import tomllib
 from tiedlm.cli import main
 from tiedlm.config import Config
 from tiedlm.errors import UsageError
-from tiedlm.models.config import LEGACY_OUTPUT_KEYS
+from tiedlm.models.config import LEGACY_KEYS, LEGACY_OUTPUT_KEYS
+from tiedlm.models.encoders import ENCODERS, AWDLSTMConfig, TransformerConfig, VDLSTMConfig
 from tiedlm.models.outputs import OUTPUTS, DrillConfig, TiedConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,7 +53,7 @@ def test_old_flat_keys_still_work_from_set():
 
 
 def test_a_layer_too_small_for_tied_scoring_is_refused_with_the_fix():
-    with pytest.raises(UsageError, match="needs model.hidden_size == model.embedding_size.*'bilinear' or 'dual'"):
+    with pytest.raises(UsageError, match="needs model.encoder.hidden_size == model.embedding_size.*'bilinear'"):
         Config.load("ptb-small-re").with_overrides(["model.hidden_size=300"])
 
 
@@ -90,12 +91,65 @@ def test_committed_old_run_folders_load():
             for old, (layer, key) in LEGACY_OUTPUT_KEYS.items():
                 if layer == flat["output"] and old in flat:
                     assert getattr(cfg.model.output, key) == flat[old], (path, old)
+            assert cfg.model.encoder.name == flat.get("encoder", "vd-lstm")
+            for key in vars(cfg.model.encoder):  # the encoder's own keys keep their flat values
+                if key in flat:
+                    assert getattr(cfg.model.encoder, key) == flat[key], (path, key)
 
 
-def test_list_command_shows_every_layer_and_its_keys(capsys):
+def test_list_command_shows_every_component_and_its_keys(capsys):
     assert main(["list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["name"] for r in rows] == OUTPUTS.names()
+    assert [r["name"] for r in rows] == ENCODERS.names() + OUTPUTS.names()
+    awd = next(r for r in rows if r["name"] == "awd-lstm")
+    assert awd["key"] == "model.encoder" and awd["keys"]["weight_drop"] == 0.0 and "heads" not in awd["keys"]
     drill = next(r for r in rows if r["name"] == "drill")
     assert drill["keys"]["depth"] == 1 and drill["keys"]["activation"] == "sigmoid"
     assert next(r for r in rows if r["name"] == "tied")["keys"] == {"bias": False}
+
+
+def test_every_encoder_is_registered_and_builds():
+    assert ENCODERS.names() == ["vd-lstm", "awd-lstm", "transformer"]
+    for entry in ENCODERS:
+        assert entry.config.name == entry.name and entry.summary and entry.cls.from_config is not None
+
+
+def test_encoder_table_and_its_set_grammar():
+    cfg = Config.load("ptb-awd-tied")
+    assert cfg.model.encoder == AWDLSTMConfig(hidden_size=1150, layers=3, dropout=0.4, dropout_input=0.4,
+                                              dropout_hidden=0.25, weight_drop=0.5)
+    assert "[model.encoder]" in cfg.to_toml() and Config.from_dict(tomllib.loads(cfg.to_toml())) == cfg
+    # a switch keeps the keys the two encoders share; the others take the new encoder's defaults
+    t = cfg.with_overrides(["model.encoder=transformer", "model.encoder.heads=8", "loss.ar=0", "loss.tar=0"])
+    assert t.model.encoder == TransformerConfig(hidden_size=1150, layers=3, dropout=0.4, heads=8)
+    with pytest.raises(UsageError, match="encoder 'vd-lstm' has no key 'weight_drop'; its keys: hidden_size"):
+        Config.load("ptb-small-vd").with_overrides(["model.encoder.weight_drop=0.5"])
+    with pytest.raises(UsageError, match="model.encoder.dropout = 1.5 is not allowed; expected a drop probability"):
+        Config.load("ptb-small-vd").with_overrides(["model.encoder.dropout=1.5"])
+
+
+def test_old_flat_encoder_keys_from_set_map_to_the_table_or_name_their_owner():
+    vd = Config.load("ptb-small-vd").with_overrides(["model.hidden_size=650", "model.dropout=0.5"])
+    assert vd.model.encoder == VDLSTMConfig(hidden_size=650, dropout=0.5)
+    assert vd == Config.load("ptb-small-vd").with_overrides(["model.encoder.hidden_size=650",
+                                                             "model.encoder.dropout=0.5"])
+    with pytest.raises(UsageError, match="model.weight_drop belongs to encoder 'awd-lstm', but model.encoder is "
+                                         "'vd-lstm'"):
+        Config.load("ptb-small-vd").with_overrides(["model.weight_drop=0.5"])
+
+
+def test_old_flat_files_with_every_key_convert_exactly():
+    """An old config.toml listed every [model] key flat, those of other encoders and output layers included."""
+    for preset in ("ptb-awd-drill", "ptb-transformer-tied", "ptb-small-real", "ptb-awd-sparse-budget"):
+        cfg = Config.load(preset)
+        raw = cfg.to_dict()
+        model = {k: v for k, v in raw["model"].items() if k not in ("encoder", "output")}
+        model["encoder"], model["output"] = cfg.model.encoder.name, cfg.model.output.name
+        for old, (table, layer, key) in LEGACY_KEYS.items():  # every flat key: this run's value or a default
+            component = getattr(cfg.model, table)
+            owners = [e for e in (ENCODERS if table == "encoder" else OUTPUTS)
+                      if (layer is None or e.name == layer) and hasattr(e.config(), key)]
+            mine = component.name in [e.name for e in owners]
+            model[old] = getattr(component, key) if mine else getattr(owners[0].config(), key)
+        raw["model"] = model
+        assert Config.from_dict(raw) == cfg, preset

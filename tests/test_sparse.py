@@ -19,7 +19,7 @@ from tiedlm.models import (
     solve_equal_parameters,
     sparse_lstm_parameters,
 )
-from tiedlm.models.sparse_lstm import input_slices
+from tiedlm.models.encoders.sparse_lstm import input_slices
 
 
 def _run(layer, x, state, mask, upstream):

@@ -16,21 +16,19 @@ import torch
 
 from tiedlm.config import Config
 from tiedlm.errors import UsageError
-from tiedlm.models import OUTPUTS, LanguageModel
-from tiedlm.models.transformer import Attention, CausalTransformer
+from tiedlm.models import ENCODERS, OUTPUTS, LanguageModel
+from tiedlm.models.encoders.transformer import Attention, CausalTransformer
 from tiedlm.translation import TransformerTranslator, TranslationConfig, beam_search, greedy_search
 from tiedlm.translation.data import BOS, EOS, PAD
 
 
 def lm_config(output: str = "tied", **model) -> Config:
     cfg = Config()
-    cfg.model.encoder, cfg.model.output = "transformer", OUTPUTS.config(output)
-    cfg.model.embedding_size, cfg.model.hidden_size, cfg.model.layers, cfg.model.heads = 16, 32, 2, 2
-    cfg.model.dropout = 0.0
-    for k, v in model.items():
-        setattr(cfg.model, k, v)
+    cfg.model.encoder = ENCODERS.config({"name": "transformer", "hidden_size": 32, "layers": 2, "heads": 2,
+                                         "dropout": 0.0})
+    cfg.model.output, cfg.model.embedding_size = OUTPUTS.config(output), 16
     cfg.validate()
-    return cfg
+    return cfg.with_overrides([f"model.encoder.{k}={v}" for k, v in model.items()])
 
 
 @pytest.mark.parametrize("output", ["full", "tied", "bilinear", "dual", "drill"])
@@ -59,11 +57,11 @@ def test_transformer_memory_equals_reading_the_whole_stream():
 
 
 def test_transformer_config_errors():
-    with pytest.raises(UsageError, match="heads"):
+    with pytest.raises(UsageError, match="model.encoder.heads = 3 is not allowed; expected a divisor of model.emb"):
         lm_config(heads=3)
-    with pytest.raises(UsageError, match="weight_drop"):
+    with pytest.raises(UsageError, match="encoder 'transformer' has no key 'weight_drop'"):
         lm_config(weight_drop=0.5)
-    with pytest.raises(UsageError, match="max_positions"):
+    with pytest.raises(UsageError, match="model.encoder.max_positions = 10 is not allowed"):
         lm_config(positions="learned", max_positions=10)
 
 

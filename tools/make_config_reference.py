@@ -23,7 +23,16 @@ PAGE = ROOT / "docs" / "config-keys.md"
 
 
 def field_comments(cls) -> dict[str, str]:
-    """The comment on each field's line (``name: type = default  # comment``), or the comment lines just above."""
+    """The comment on each field's line (``name: type = default  # comment``), or the comment lines just above;
+    fields inherited from a base dataclass take the base's comments."""
+    out = {}
+    for base in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(base) and base is not object:
+            out.update(_own_comments(base))
+    return out
+
+
+def _own_comments(cls) -> dict[str, str]:
     source = textwrap.dedent(inspect.getsource(cls))
     lines = source.splitlines()
     out = {}
@@ -69,6 +78,7 @@ def components(registry) -> list[str]:
 def page() -> str:
     sys.path.insert(0, str(ROOT / "src"))
     from tiedlm.config import Config
+    from tiedlm.models.encoders import ENCODERS
     from tiedlm.models.outputs import OUTPUTS
     from tiedlm.tagging.config import TaggerConfig
     from tiedlm.translation.config import TranslationConfig
@@ -87,7 +97,7 @@ def page() -> str:
                 f"`tiedlm train PRESET --set {section.name}.KEY=VALUE`", ""]
         out += table(type(getattr(cfg, section.name)), f"{section.name}.") + [""]
         if section.name == "model":
-            out += components(OUTPUTS)
+            out += components(ENCODERS) + components(OUTPUTS)
     for title, cls, cmd in (("POS tagger", TaggerConfig, "tiedlm tag train --set KEY=VALUE"),
                             ("Translator", TranslationConfig, "tiedlm translate train --set KEY=VALUE")):
         out += [f"## {title}", "", f"`{cmd}`", ""] + table(cls, "") + [""]

@@ -20,8 +20,7 @@ import tomli_w
 import tomllib
 
 from .errors import UsageError
-from .models.config import ENCODERS, LEGACY_OUTPUT_KEYS, POSITIONS, ModelConfig  # noqa: F401  (ModelConfig re-exported)
-from .models.outputs import OUTPUTS
+from .models.config import COMPONENTS, LEGACY_KEYS, ModelConfig  # noqa: F401  (ModelConfig re-exported)
 from .registry import assign_typed, field_names, parse_text
 
 PRESET_DIR = Path(__file__).parent / "presets"
@@ -125,18 +124,21 @@ class Config:
         for item in overrides:
             if "=" not in item or "." not in item.split("=", 1)[0]:
                 raise UsageError(f"--set {item!r}: expected section.key=value, e.g. --set train.epochs=3")
-        # a switch of output layer first, so that its keys may be given in any order around it
-        switches = ("model.output=", "model.output.name=")
+        # a switch of encoder or output layer first, so that its keys may be given in any order around it
+        switches = tuple(f"model.{c}{s}=" for c in COMPONENTS for s in ("", ".name"))
         for item in sorted(overrides, key=lambda item: not item.startswith(switches)):
             dotted, text = item.split("=", 1)
             section, key = dotted.split(".", 1)
             sub = _section(self, section, "--set")
-            if section == "model" and (key == "output" or key.startswith("output.")):
-                _set_output(raw["model"], key, text, dotted)
+            component = key.partition(".")[0]
+            if section == "model" and component in COMPONENTS:
+                _set_component(raw["model"], component, key.partition(".")[2] or "name", text, dotted)
                 continue
-            if section == "model" and key in LEGACY_OUTPUT_KEYS:
-                layer, new_key = LEGACY_OUTPUT_KEYS[key]
-                raw["model"][key] = parse_text(text, get_type_hints(OUTPUTS[layer].config)[new_key], dotted)
+            if section == "model" and key in LEGACY_KEYS:  # an old flat key; ModelConfig.from_dict moves it
+                table, layer, new_key = LEGACY_KEYS[key]
+                registry = COMPONENTS[table]
+                owner = registry[layer] if layer else next(e for e in registry if new_key in field_names(e.config))
+                raw["model"][key] = parse_text(text, get_type_hints(owner.config)[new_key], dotted)
                 continue
             ftypes = get_type_hints(type(sub))
             if key not in ftypes:
@@ -160,16 +162,17 @@ class Config:
                 if isinstance(value, float) and not math.isfinite(value):
                     raise UsageError(f"{name}.{f.name} = {value!r} is not allowed; expected a finite number")
         m.validate()
-        if m.encoder == "transformer":
-            _check(m.positions != "learned" or m.memory + 2 * t.bptt <= m.max_positions, "model.max_positions",
-                   m.max_positions,
-                   f">= model.memory + 2 * train.bptt = {m.memory + 2 * t.bptt} with learned positions")
+        e = m.encoder
+        if e.name == "transformer":
+            _check(e.positions != "learned" or e.memory + 2 * t.bptt <= e.max_positions, "model.encoder.max_positions",
+                   e.max_positions,
+                   f">= model.encoder.memory + 2 * train.bptt = {e.memory + 2 * t.bptt} with learned positions")
         _check(ls.tau > 0, "loss.tau", ls.tau, "a temperature > 0")
         _check(ls.gamma >= 0, "loss.gamma", ls.gamma, "a number >= 0")
         _check(ls.form in ("alpha", "beta"), "loss.form", ls.form, "one of: alpha (eq. 3.3), beta (eq. 6.1)")
         _check(0.0 <= ls.beta <= 1.0, "loss.beta", ls.beta, "a number in [0, 1]")
         _check(ls.ar >= 0 and ls.tar >= 0, "loss.ar/tar", (ls.ar, ls.tar), "numbers >= 0")
-        if m.encoder != "awd-lstm" and (ls.ar or ls.tar):
+        if e.name != "awd-lstm" and (ls.ar or ls.tar):
             raise UsageError(
                 "loss.ar / loss.tar regularise AWD-LSTM activations; set model.encoder = 'awd-lstm' or leave them at 0"
             )
@@ -220,19 +223,20 @@ def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
         raise UsageError(f"{key} = {value!r} is not allowed; expected {allowed}")
 
 
-def _set_output(model: dict[str, Any], key: str, text: str, dotted: str) -> None:
-    """``--set model.output=NAME`` / ``model.output.name=NAME`` (switch layer, its defaults) or ``model.output.KEY``."""
-    table = model["output"]
-    field = key.partition(".")[2] or "name"
+def _set_component(model: dict[str, Any], component: str, field: str, text: str, dotted: str) -> None:
+    """``--set model.output=NAME`` / ``model.output.name=NAME`` (switch to another layer, keeping the keys it
+    shares with the old one, the others at its defaults) or ``model.output.KEY=VALUE``; the same for the encoder."""
+    registry, table = COMPONENTS[component], model[component]
     if field == "name":
         if text != table["name"]:
-            model["output"] = {"name": OUTPUTS[text].name}
+            own = field_names(registry[text].config)
+            model[component] = {"name": text, **{k: v for k, v in table.items() if k in own}}
         return
-    config = OUTPUTS[table["name"]].config
+    config = registry[table["name"]].config
     ftypes = {k: v for k, v in get_type_hints(config).items() if k in field_names(config)}
     if field not in ftypes:
-        raise UsageError(f"--set {dotted}: output layer {table['name']!r} has no key {field!r}; its keys: "
-                         f"{', '.join(ftypes) or 'none'} (`tiedlm list` shows every layer's)")
+        raise UsageError(f"--set {dotted}: {registry.kind} {table['name']!r} has no key {field!r}; its keys: "
+                         f"{', '.join(ftypes) or 'none'} (`tiedlm list` shows every {registry.kind}'s)")
     table[field] = parse_text(text, ftypes[field], dotted)
 
 

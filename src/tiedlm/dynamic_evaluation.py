@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from .data.batching import batchify, bptt_windows, num_windows
 from .losses.fused import at_least_fp32
-from .models.state import detach_state
+from .models.encoders.state import detach_state
 from .runtime import autocast
 
 # Krause et al.'s grid (benkrause/dynamic-evaluation), for bptt = 5; scaled by bptt/5 like theirs

@@ -235,18 +235,18 @@ def cmd_info(args) -> int:
         vocab_size = VOCAB_SIZES.get(cfg.data.name) or len(load_corpus(cfg.data.name, cfg.data.data_dir).vocab)
         kind = "preset"
     counts = count_parameters(cfg, vocab_size)
-    m = cfg.model
+    m, e = cfg.model, cfg.model.encoder
     tied = " (W = L^T, learnable b)" if getattr(m.output, "bias", False) else " (RE: W = L^T, b = 0)"
     sparse = (
-        f", layer {m.sparse_layer} predefined-sparse with {m.sparse_hidden_size or m.hidden_size} units"
-        if m.sparse_layer
+        f", layer {e.sparse_layer} predefined-sparse with {e.sparse_hidden_size or e.hidden_size} units"
+        if getattr(e, "sparse_layer", 0)
         else ""
     )
-    if m.sparse_fraction:
-        sparse = f", every layer predefined-sparse at the parameters of a {m.sparse_fraction:.3g}x narrower dense stack"
+    if getattr(e, "sparse_fraction", 0):
+        sparse = f", every layer predefined-sparse at the parameters of a {e.sparse_fraction:.3g}x narrower dense stack"
     density = f" (sparse, density {m.embedding_density:g})" if m.embedding_density < 1 else ""
     desc = (
-        f"{m.layers}x{m.hidden_size} {m.encoder.upper()}{sparse}, embedding {m.embedding_size}{density}, "
+        f"{e.layers}x{e.hidden_size} {e.name.upper()}{sparse}, embedding {m.embedding_size}{density}, "
         f"output {m.output.name}{tied if m.output.name == 'tied' else ''}, augmented loss "
         f"{'on (tau %g, gamma %g)' % (cfg.loss.tau, cfg.loss.gamma) if cfg.loss.augmented else 'off'}"
     )

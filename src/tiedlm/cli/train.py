@@ -67,8 +67,9 @@ def cmd_presets(args) -> int:
     rows = []
     for name in list_presets():
         c = Config.load(name)
-        rows.append({"name": name, "data": c.data.name, "hidden": c.model.hidden_size, "output": c.model.output.name,
-                     "augmented": c.loss.augmented, "dropout": c.model.dropout, "epochs": c.train.epochs})
+        e = c.model.encoder
+        rows.append({"name": name, "data": c.data.name, "hidden": e.hidden_size, "output": c.model.output.name,
+                     "augmented": c.loss.augmented, "dropout": e.dropout, "epochs": c.train.epochs})
     text = "\n".join(f"{r['name']:24s} {r['data']:18s} h={r['hidden']:<5d} output={r['output']:5s} "
                      f"AL={'yes' if r['augmented'] else 'no ':3s} dropout={r['dropout']:<5} epochs={r['epochs']}"
                      for r in rows)
@@ -82,14 +83,17 @@ def cmd_list(args) -> int:
     """The registered components, each with its summary and its own keys (and their defaults)."""
     import dataclasses
 
-    from ..models.outputs import OUTPUTS
+    from ..models.config import COMPONENTS
 
-    rows = [{"kind": OUTPUTS.kind, "key": OUTPUTS.key, "name": e.name, "summary": e.summary,
-             "keys": {f.name: getattr(e.config(), f.name) for f in dataclasses.fields(e.config)}} for e in OUTPUTS]
-    lines = [f"{OUTPUTS.kind}s ([{OUTPUTS.key}] name = ..., --set {OUTPUTS.key}.KEY=VALUE):"]
-    for r in rows:
-        keys = ", ".join(f"{k}={v!r}" for k, v in r["keys"].items()) or "no keys"
-        lines += [f"  {r['name']:9s} {r['summary']}", f"  {'':9s} keys: {keys}"]
+    rows, lines = [], []
+    for registry in COMPONENTS.values():
+        lines.append(f"{registry.kind}s ([{registry.key}] name = ..., --set {registry.key}.KEY=VALUE):")
+        for e in registry:
+            keys = {f.name: getattr(e.config(), f.name) for f in dataclasses.fields(e.config)}
+            rows.append({"kind": registry.kind, "key": registry.key, "name": e.name, "summary": e.summary,
+                         "keys": keys})
+            shown = ", ".join(f"{k}={v!r}" for k, v in keys.items()) or "no keys"
+            lines += [f"  {e.name:11s} {e.summary}", f"  {'':11s} keys: {shown}"]
     emit(args, rows, "\n".join(lines))
     return 0
 
@@ -108,4 +112,4 @@ def register(add) -> None:
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     add("presets", cmd_presets, "list the built-in presets")
-    add("list", cmd_list, "list the registered components (output layers) with their keys and defaults")
+    add("list", cmd_list, "list the registered components (encoders, output layers) with their keys and defaults")

@@ -33,7 +33,7 @@ from ..errors import UsageError
 from ..evaluation import stream_logits
 from ..losses import LanguageModelLoss
 from ..models import LanguageModel
-from ..models.state import detach_state
+from ..models.encoders.state import detach_state
 from ..runtime import autocast, resolve_precision, set_threads
 from .subspace_config import SubspaceExperimentConfig
 
@@ -66,8 +66,8 @@ def build_model(vocab_size: int, seed: int, cfg: SubspaceExperimentConfig) -> La
     whatever β is; starting W at 0 shows where the loss pushes it.
     """
     torch.manual_seed(seed)
-    mcfg = ModelConfig(embedding_size=cfg.hidden_size, hidden_size=cfg.hidden_size, layers=cfg.layers, dropout=0.0,
-                       init_range=cfg.init_range, output="full")
+    encoder = {"name": "vd-lstm", "hidden_size": cfg.hidden_size, "layers": cfg.layers, "dropout": 0.0}
+    mcfg = ModelConfig(embedding_size=cfg.hidden_size, init_range=cfg.init_range, output="full", encoder=encoder)
     model = LanguageModel(mcfg, vocab_size)
     if cfg.output_init_range >= 0:
         with torch.no_grad():

@@ -7,20 +7,19 @@ output layers' configs load without torch: reading and checking a config stays i
 from importlib import import_module
 
 _LAZY = {
-    "AWDLSTM": "awd_lstm", "embedding_dropout": "awd_lstm", "locked_dropout": "awd_lstm",
-    "ModelConfig": "config",
-    "LanguageModel": "language_model",
-    "VDLSTMLayer": "lstm_layer", "variational_mask": "lstm_layer",
-    "OUTPUTS": "outputs", "BilinearOutput": "outputs", "DrillOutput": "outputs", "DualOutput": "outputs",
-    "FullSoftmaxOutput": "outputs", "LabelEncoder": "outputs", "OutputLayer": "outputs", "TiedOutput": "outputs",
-    "build_output": "outputs", "closed_form_parameters": "outputs",
-    "LSTMRecurrence": "recurrence", "lstm_recurrence": "recurrence", "lstm_recurrence_reference": "recurrence",
-    "SparseEmbedding": "sparse_embedding", "dimension_counts": "sparse_embedding", "make_embedding": "sparse_embedding",
-    "solve_alpha": "sparse_embedding",
-    "SparseLSTMLayer": "sparse_lstm", "dense_lstm_parameters": "sparse_lstm", "equal_parameter_slice": "sparse_lstm",
-    "solve_equal_parameters": "sparse_lstm", "sparse_lstm_parameters": "sparse_lstm",
-    "CausalTransformer": "transformer",
-    "VDLSTM": "vd_lstm",
+    "AWDLSTM": "encoders.awd_lstm", "embedding_dropout": "encoders.awd_lstm", "locked_dropout": "encoders.awd_lstm",
+    "ModelConfig": "config", "ENCODERS": "encoders", "build_encoder": "encoders", "LanguageModel": "language_model",
+    "VDLSTMLayer": "encoders.lstm_layer", "variational_mask": "encoders.lstm_layer", "OUTPUTS": "outputs",
+    "BilinearOutput": "outputs", "DrillOutput": "outputs", "DualOutput": "outputs", "FullSoftmaxOutput": "outputs",
+    "LabelEncoder": "outputs", "OutputLayer": "outputs", "TiedOutput": "outputs", "build_output": "outputs",
+    "closed_form_parameters": "outputs", "LSTMRecurrence": "encoders.recurrence",
+    "lstm_recurrence": "encoders.recurrence", "lstm_recurrence_reference": "encoders.recurrence",
+    "SparseEmbedding": "sparse_embedding", "dimension_counts": "sparse_embedding",
+    "make_embedding": "sparse_embedding", "solve_alpha": "sparse_embedding",
+    "SparseLSTMLayer": "encoders.sparse_lstm", "dense_lstm_parameters": "encoders.sparse_lstm",
+    "equal_parameter_slice": "encoders.sparse_lstm", "solve_equal_parameters": "encoders.sparse_lstm",
+    "sparse_lstm_parameters": "encoders.sparse_lstm", "CausalTransformer": "encoders.transformer",
+    "VDLSTM": "encoders.vd_lstm",
 }
 
 __all__ = list(_LAZY)

@@ -5,13 +5,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .awd_lstm import AWDLSTM, embedding_dropout
 from .config import ModelConfig
+from .encoders.awd_lstm import embedding_dropout
+from .encoders.base import build_encoder
 from .outputs import build_output
 from .sparse_embedding import make_embedding
-from .sparse_lstm import sparse_spec
-from .transformer import CausalTransformer
-from .vd_lstm import VDLSTM
 
 
 class LanguageModel(nn.Module):
@@ -21,18 +19,7 @@ class LanguageModel(nn.Module):
         super().__init__()
         self.cfg, self.vocab_size = cfg, vocab_size
         self.embedding = make_embedding(vocab_size, cfg.embedding_size, cfg.embedding_density)
-        if cfg.encoder == "awd-lstm":
-            self.encoder = AWDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.encoder_output_size(),
-                                   dropout=cfg.dropout, dropout_input=cfg.dropout_input,
-                                   dropout_hidden=cfg.dropout_hidden, weight_drop=cfg.weight_drop,
-                                   sparse=sparse_spec(cfg))
-        elif cfg.encoder == "transformer":
-            self.encoder = CausalTransformer(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.heads,
-                                             dropout=cfg.dropout, positions=cfg.positions,
-                                             max_positions=cfg.max_positions, memory=cfg.memory)
-        else:
-            self.encoder = VDLSTM(cfg.embedding_size, cfg.hidden_size, cfg.layers, cfg.dropout, sparse_spec(cfg),
-                                  dropout_input=cfg.dropout_input)
+        self.encoder = build_encoder(cfg.encoder, cfg.embedding_size, cfg.encoder_output_size())
         self.output = build_output(cfg.output, self.embedding, self.encoder.output_size)
         self.reset_parameters()
 
@@ -44,17 +31,13 @@ class LanguageModel(nn.Module):
         Transformer: the embedding uniform in ±init_range, the blocks Xavier-uniform, the output layer its own rule.
         """
         r = self.cfg.init_range
-        if self.cfg.encoder == "vd-lstm":
+        if self.encoder.init_everything_uniform:
             for p in self.parameters():
                 nn.init.uniform_(p, -r, r)
             return
         for p in self.embedding.parameters():
             nn.init.uniform_(p, -r, r)
-        if self.cfg.encoder == "transformer":
-            self.encoder.reset_parameters()
-        else:
-            for layer in self.encoder.layers:
-                layer.reset_parameters()
+        self.encoder.reset_parameters()
         self.output.reset_parameters()
 
     @property

@@ -1,7 +1,7 @@
 """tiedlm's two CPU kernels in C++, compiled on first use with PyTorch's own extension builder.
 
 - ``lstm_recurrence.cpp``: the VD-LSTM's hidden-to-hidden loop, forward and backward
-  (``torch.ops.tiedlm.lstm_forward`` / ``lstm_backward``, used by :mod:`tiedlm.models.recurrence`);
+  (``torch.ops.tiedlm.lstm_forward`` / ``lstm_backward``, used by :mod:`tiedlm.models.encoders.recurrence`);
 - ``lm_loss.cpp``: cross-entropy and the augmented loss over the logits, a row at a time
   (``torch.ops.tiedlm.lm_loss_forward`` / ``lm_loss_backward``, used by :mod:`tiedlm.losses.fused`).
 

@@ -1,6 +1,6 @@
 // The VD-LSTM's hidden-to-hidden recurrence as one C++ loop per window (forward and backward).
 //
-// Same contract and gate layout as tiedlm/models/recurrence.py ([input, forget, output, cell]; the
+// Same contract and gate layout as tiedlm/models/encoders/recurrence.py ([input, forget, output, cell]; the
 // state fed back is h_{t-1} * mask). Per time step: one matmul (ATen addmm / baddbmm, i.e. MKL or
 // oneDNN), the two vectorised activations (ATen sigmoid_ / tanh_), and the remaining gate math in one
 // fused pass over the state written here. In Python the same step is ~10 (forward) and ~20 (backward)

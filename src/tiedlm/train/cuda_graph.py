@@ -39,8 +39,8 @@ def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | No
         return "CUDA graphs need a CUDA device"
     if distributed:
         return "data-parallel training (DDP) runs eagerly"
-    if m.encoder != "vd-lstm":
-        return f"model.encoder = {m.encoder!r} (only the VD-LSTM step is captured)"
+    if m.encoder.name != "vd-lstm":
+        return f"model.encoder = {m.encoder.name!r} (only the VD-LSTM step is captured)"
     if t.optimizer != "sgd":
         return f"train.optimizer = {t.optimizer!r} (only plain SGD is captured)"
     if t.variable_bptt:
@@ -49,7 +49,7 @@ def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | No
         return "loss.target_grad: not yet tested inside a CUDA graph (gradients through ỹ run eagerly)"
     if ls.augmented and not ls.aug_bias:
         return "loss.aug_bias = false: not yet tested inside a CUDA graph (runs eagerly)"
-    if m.sparse_layer or m.sparse_fraction or m.embedding_density < 1.0:
+    if m.encoder.sparse_layer or m.encoder.sparse_fraction or m.embedding_density < 1.0:
         return "sparse layers or embeddings run eagerly"
     return None
 

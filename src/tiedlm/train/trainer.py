@@ -39,7 +39,7 @@ from ..errors import TiedlmError, UsageError
 from ..evaluation import evaluate, perplexity
 from ..losses import LanguageModelLoss, encoder_regularization
 from ..models import LanguageModel
-from ..models.state import detach_state
+from ..models.encoders.state import detach_state
 from ..paths import ensure_writable_folder, refuse_committed
 from ..run_dir import RunDir, write_json_atomic, write_text_atomic
 from ..runtime import autocast, resolve_device, resolve_precision, set_threads

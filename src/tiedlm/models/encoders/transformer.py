@@ -24,6 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from .configs import TransformerConfig
+
 POSITIONS = ("sinusoidal", "learned")
 
 
@@ -181,6 +183,13 @@ class CausalTransformer(nn.Module):
         self.blocks = nn.ModuleList(TransformerBlock(d_model, heads, ffn_size, dropout) for _ in range(layers))
         self.norm = nn.LayerNorm(d_model)
         self.drop = nn.Dropout(dropout)
+
+    init_everything_uniform = False  # the blocks Xavier-uniform (reset_parameters), the embedding ±init_range
+
+    @classmethod
+    def from_config(cls, cfg: TransformerConfig, input_size: int, output_size: int) -> "CausalTransformer":
+        return cls(input_size, cfg.hidden_size, cfg.layers, cfg.heads, dropout=cfg.dropout, positions=cfg.positions,
+                   max_positions=cfg.max_positions, memory=cfg.memory)
 
     def reset_parameters(self) -> None:
         for block in self.blocks:

@@ -22,8 +22,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .configs import AWDLSTMConfig
 from .lstm_layer import variational_mask
-from .sparse_lstm import SparseLayerSpec, lstm_layers
+from .sparse_lstm import SparseLayerSpec, lstm_layers, sparse_spec
 from .state import zero_state
 
 
@@ -55,6 +56,20 @@ class AWDLSTM(nn.Module):
         self.dropout, self.dropout_input, self.dropout_hidden = dropout, dropout_input, dropout_hidden
         self.output_size = output_size
         self.last_outputs: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    # the model initialises the embedding and output layer its own way; this encoder resets itself
+    init_everything_uniform = False
+
+    @classmethod
+    def from_config(cls, cfg: AWDLSTMConfig, input_size: int, output_size: int) -> "AWDLSTM":
+        return cls(input_size, cfg.hidden_size, cfg.layers, output_size, dropout=cfg.dropout,
+                   dropout_input=cfg.dropout_input, dropout_hidden=cfg.dropout_hidden, weight_drop=cfg.weight_drop,
+                   sparse=sparse_spec(cfg))
+
+    def reset_parameters(self) -> None:
+        """Each LSTM layer ±1/sqrt(H) (nn.LSTM's rule, as the reference code)."""
+        for layer in self.layers:
+            layer.reset_parameters()
 
     def init_state(self, batch: int, like: torch.Tensor):
         return zero_state(self.layers, batch, like)

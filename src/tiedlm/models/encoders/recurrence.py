@@ -29,7 +29,7 @@ import os
 
 import torch
 
-from .. import native
+from ... import native
 
 
 def lstm_recurrence_reference(xproj, h0, c0, w_hh, mask=None):

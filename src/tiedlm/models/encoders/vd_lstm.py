@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .configs import VDLSTMConfig
 from .lstm_layer import VDLSTMLayer, drop_connect, variational_mask  # noqa: F401  (re-exported: older imports)
-from .sparse_lstm import lstm_layers
+from .sparse_lstm import lstm_layers, sparse_spec
 from .state import State, detach_state, zero_state  # noqa: F401  (re-exported: older imports)
 
 
@@ -30,6 +31,15 @@ class VDLSTM(nn.Module):
         self.num_layers, self.dropout, self.dropout_input = layers, dropout, dropout_input
         self.layers = lstm_layers([input_size] + [hidden_size] * layers, 0.0, sparse)
         self.hidden_size = self.output_size = self.layers[-1].hidden_size
+
+    # Zaremba et al. (2014) and Inan et al.: every parameter of the model, embedding and output layer included,
+    # uniform in ±init_range (LanguageModel.reset_parameters reads this)
+    init_everything_uniform = True
+
+    @classmethod
+    def from_config(cls, cfg: VDLSTMConfig, input_size: int, output_size: int) -> "VDLSTM":
+        return cls(input_size, cfg.hidden_size, cfg.layers, cfg.dropout, sparse_spec(cfg),
+                   dropout_input=cfg.dropout_input)
 
     def init_state(self, batch: int, like: torch.Tensor) -> State:
         return zero_state(self.layers, batch, like)

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import UsageError
+from ...errors import UsageError
 from .lstm_layer import VDLSTMLayer, drop_connect
 from .recurrence import fused_lstm, lstm_recurrence, use_fused
 

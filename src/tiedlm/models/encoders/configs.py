@@ -1,0 +1,96 @@
+"""The typed configs of the encoders, one registered dataclass each (``[model.encoder]`` in a run's TOML).
+
+Torch-free, so that reading and validating a config stays instant; each names the class that builds from it
+(imported on first use). A new encoder: its class in a new module of this package (with ``from_config``) and
+its config here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...registry import ComponentConfig, Registry
+
+ENCODERS = Registry("encoder", "model.encoder")
+POSITIONS = ("sinusoidal", "learned")
+
+
+@dataclass
+class EncoderConfig(ComponentConfig):
+    """Base of the encoders' configs: the keys every encoder has."""
+
+    hidden_size: int = 200  # LSTM units per layer; transformer: the feed-forward inner size
+    layers: int = 2  # LSTM layers; transformer: blocks
+    dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015); awd-lstm: on the output
+
+    def validate(self, key: str) -> None:
+        self.check(self.hidden_size >= 1, key, "hidden_size", "an integer >= 1")
+        self.check(self.layers >= 1, key, "layers", "an integer >= 1")
+        self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
+
+
+@dataclass
+class LSTMConfig(EncoderConfig):
+    """Keys of both LSTM encoders: input dropout and predefined sparseness (Demeester et al. 2018)."""
+
+    # one mask per sequence on the embeddings fed to the first layer (AWD dropouti; VD: Gal's p_x)
+    dropout_input: float = 0.0
+    sparse_layer: int = 0  # 1-based LSTM layer made sparse (§3); 0 = none
+    sparse_hidden_size: int = 0  # its hidden size h_s; 0 = the dense size
+    sparse_components: int = 0  # k; 0 = solved (smallest k >= 2 admitting equal parameters; 3 with a density)
+    sparse_density: float = 0.0  # fraction of the input each component reads; 0 = the dense layer's param count
+    # every LSTM layer sparse, the authors' configuration: hidden_size is the wide size (1725) and each layer has
+    # the parameters of the dense one f times narrower (f = 2/3: 1150); 0 = off (Demeester et al. §3, Table 1)
+    sparse_fraction: float = 0.0
+
+    def validate(self, key: str) -> None:
+        super().validate(key)
+        self.check(0.0 <= self.dropout_input < 1.0, key, "dropout_input", "a drop probability in [0, 1)")
+        self.check(0 <= self.sparse_layer <= self.layers, key, "sparse_layer",
+                   f"a layer number in 1..{self.layers}, or 0 for none")
+        self.check(self.sparse_hidden_size >= 0, key, "sparse_hidden_size", "an integer >= 0")
+        self.check(self.sparse_components >= 0, key, "sparse_components", "an integer >= 0")
+        self.check(0 <= self.sparse_density <= 1, key, "sparse_density", "a fraction in [0, 1] (0 = solve)")
+        self.check(0 <= self.sparse_fraction <= 1, key, "sparse_fraction",
+                   "a fraction in [0, 1] (0 = off; the authors' AWD-LSTM: 2/3)")
+        self.check(not (self.sparse_fraction and self.sparse_layer), key, "sparse_fraction",
+                   "0 when sparse_layer is set (one sparse layer, or every layer with sparse_fraction, not both)")
+
+
+@ENCODERS.register("vd-lstm", builds="tiedlm.models.encoders.vd_lstm:VDLSTM")
+@dataclass
+class VDLSTMConfig(LSTMConfig):
+    """VD-LSTM: LSTM layers with variational dropout, one mask per sequence on every connection (Inan et al. §6)."""
+
+
+@ENCODERS.register("awd-lstm", builds="tiedlm.models.encoders.awd_lstm:AWDLSTM")
+@dataclass
+class AWDLSTMConfig(LSTMConfig):
+    """AWD-LSTM: weight-dropped LSTM layers with locked dropout between them (Merity et al. 2017 §4)."""
+
+    last_hidden_size: int = 0  # size of the last LSTM layer; 0: embedding_size, or hidden_size for output = full
+    dropout_hidden: float = 0.0  # locked dropout between LSTM layers (AWD dropouth)
+    weight_drop: float = 0.0  # DropConnect on the hidden-to-hidden weights (AWD wdrop)
+
+    def validate(self, key: str) -> None:
+        super().validate(key)
+        self.check(self.last_hidden_size >= 0, key, "last_hidden_size", "an integer >= 0 (0 = auto)")
+        self.check(0.0 <= self.dropout_hidden < 1.0, key, "dropout_hidden", "a drop probability in [0, 1)")
+        self.check(0.0 <= self.weight_drop < 1.0, key, "weight_drop", "a drop probability in [0, 1)")
+
+
+@ENCODERS.register("transformer", builds="tiedlm.models.encoders.transformer:CausalTransformer")
+@dataclass
+class TransformerConfig(EncoderConfig):
+    """Transformer: pre-norm causal self-attention blocks; d_model is model.embedding_size (Vaswani et al. 2017)."""
+
+    heads: int = 4  # attention heads (a divisor of model.embedding_size); dropout: residual, attention, embedding
+    positions: str = "sinusoidal"  # sinusoidal | learned
+    max_positions: int = 512  # learned positions only: memory + window length must fit
+    memory: int = 0  # earlier tokens of the stream re-read in front of each window (0: windows independent)
+
+    def validate(self, key: str) -> None:
+        super().validate(key)
+        self.check(self.heads >= 1, key, "heads", "an integer >= 1")
+        self.check(self.positions in POSITIONS, key, "positions", "one of: " + ", ".join(POSITIONS))
+        self.check(self.memory >= 0, key, "memory", "an integer >= 0")
