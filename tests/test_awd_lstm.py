@@ -77,16 +77,17 @@ def _awd_cfg(corpus, **extra):
 def test_nt_asgd_triggers_averaging_and_validates_the_average(tiny_corpus, tmp_path):
     tr = Trainer(_awd_cfg(tiny_corpus), tmp_path / "run", progress=False, log=lambda *a: None)
     tr.setup(False)
-    for loss in (5.0, 5.5):
-        tr._non_monotone_check(loss)
-    assert tr.averaged is None
-    tr._non_monotone_check(6.0)  # worse than the best from more than nonmono = 1 epochs back
-    assert tr.averaged is not None and tr.eval_model is tr.averaged.module
+    nt = tr.nt_asgd
+    for epoch, loss in ((1, 5.0), (2, 5.5)):
+        nt.check(loss, epoch, finetuning=False, model=tr.model)
+    assert nt.averaged is None
+    nt.check(6.0, 3, finetuning=False, model=tr.model)  # worse than the best from more than nonmono = 1 epochs back
+    assert nt.averaged is not None and tr.eval_model is nt.averaged.module
     tr.fit()  # averaging through training, then the finetune stage
     best, _ = load_checkpoint(tmp_path / "run" / "checkpoints" / "best.safetensors")
     last, _ = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.safetensors")
     k = "model.embedding.weight"
-    assert torch.equal(last["avg.module.embedding.weight"], tr.averaged.module.embedding.weight.detach())
+    assert torch.equal(last["avg.module.embedding.weight"], nt.averaged.module.embedding.weight.detach())
     assert not torch.equal(last[k], last["avg.module.embedding.weight"])  # the raw iterate is not the average
 
 
@@ -102,7 +103,7 @@ def test_awd_resume_mid_finetune_reproduces_uninterrupted_run(tiny_corpus, tmp_p
     n1, n2 = (len(variable_window_lengths(steps, 10, seed=cfg.train.seed * 100_003 + e)) for e in (1, 2))
     with pytest.raises(Interrupted):
         part.fit(budget_windows=n1 + n2 + 3)
-    assert part.epoch == 3 and part.averaged is not None  # inside the finetune stage
+    assert part.epoch == 3 and part.nt_asgd.averaging  # inside the finetune stage
     resumed = Trainer(cfg, tmp_path / "part", **quiet)
     resumed.setup(True)
     s_res = resumed.fit()

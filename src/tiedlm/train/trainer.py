@@ -53,6 +53,7 @@ from .checkpoint import (
 from .cuda_graph import GraphedStep, unsupported_reason
 from .distributed import DistributedContext
 from .interrupts import RunInterrupted, StopRequest, StopRequested
+from .nt_asgd import NTASGD, make_optimizer
 
 
 class Interrupted(RunInterrupted):
@@ -115,16 +116,10 @@ class Trainer:
 
             self.step_model = DistributedDataParallel(self.model)  # broadcasts rank 0's weights
         self.loss_fn = LanguageModelLoss.from_config(cfg.loss)
-        if cfg.train.optimizer == "adam":  # Transformers: AdamW with Vaswani et al.'s betas (0.9, 0.98)
-            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.train.lr, betas=(0.9, 0.98),
-                                               weight_decay=cfg.train.weight_decay)
-        else:
-            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=cfg.train.lr,
-                                             weight_decay=cfg.train.weight_decay)
+        t = cfg.train
+        self.optimizer = make_optimizer(t.optimizer, self.model.parameters(), t.lr, t.weight_decay)
         self.updates = 0  # optimizer steps taken (linear warm-up)
-        self.averaged = None  # the iterate average of NT-ASGD once it has been triggered
-        self.valid_history: list[float] = []  # valid cross-entropy per epoch of the current stage (NT trigger)
-        self.stopped = False  # finetune ended early by the non-monotone criterion
+        self.nt_asgd = NTASGD(t.optimizer == "nt-asgd", t.nonmono, self.log)  # the iterate average, once triggered
         self.train_data = self.dist.shard(batchify(self.corpus.train, cfg.train.batch_size)).to(self.device)
         self.graphed = None  # the CUDA-graph step (tiedlm.train.cuda_graph), captured at the first full window
         self.graph_reason = unsupported_reason(cfg, self.device, self.dist.enabled)
@@ -151,7 +146,7 @@ class Trainer:
             self.log("CUDA graph: " + ("the training step of full windows is captured once and replayed"
                                        if self.graph_reason is None else f"off ({self.graph_reason})"))
         with StopRequest(budget_windows) as self.stop:
-            while self.epoch <= t.epochs + t.finetune_epochs and not self.stopped:
+            while self.epoch <= t.epochs + t.finetune_epochs and not self.nt_asgd.stopped:
                 try:
                     self._run_epoch()
                 except StopRequested:  # between two steps, or between two validation windows
@@ -180,7 +175,7 @@ class Trainer:
         if valid["ppl"] < self.best_valid:
             self.best_valid, self.best_epoch = valid["ppl"], self.epoch
             self._save("best")
-        self._non_monotone_check(valid["loss"])
+        self.nt_asgd.check(valid["loss"], self.epoch, finetuning=self.epoch > t.epochs, model=self.model)
         record = self._epoch_record(lr, valid["ppl"], self.elapsed + epoch_wall)
         with _signals_deferred():  # the metrics line and the `last` checkpoint that counts it go together
             if self.dist.is_main:
@@ -189,7 +184,7 @@ class Trainer:
             self.epoch, self.window, self.state, self.sums, self.elapsed = (
                 self.epoch + 1, 0, None, _zero_sums(), self.elapsed + epoch_wall)
             self._save("last")
-        stage = " | averaged" if self.averaged is not None else ""
+        stage = " | averaged" if self.nt_asgd.averaging else ""
         self.log(f"epoch {record['epoch']:3d}{stage} | lr {lr:.4f} | train ppl {record['train_ppl']:8.2f} | valid ppl "
                  f"{valid['ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | {record['epoch_time_s']:.0f} s")
 
@@ -197,34 +192,13 @@ class Trainer:
     @property
     def eval_model(self) -> torch.nn.Module:
         """The weights that are validated and saved: the iterate average once NT-ASGD averages."""
-        return self.averaged.module if self.averaged is not None else self.model
-
-    def _start_averaging(self) -> None:
-        from torch.optim.swa_utils import AveragedModel
-
-        self.averaged = AveragedModel(self.model, use_buffers=False)
-
-    def _non_monotone_check(self, valid_loss: float) -> None:
-        """Merity et al. (2017) Alg. 1: trigger averaging (or end the finetune) when valid has not improved on
-        the best value from more than ``nonmono`` epochs back."""
-        t = self.cfg.train
-        h, n = self.valid_history, t.nonmono
-        worse = len(h) > n and valid_loss > min(h[:-n])
-        if t.optimizer == "nt-asgd" and worse:
-            if self.epoch > t.epochs:
-                self.stopped = True
-                self.log(f"finetune: no improvement over {n} epochs; stopping")
-            elif self.averaged is None:
-                self._start_averaging()
-                self.log(f"NT-ASGD: valid has not improved over {n} epochs; averaging from epoch {self.epoch + 1}")
-        h.append(valid_loss)
+        return self.nt_asgd.weights(self.model)
 
     def _start_finetune(self) -> None:
         """The finetune stage: restart from the best (averaged) weights with a fresh average and history."""
         tensors, _ = load_checkpoint(self.files.checkpoint("best"))
         self.model.load_state_dict(model_state(tensors))
-        self._start_averaging()
-        self.valid_history = []
+        self.nt_asgd.start_finetune(self.model)
         self.log(f"finetune: epochs {self.epoch}-{self.cfg.train.epochs + self.cfg.train.finetune_epochs} from the "
                  f"best weights (epoch {self.best_epoch}), averaging every step")
 
@@ -283,8 +257,7 @@ class Trainer:
                     continue
                 bad_in_a_row = 0
                 self.updates += 1
-                if self.averaged is not None:
-                    self.averaged.update_parameters(self.model)
+                self.nt_asgd.after_step(self.model)
                 self.state, self.window = new_state, k + 1
                 n = y.numel()
                 self.sums["ce"] += ce.item() * n
@@ -426,8 +399,8 @@ class Trainer:
             return
         weights = self.eval_model if which == "best" else self.model
         tensors = {f"model.{k}": v for k, v in weights.state_dict().items()}
-        if which == "last" and self.averaged is not None:
-            tensors.update({f"avg.{k}": v for k, v in self.averaged.state_dict().items()})
+        if which == "last":
+            tensors.update(self.nt_asgd.tensors())
         tensors["rng.torch"] = torch.get_rng_state()
         if self.dist.enabled:
             tensors.update({f"rng.torch.rank{r}": state for r, state in enumerate(rng_states)})
@@ -451,8 +424,7 @@ class Trainer:
             "best_epoch": self.best_epoch,
             "elapsed": self.elapsed,
             "sums": self.sums,  # elapsed: finished epochs
-            "valid_history": self.valid_history,
-            "stopped": self.stopped,
+            **self.nt_asgd.meta(),  # valid_history, stopped
             "vocab_size": len(self.vocab),
             "config": self.cfg.to_dict(),
         }
@@ -484,10 +456,7 @@ class Trainer:
         self.epoch, self.window = meta["epoch"], meta["window"]
         self.best_valid, self.best_epoch = meta["best_valid"], meta["best_epoch"]
         self.elapsed, self.sums = meta["elapsed"], meta["sums"]
-        self.valid_history, self.stopped = meta.get("valid_history", []), meta.get("stopped", False)
-        if "avg.n_averaged" in tensors:
-            self._start_averaging()
-            self.averaged.load_state_dict(model_state(tensors, "avg."))
+        self.nt_asgd.restore(tensors, meta, self.model)
         self.updates = meta.get("updates", 0)
         if meta.get("param_groups"):
             load_optimizer(self.optimizer, tensors, meta["param_groups"])
@@ -560,7 +529,7 @@ def train(
             raise
         if (
             resume
-            and (trainer.epoch > cfg.train.epochs + cfg.train.finetune_epochs or trainer.stopped)
+            and (trainer.epoch > cfg.train.epochs + cfg.train.finetune_epochs or trainer.nt_asgd.stopped)
             and RunDir(out_dir).summary.exists()
         ):
             raise UsageError(

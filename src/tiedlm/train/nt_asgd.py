@@ -1,0 +1,85 @@
+"""NT-ASGD: non-monotonically triggered averaged SGD (Merity et al. 2017, §3, Algorithm 1), and the optimisers.
+
+Plain SGD until validation has not improved for ``nonmono`` epochs; from then on every step also updates
+the running average of the iterates (``torch.optim.swa_utils.AveragedModel``), and the average is what is
+validated and saved. The optional finetune stage restarts from the best weights with a fresh average and
+history, and stops when validation stalls again.
+
+:class:`NTASGD` holds that state (the average, the validation history, whether finetuning stopped) and
+saves and restores it with a run's ``last`` checkpoint, so that a resumed run averages exactly as an
+uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+def make_optimizer(name: str, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """``adam``: AdamW with Vaswani et al.'s betas (0.9, 0.98) (Transformers); ``sgd`` and ``nt-asgd``: SGD
+    (NT-ASGD's averaging is :class:`NTASGD`, beside the optimiser)."""
+    if name == "adam":
+        return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.98), weight_decay=weight_decay)
+    return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
+
+
+class NTASGD:
+    """The averaging state of NT-ASGD; inert (never averages) unless ``enabled``."""
+
+    def __init__(self, enabled: bool, nonmono: int, log: Callable[[str], None] = print):
+        self.enabled, self.nonmono, self.log = enabled, nonmono, log
+        self.averaged = None  # the iterate average once triggered
+        self.history: list[float] = []  # valid cross-entropy per epoch of the current stage
+        self.stopped = False  # finetune ended early by the non-monotone criterion
+
+    @property
+    def averaging(self) -> bool:
+        return self.averaged is not None
+
+    def weights(self, model: nn.Module) -> nn.Module:
+        """The weights that are validated and saved: the iterate average once averaging, else ``model``."""
+        return self.averaged.module if self.averaged is not None else model
+
+    def start_averaging(self, model: nn.Module) -> None:
+        from torch.optim.swa_utils import AveragedModel
+
+        self.averaged = AveragedModel(model, use_buffers=False)
+
+    def after_step(self, model: nn.Module) -> None:
+        if self.averaged is not None:
+            self.averaged.update_parameters(model)
+
+    def check(self, valid_loss: float, epoch: int, finetuning: bool, model: nn.Module) -> None:
+        """Alg. 1: trigger averaging (or end the finetune) when valid has not improved on the best value from
+        more than ``nonmono`` epochs back; then record ``valid_loss``."""
+        h, n = self.history, self.nonmono
+        worse = len(h) > n and valid_loss > min(h[:-n])
+        if self.enabled and worse:
+            if finetuning:
+                self.stopped = True
+                self.log(f"finetune: no improvement over {n} epochs; stopping")
+            elif self.averaged is None:
+                self.start_averaging(model)
+                self.log(f"NT-ASGD: valid has not improved over {n} epochs; averaging from epoch {epoch + 1}")
+        h.append(valid_loss)
+
+    def start_finetune(self, model: nn.Module) -> None:
+        """Restart from the weights already loaded into ``model`` (the best) with a fresh average and history."""
+        self.start_averaging(model)
+        self.history = []
+
+    # ----- checkpoint -------------------------------------------------------------------------------
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {f"avg.{k}": v for k, v in self.averaged.state_dict().items()} if self.averaged is not None else {}
+
+    def meta(self) -> dict:
+        return {"valid_history": self.history, "stopped": self.stopped}
+
+    def restore(self, tensors: dict[str, torch.Tensor], meta: dict, model: nn.Module) -> None:
+        self.history, self.stopped = meta.get("valid_history", []), meta.get("stopped", False)
+        if "avg.n_averaged" in tensors:
+            self.start_averaging(model)
+            self.averaged.load_state_dict({k[len("avg."):]: v for k, v in tensors.items() if k.startswith("avg.")})
