@@ -58,7 +58,7 @@ def test_bad_input_is_a_usage_error():
 
 
 def test_subspace_model_output_init_range():
-    from tiedlm.experiments.subspace_validation import SubspaceExperimentConfig, build_model
+    from tiedlm.analysis.subspace_experiment import SubspaceExperimentConfig, build_model
 
     zero = build_model(50, 0, SubspaceExperimentConfig(hidden_size=8, layers=1, output_init_range=0.0))
     assert not zero.output.weight.any() and not zero.output.bias.any()
@@ -73,7 +73,7 @@ def test_subspace_model_output_init_range():
 def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path):
     import csv
 
-    from tiedlm.experiments.subspace_validation import SubspaceExperimentConfig, run_experiment
+    from tiedlm.analysis.subspace_experiment import SubspaceExperimentConfig, run_experiment
 
     cfg = SubspaceExperimentConfig(
         runs=2,
@@ -106,7 +106,7 @@ def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path
 
 
 def test_subspace_settings_key_does_not_depend_on_int_or_float_spelling():
-    from tiedlm.experiments.subspace_validation import SubspaceExperimentConfig
+    from tiedlm.analysis.subspace_experiment import SubspaceExperimentConfig
 
     assert (
         SubspaceExperimentConfig(lr=1, output_init_range=-1).settings()
@@ -116,7 +116,7 @@ def test_subspace_settings_key_does_not_depend_on_int_or_float_spelling():
 
 
 def test_random_subspace_distance_matches_sampled_subspaces():
-    from tiedlm.experiments.subspace_validation import random_subspace_distance
+    from tiedlm.analysis.subspace_experiment import random_subspace_distance
 
     rng = np.random.default_rng(0)
     sampled = [subspace_distance(rng.standard_normal((400, 30)), rng.standard_normal((400, 30))) for _ in range(20)]

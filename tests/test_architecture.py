@@ -17,12 +17,11 @@ LAYERS = [
               "tiedlm.run_dir"]),
     ("data", ["tiedlm.data"]),
     ("models", ["tiedlm.models"]),  # each with its own typed config (models.config: the [model] table)
-    ("config", ["tiedlm.config", "tiedlm.experiments.subspace_config"]),  # the run: [data] [model] [loss] [train]
+    ("config", ["tiedlm.config"]),  # the run: [data] [model] [loss] [train]
     ("losses", ["tiedlm.losses"]),
-    ("evaluation", ["tiedlm.evaluation"]),  # perplexity over a split: the trainer validates with it
+    ("evaluation", ["tiedlm.evaluation"]),  # perplexity over a split (the trainer validates with it), dynamic eval
     ("train", ["tiedlm.train", "tiedlm.tagging", "tiedlm.translation"]),
-    ("analysis", ["tiedlm.dynamic_evaluation", "tiedlm.inference", "tiedlm.run", "tiedlm.analysis",
-                  "tiedlm.experiments"]),
+    ("analysis", ["tiedlm.inference", "tiedlm.run", "tiedlm.analysis"]),
     ("cli", ["tiedlm.reproduce", "tiedlm.cli", "tiedlm.__main__"]),
 ]
 

@@ -9,14 +9,14 @@ import torch
 import torch.nn.functional as F
 
 from tiedlm.cli import main
-from tiedlm.dynamic_evaluation import (
+from tiedlm.evaluation import evaluate
+from tiedlm.evaluation.dynamic import (
     DynamicEvalSettings,
     dynamic_evaluate,
     dynamic_step,
     effective_settings,
     gradient_rms,
 )
-from tiedlm.evaluation import evaluate
 from tiedlm.run import load_run
 
 from conftest import tiny_overrides

@@ -21,7 +21,7 @@ def _output_folder(folder: str) -> Path:
 
 
 def cmd_experiment_subspace(args) -> int:
-    from ..experiments.subspace_validation import SubspaceExperimentConfig, run_experiment
+    from ..analysis.subspace_experiment import SubspaceExperimentConfig, run_experiment
 
     out = _output_folder(args.out)
     cfg = SubspaceExperimentConfig(runs=args.runs, seed=args.seed, epochs=args.epochs, vocab=args.vocab,
@@ -128,7 +128,7 @@ def _add_run_evaluation_arguments(parser, whose: str) -> None:
 
 
 def register(add, sub_parser_class) -> None:
-    from ..experiments.subspace_config import SubspaceExperimentConfig
+    from ..analysis.subspace_config import SubspaceExperimentConfig
 
     d = SubspaceExperimentConfig()
     esub = add_group(add, "experiment", "run a paper's experiment end to end", "experiment", sub_parser_class)

@@ -51,7 +51,7 @@ def cmd_evaluate(args) -> int:
 
 
 def _dynamic_settings(args):
-    from ..dynamic_evaluation import DynamicEvalSettings
+    from ..evaluation.dynamic import DynamicEvalSettings
 
     for key in ("dyn_lr", "dyn_lambda", "dyn_epsilon"):
         if getattr(args, key) < 0:
@@ -79,7 +79,7 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
     """``evaluate --dynamic``: gradient statistics on train, optional lr/λ grid on valid, then the split."""
     import dataclasses
 
-    from ..dynamic_evaluation import GRID_LAMBDAS, GRID_LRS, dynamic_evaluate, effective_settings, gradient_rms
+    from ..evaluation.dynamic import GRID_LAMBDAS, GRID_LRS, dynamic_evaluate, effective_settings, gradient_rms
 
     log = progress_log(args)
     stats = gradient_rms(run.model, corpus.train, settings, precision, progress=not args.json)

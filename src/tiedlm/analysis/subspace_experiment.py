@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..analysis import subspace_distance
 from ..config import ModelConfig
 from ..data import batchify, bptt_windows, load_corpus
 from ..errors import UsageError
@@ -35,6 +34,7 @@ from ..losses import LanguageModelLoss
 from ..models import LanguageModel
 from ..models.encoders.state import detach_state
 from ..runtime import autocast, resolve_precision, set_threads
+from .subspace import subspace_distance
 from .subspace_config import SubspaceExperimentConfig
 
 PAPER_CLAIMS = {"beta0_tau10": 1.0, "beta1_tau10": 0.06}  # Inan et al. §6.2, Figure 1 ("almost 1", "around 0.06")

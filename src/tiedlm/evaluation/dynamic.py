@@ -33,10 +33,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .data.batching import batchify, bptt_windows, num_windows
-from .losses.fused import at_least_fp32
-from .models.encoders.state import detach_state
-from .runtime import autocast
+from ..data.batching import batchify, bptt_windows, num_windows
+from ..losses.fused import at_least_fp32
+from ..models.encoders.state import detach_state
+from ..runtime import autocast
 
 # Krause et al.'s grid (benkrause/dynamic-evaluation), for bptt = 5; scaled by bptt/5 like theirs
 GRID_LRS = (3e-5, 4e-5, 5e-5, 6e-5, 7e-5, 1e-4)

@@ -8,9 +8,9 @@ from typing import Callable, Iterator
 import torch
 import torch.nn.functional as F
 
-from .data.batching import batchify, bptt_windows, num_windows
-from .losses.fused import at_least_fp32
-from .runtime import autocast
+from ..data.batching import batchify, bptt_windows, num_windows
+from ..losses.fused import at_least_fp32
+from ..runtime import autocast
 
 
 def stream_logits(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, precision: str = "fp32",
