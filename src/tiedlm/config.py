@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any, ClassVar, get_type_hints
 
 import tomli_w
 import tomllib
@@ -264,13 +264,40 @@ class KeyValueConfig:
             if not ok:
                 raise UsageError(f"{self.label} {key} = {getattr(self, key)!r} is not allowed; expected {allowed}")
 
-    def with_overrides(self, items: list[str]):
-        """Apply ``key=value`` strings (typed by the field), then validate."""
-        hints = get_type_hints(type(self))
-        values: dict[str, Any] = {}
+    # section -> its keys, so that ``--set section.key=value`` works as for language models (``--set
+    # train.epochs=3``); the bare ``key=value`` is accepted too
+    SECTIONS: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # dotted names of the language model's config that mean one of ours (``model.output.depth`` -> drill_depth)
+    ALIASES: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def normalize(cls, items: list[str]) -> list[str]:
+        """``section.key=value`` (or an alias) as the flat ``key=value``; one-line error for a wrong section."""
+        out = []
         for item in items:
             key, sep, text = item.partition("=")
-            if not sep or key not in hints or key == "label":
+            if sep and key in cls.ALIASES:
+                key = cls.ALIASES[key]
+            elif sep and "." in key:
+                section, _, name = key.partition(".")
+                if section not in cls.SECTIONS:
+                    raise UsageError(f"--set {item!r}: unknown section [{section}]; {cls.label} sections are "
+                                     f"{', '.join(cls.SECTIONS)} (or give the bare key=value)")
+                if name not in cls.SECTIONS[section]:
+                    home = next((s for s, keys in cls.SECTIONS.items() if name in keys), None)
+                    where = f"it is in [{home}]" if home else f"[{section}] has {', '.join(cls.SECTIONS[section])}"
+                    raise UsageError(f"--set {item!r}: {cls.label} key {name!r} is not in [{section}]; {where}")
+                key = name
+            out.append(f"{key}{sep}{text}")
+        return out
+
+    def with_overrides(self, items: list[str]):
+        """Apply ``key=value`` / ``section.key=value`` strings (typed by the field), then validate."""
+        hints = get_type_hints(type(self))
+        values: dict[str, Any] = {}
+        for item in self.normalize(items):
+            key, sep, text = item.partition("=")
+            if not sep or key not in hints or key in ("label", "SECTIONS", "ALIASES"):
                 names = ", ".join(f.name for f in fields(self))
                 raise UsageError(f"--set {item!r}: expected key=value with key one of {names}")
             values[key] = parse_text(text, hints[key], key)
@@ -284,6 +311,7 @@ class KeyValueConfig:
             return cls().with_overrides(overrides)
         if not (run_dir / "checkpoint.safetensors").is_file() or not (run_dir / "config.json").is_file():
             raise UsageError(f"{run_dir} has no checkpoint.safetensors and config.json to resume from")
+        overrides = cls.normalize(overrides)
         extra = [s for s in overrides if not s.startswith(("epochs=", "threads="))]
         if extra:
             raise UsageError(f"--set {extra[0]}: a resumed {cls.label} run only accepts epochs= and threads=")

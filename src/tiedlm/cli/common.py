@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
+from .types import THREADS
 
 
 class Parser(argparse.ArgumentParser):
@@ -27,10 +28,17 @@ def progress_log(args):
 
 def train_task(args, config_class, train_fn) -> tuple[Path, dict]:
     """``tag train`` / ``translate train``: the run's config (a new one from --set/--data, or the stopped run's),
-    then training in ``--out``; returns the run folder and the trainer's metrics."""
-    run_dir = Path(args.out)
-    cfg = config_class.for_run(run_dir, args.resume, args.set + data_settings(args))
-    return run_dir, train_fn(cfg, run_dir, resume=args.resume, progress=not args.no_progress, log=progress_log(args))
+    then training in ``--out`` (or the ``--resume DIR``); returns the run folder and the trainer's metrics."""
+    resume = args.resume is not None
+    if isinstance(args.resume, str) and args.out and Path(args.out) != Path(args.resume):
+        raise UsageError(f"--resume {args.resume} and --out {args.out} name two folders; give one")
+    folder = args.resume if isinstance(args.resume, str) else args.out
+    if not folder:
+        raise UsageError("give --out DIR for a new run, or --resume DIR to continue a stopped one")
+    run_dir = Path(folder)
+    threads = [f"threads={args.threads}"] if args.threads is not None else []
+    cfg = config_class.for_run(run_dir, resume, args.set + data_settings(args) + threads)
+    return run_dir, train_fn(cfg, run_dir, resume=resume, progress=not args.no_progress, log=progress_log(args))
 
 
 def add_command(subparsers, name: str, func, help_: str, description: str | None = None):
@@ -48,11 +56,14 @@ def add_group(add, name: str, help_: str, dest: str, parser_class, metavar: str 
 
 
 def add_run_arguments(parser, example: str, resume_help: str, data_help: str) -> None:
-    """--out, --set, --resume, --data-dir and --no-progress of a `tag train` / `translate train` command."""
-    parser.add_argument("--out", required=True, help="run directory")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help=f"override a setting, e.g. --set {example}")
-    parser.add_argument("--resume", action="store_true", help=resume_help)
+    """--out, --set, --resume [DIR], --threads, --data, --data-dir and --no-progress of a `tag train` /
+    `translate train` command: the grammar of `tiedlm train`."""
+    parser.add_argument("--out", help="run directory of a new run")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help=f"override a setting, e.g. --set {example} (the bare KEY=VALUE works too)")
+    parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="RUN_DIR",
+                        help=resume_help + " (as `tiedlm train --resume RUN_DIR`; `--out DIR --resume` works too)")
+    parser.add_argument("--threads", type=THREADS, help="CPU threads (0: all cores); also on resume")
     parser.add_argument("--data", metavar="FOLDER", help="train on a corpus of your own in FOLDER (read as it is; "
                         "sets data_dir and own_data=true)")
     parser.add_argument("--data-dir", help=data_help)
@@ -64,7 +75,7 @@ def data_settings(args) -> list[str]:
     if args.data and args.data_dir:
         raise UsageError("give either --data (a corpus of your own) or --data-dir (a folder holding the built-in "
                          "corpus, verified), not both")
-    if args.resume and (args.data or args.data_dir):
+    if args.resume is not None and (args.data or args.data_dir):
         raise UsageError("a resumed run reads the data it was trained on; drop --data/--data-dir")
     if args.data:
         return [f"data_dir={Path(args.data).expanduser().resolve()}", "own_data=true"]

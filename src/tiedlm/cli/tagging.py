@@ -31,10 +31,10 @@ def register(add, sub_parser_class) -> None:
     tsub = add_group(add, "tag", "part-of-speech tagging with dense or frequency-sparse embeddings (UD English-EWT)",
                      "tag_command", sub_parser_class, metavar="ACTION")
     tr = add_command(tsub, "train", cmd_tag_train, "train a BiLSTM UPOS tagger",
-                     "Train a BiLSTM UPOS tagger on UD English-EWT r2.16; keys for --set: embedding_size, "
-                     "embedding_density, hidden_size, layers, dropout, min_count, epochs, batch_size, lr, clip, "
-                     "seed, threads, max_sentences, data_dir.")
-    add_run_arguments(tr, "embedding_density=0.25", "continue the run in --out after its last epoch",
+                     "Train a BiLSTM UPOS tagger on UD English-EWT r2.16; keys for --set: [model] embedding_size, "
+                     "embedding_density, hidden_size, layers, dropout; [data] min_count, max_sentences, data_dir; "
+                     "[train] epochs, batch_size, lr, clip, seed, threads.")
+    add_run_arguments(tr, "model.embedding_density=0.25", "continue a stopped run where it stopped",
                       "folder holding en_ewt-ud-{train,dev,test}.conllu (overrides TIEDLM_DATA)")
     ev = add_command(tsub, "evaluate", cmd_tag_evaluate, "accuracy of a trained tagger")
     ev.add_argument("run", help="tagger run directory")

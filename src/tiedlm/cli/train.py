@@ -9,10 +9,14 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .common import emit, progress_log
+from .types import THREADS
 
 
 def cmd_train(args) -> int:
     from ..config import Config
+
+    if args.threads is not None:  # --threads N is --set train.threads=N
+        args.set = [*args.set, f"train.threads={args.threads}"]
     from ..run_dir import RunDir, write_text_atomic
     from ..train import train
 
@@ -109,6 +113,7 @@ def register(add) -> None:
                         "valid.txt and test.txt (read as it is)")
     t.add_argument("--data-dir", help="folder holding the preset's corpus files, verified by checksum "
                                       "(overrides TIEDLM_DATA)")
+    t.add_argument("--threads", type=THREADS, help="CPU threads (0: all cores; sets train.threads, also on resume)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     add("presets", cmd_presets, "list the built-in presets")

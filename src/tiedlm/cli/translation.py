@@ -57,7 +57,7 @@ def register(add, sub_parser_class) -> None:
                      "Train a Transformer encoder-decoder on Multi30k En->De with sentencepiece subwords; the test "
                      "BLEU (sacrebleu) is computed at the end. Keys for --set: see TranslationConfig "
                      "(e.g. output=drill, vocab_size=8000, epochs=10, beam=5).")
-    add_run_arguments(tr, "output=drill", "continue the run in --out where it stopped",
+    add_run_arguments(tr, "model.output=drill", "continue a stopped run where it stopped",
                       "folder holding {train,valid,test}.{en,de} (overrides TIEDLM_DATA)")
     ev = add_command(tsub, "evaluate", cmd_translate_evaluate, "BLEU and perplexity of a trained translator")
     ev.add_argument("run", help="translation run directory")

@@ -18,6 +18,18 @@ OUTPUT_KEYS = {"tied_bias": "bias", "joint_size": "joint_size", "drill_depth": "
 @dataclass
 class TranslationConfig(KeyValueConfig):
     label = "translation"
+    SECTIONS = {"data": ("source_lang", "target_lang", "vocab", "vocab_size", "subword_model", "share_embeddings",
+                         "max_pairs", "max_length", "data_dir", "own_data"),
+                "model": ("d_model", "ffn_size", "heads", "encoder_layers", "decoder_layers", "dropout",
+                          "attention_dropout", "positions", "max_positions", "output", "tied_bias", "joint_size",
+                          "drill_depth", "drill_activation", "drill_dropout", "drill_variational", "drill_init_range"),
+                "loss": ("label_smoothing", "augmented", "tau", "gamma"),
+                "train": ("epochs", "batch_tokens", "lr", "warmup_steps", "clip", "seed", "threads", "precision"),
+                "decode": ("beam", "length_penalty", "max_decode_ratio")}
+    # the LM's names of the output layer's keys work here too: --set model.output=drill --set model.output.depth=2
+    ALIASES = {"model.output.name": "output", **{f"model.output.{new}": old for old, new in {
+        "tied_bias": "bias", "joint_size": "joint_size", "drill_depth": "depth", "drill_activation": "activation",
+        "drill_dropout": "dropout", "drill_variational": "variational", "drill_init_range": "init_range"}.items()}}
 
     # data and subword units (sentencepiece)
     source_lang: str = "en"

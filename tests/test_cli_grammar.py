@@ -1,0 +1,59 @@
+"""One CLI grammar for every task: --set section.key=value, --resume RUN_DIR, --threads, --json."""
+
+import json
+
+import pytest
+
+from tiedlm.cli import main
+from tiedlm.errors import UsageError
+from tiedlm.tagging import TaggerConfig
+from tiedlm.translation import TranslationConfig
+
+
+def _treebank(folder):
+    rows = "1\tdogs\tdog\tNOUN\t_\t_\t0\troot\t_\t_\n2\tbark\tbark\tVERB\t_\t_\t1\tdep\t_\t_\n\n"
+    folder.mkdir()
+    for split in ("train", "dev", "test"):
+        (folder / f"xx_mine-ud-{split}.conllu").write_text(rows * 8)
+    return folder
+
+
+def test_sectioned_keys_of_the_tagger_and_translator():
+    t = TaggerConfig().with_overrides(["train.epochs=3", "model.hidden_size=8", "min_count=1"])
+    assert (t.epochs, t.hidden_size, t.min_count) == (3, 8, 1)
+    with pytest.raises(UsageError, match="tagger key 'epochs' is not in \\[model\\]; it is in \\[train\\]"):
+        TaggerConfig().with_overrides(["model.epochs=3"])
+    with pytest.raises(UsageError, match="unknown section \\[optim\\]"):
+        TaggerConfig().with_overrides(["optim.lr=1"])
+    # the translator takes the language model's names for its output layer
+    tr = TranslationConfig().with_overrides(["model.output=drill", "model.output.depth=3", "train.epochs=2"])
+    assert (tr.output, tr.drill_depth, tr.epochs) == ("drill", 3, 2)
+    assert tr.output_config().depth == 3
+
+
+def test_tag_train_resume_dir_and_threads(tmp_path, capsys):
+    data, run = _treebank(tmp_path / "tb"), tmp_path / "run"
+    common = ["--no-progress", "--json", "--threads", "1"]
+    assert main(["tag", "train", "--out", str(run), "--data", str(data), *common, "--set", "train.epochs=1",
+                 "--set", "model.embedding_size=4", "--set", "model.hidden_size=4", "--set", "data.min_count=1"]) == 0
+    assert json.loads(capsys.readouterr().out)["epochs"] == 1
+    assert json.loads((run / "config.json").read_text())["threads"] == 1
+    # continue the finished run for one more epoch, named the way `tiedlm train --resume RUN_DIR` is
+    assert main(["tag", "train", "--resume", str(run), *common, "--set", "train.epochs=2"]) == 0
+    assert json.loads(capsys.readouterr().out)["epochs"] == 2
+    assert main(["tag", "train", "--resume", str(run), "--out", str(tmp_path / "other")]) == 2
+    assert "name two folders" in capsys.readouterr().err
+    assert main(["tag", "train", "--no-progress"]) == 2
+    assert "give --out DIR for a new run, or --resume DIR" in capsys.readouterr().err
+    assert main(["tag", "train", "--resume", str(run), "--set", "model.hidden_size=8"]) == 2
+    assert "only accepts epochs= and threads=" in capsys.readouterr().err
+
+
+def test_train_threads_option_sets_train_threads(tiny_corpus, tmp_path, capsys):
+    from tests.conftest import tiny_overrides
+
+    sets = [x for item in tiny_overrides(tiny_corpus, **{"train.epochs": "1", "train.threads": "2"})
+            for x in ("--set", item)]
+    run = tmp_path / "lm"
+    assert main(["train", "ptb-small-vd", "--out", str(run), "--no-progress", "--threads", "1", *sets]) == 0
+    assert "threads = 1" in (run / "config.toml").read_text()
