@@ -60,3 +60,28 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     assert "tied: finished, skipped" in out and "dual: resume: tiedlm train --resume" in out
     assert (table_dir / "dual" / "summary.json").is_file()
     assert (table_dir / "tied" / "summary.json").read_text() == before
+
+
+def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_protocols(tmp_path, capsys):
+    """A page from result folders (config.toml, metrics.jsonl, summary.json only: no checkpoints), as committed."""
+    from tiedlm.config import Config
+
+    table_dir = tmp_path / "runs" / "pappas2019-table4-small"
+    for name, protocol in (("tied", True), ("drill-4", False)):
+        run = table_dir / name
+        run.mkdir(parents=True)
+        (run / "config.toml").write_text(Config.load("ptb-small-re").to_toml())
+        (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "valid_ppl": 99.0}) + "\n")
+        summary = {"valid_ppl": 90.0, "test_ppl": 86.5, "parameters": {"total": 2_650_000}, "wall_time_s": 600,
+                   "device": "cpu", "tokens_per_s": 1000, "command": f"tiedlm train {name}", "seed": 1111}
+        if protocol:
+            summary["test_protocol"] = "batch 1"
+        (run / "summary.json").write_text(json.dumps(summary))
+    (table_dir / "drill-4" / "test-batch1.json").write_text(json.dumps({"ppl": 85.123}))
+    out = tmp_path / "pages"
+    assert main(["reproduce", "pappas2019-table4-small", "--runs", str(tmp_path / "runs"), "--out", str(out),
+                 "--render-only"]) == 0
+    page = (out / "pappas2019-table4-small.md").read_text()
+    assert page.count("| finished |") == 2 and page.count("| missing |") == 4
+    assert "| 90.00 / 86.50 |" in page and "| 90.00 / 85.12; 86.50 (10 streams) |" in page
+    assert not any((table_dir / n).exists() for n in ("full", "bilinear", "dual", "drill-1"))  # nothing started

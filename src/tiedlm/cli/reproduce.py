@@ -56,6 +56,10 @@ def cmd_reproduce(args) -> int:
         return 0
     from ..paths import ensure_writable_folder
 
+    if args.render_only:  # the page from the runs already there (e.g. the committed results); start nothing
+        page = rp.render(tab, args.scale, runs_dir, extra, Path(args.out))
+        emit(args, {"table": tab.name, "started": [], "page": str(page)}, f"wrote {page}")
+        return 0
     ensure_writable_folder(runs_dir, "--runs")
     done = rp.execute(rows, {r["spec"].name: extra for r in rows}, args.jobs, args.threads, log=log)
     out = Path(args.out)
@@ -108,3 +112,6 @@ def register(add) -> None:
     r.add_argument("--only", nargs="+", metavar="RUN", help="only these runs of the table (the page still shows all)")
     r.add_argument("--dry-run", action="store_true", help="print the plan and an estimated time on this machine")
     r.add_argument("--no-page", action="store_true", help="run, but do not render the page")
+    r.add_argument("--render-only", action="store_true",
+                   help="start nothing: write the page from the runs already in --runs (e.g. the committed "
+                        "experiments/results/reproduce)")
