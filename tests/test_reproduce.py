@@ -77,7 +77,7 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
         if protocol:
             summary["test_protocol"] = "batch 1"
         (run / "summary.json").write_text(json.dumps(summary))
-    (table_dir / "drill-4" / "test-batch1.json").write_text(json.dumps({"ppl": 85.123}))
+    (table_dir / "drill-4" / "test_batch1.json").write_text(json.dumps({"ppl": 85.123}))
     out = tmp_path / "pages"
     assert main(["reproduce", "pappas2019-table4-small", "--runs", str(tmp_path / "runs"), "--out", str(out),
                  "--render-only"]) == 0

@@ -186,11 +186,11 @@ def _test_ppl(files: RunDir, summary: dict) -> str:
     """The run's test perplexity by the papers' protocol (batch 1), saying so where only another is known.
 
     Runs trained before the summary recorded ``test_protocol`` measured test over ``eval_batch_size`` streams;
-    their batch-1 figure, where taken afterwards, is ``test-batch1.json`` (``tiedlm evaluate RUN --split test
+    their batch-1 figure, where taken afterwards, is ``test_batch1.json`` (``tiedlm evaluate RUN --split test
     --json`` saved in the run folder)."""
     if "test_protocol" in summary:
         return f"{summary['test_ppl']:.2f}"
-    later = files.path / "test-batch1.json"
+    later = files.path / "test_batch1.json"
     streams = f"{summary['test_ppl']:.2f} ({summary.get('eval_batch_size', 10)} streams)"
     if later.is_file():
         return f"{json.loads(later.read_text())['ppl']:.2f}; {streams}"
