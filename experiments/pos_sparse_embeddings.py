@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tiedlm.run_dir import RunDir
+
 DENSE = [8, 16, 32, 64, 128]
 SPARSE = [(128, 0.5), (128, 0.25), (128, 0.125), (128, 0.0625)]
 
@@ -30,18 +32,19 @@ def points() -> dict[str, list[str]]:
 
 
 def run(name: str, settings: list[str], args) -> dict:
-    out = args.runs / name
-    if (out / "metrics.json").is_file():
-        return json.loads((out / "metrics.json").read_text())
-    cmd = [sys.executable, "-m", "tiedlm.cli", "tag", "train", "--out", str(out), "--no-progress"]
-    if (out / "checkpoint.safetensors").is_file():
-        cmd += ["--resume"]
+    out = RunDir(args.runs / name)
+    if out.summary.is_file():
+        return out.read_summary()
+    cmd = [sys.executable, "-m", "tiedlm.cli", "tag", "train", "--no-progress"]
+    if out.training_state().is_file():
+        cmd += ["--resume", str(out.path)]
     else:
+        cmd += ["--out", str(out.path)]
         for s in settings + [f"epochs={args.epochs}", f"seed={args.seed}", f"threads={args.threads}"]:
             cmd += ["--set", s]
     print("+ " + " ".join(cmd[2:]), flush=True)
     subprocess.run(cmd, check=True)
-    return json.loads((out / "metrics.json").read_text())
+    return out.read_summary()
 
 
 def write(results: dict[str, dict], out: Path, args) -> None:

@@ -15,11 +15,14 @@ valid_ppl.png and each run's metrics into --out.
 from __future__ import annotations
 
 import argparse
-import json
+import dataclasses
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tiedlm.run_dir import RunDir
+from tiedlm.translation import TranslationConfig
 
 OUTPUTS = ("tied", "drill")
 
@@ -27,14 +30,14 @@ OUTPUTS = ("tied", "drill")
 def run_all(runs: Path, extra: list[str]) -> None:
     procs = []
     for output in OUTPUTS:
-        run = runs / output
-        if (run / "metrics.json").is_file():
+        run = RunDir(runs / output)
+        if run.summary.is_file():
             continue
-        cmd = [sys.executable, "-m", "tiedlm", "translate", "train", "--out", str(run), "--no-progress"]
+        cmd = [sys.executable, "-m", "tiedlm", "translate", "train", "--no-progress"]
         cmd += (
-            ["--resume"]
-            if (run / "checkpoint.safetensors").is_file()
-            else ["--set", f"output={output}", "--set", "threads=1", *extra]
+            ["--resume", str(run.path)]
+            if run.training_state().is_file()
+            else ["--out", str(run.path), "--set", f"model.output={output}", "--set", "train.threads=1", *extra]
         )
         runs.mkdir(parents=True, exist_ok=True)
         procs.append(subprocess.Popen(cmd, stdout=open(runs / f"{output}.log", "a"), stderr=subprocess.STDOUT))
@@ -52,12 +55,12 @@ def summarise(runs: Path, out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     rows, fig = [], plt.figure(figsize=(6, 4))
     for output in OUTPUTS:
-        m = json.loads((runs / output / "metrics.json").read_text())
-        history = [json.loads(line) for line in (runs / output / "metrics.jsonl").read_text().splitlines()]
-        cfg = json.loads((runs / output / "config.json").read_text())
-        shutil.copy(runs / output / "metrics.json", out / f"{output}.metrics.json")
-        shutil.copy(runs / output / "metrics.jsonl", out / f"{output}.epochs.jsonl")
-        shutil.copy(runs / output / "config.json", out / f"{output}.config.json")
+        run = RunDir(runs / output)
+        m, history = run.read_summary(), run.read_metrics()
+        cfg = dataclasses.asdict(TranslationConfig.load_run(run.path))
+        shutil.copy(run.summary, out / f"{output}.summary.json")
+        shutil.copy(run.metrics, out / f"{output}.epochs.jsonl")
+        shutil.copy(run.config, out / f"{output}.config.toml")
         shutil.copy(runs / output / "test.hyp.txt", out / f"{output}.test.hyp.txt")
         plt.plot([h["epoch"] for h in history], [h["valid_ppl"] for h in history], marker="o", label=output)
         rows.append((output, m, cfg, history))
@@ -94,7 +97,7 @@ def summarise(runs: Path, out: Path) -> str:
             "WMT14 Transformer base: +0.8).",
             "",
             f"Both runs: seed {mt['seed']}, {mt['epochs']} epochs, {mt['threads']} thread each, side by side on one "
-            f"2-core CPU, precision {mt['precision']}. Config: `tied.config.json`, `drill.config.json`.",
+            f"2-core CPU, precision {mt['precision']}. Config: `tied.config.toml`, `drill.config.toml`.",
             "",
         ]
     )

@@ -37,7 +37,9 @@ def test_tag_train_resume_dir_and_threads(tmp_path, capsys):
     assert main(["tag", "train", "--out", str(run), "--data", str(data), *common, "--set", "train.epochs=1",
                  "--set", "model.embedding_size=4", "--set", "model.hidden_size=4", "--set", "data.min_count=1"]) == 0
     assert json.loads(capsys.readouterr().out)["epochs"] == 1
-    assert json.loads((run / "config.json").read_text())["threads"] == 1
+    assert "threads = 1" in (run / "config.toml").read_text() and "[model]" in (run / "config.toml").read_text()
+    assert (run / "checkpoints" / "last.safetensors").is_file() and (run / "summary.json").is_file()
+    assert [json.loads(line)["epoch"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1]
     # continue the finished run for one more epoch, named the way `tiedlm train --resume RUN_DIR` is
     assert main(["tag", "train", "--resume", str(run), *common, "--set", "train.epochs=2"]) == 0
     assert json.loads(capsys.readouterr().out)["epochs"] == 2
@@ -57,3 +59,21 @@ def test_train_threads_option_sets_train_threads(tiny_corpus, tmp_path, capsys):
     run = tmp_path / "lm"
     assert main(["train", "ptb-small-vd", "--out", str(run), "--no-progress", "--threads", "1", *sets]) == 0
     assert "threads = 1" in (run / "config.toml").read_text()
+
+
+def test_a_tagger_run_folder_of_the_old_layout_still_evaluates_and_resumes(tmp_path, capsys):
+    """config.json + checkpoint.safetensors + metrics.json, as tagger runs were written before the shared layout."""
+    import dataclasses
+
+    data, run = _treebank(tmp_path / "tb"), tmp_path / "old"
+    sets = ["--set", "epochs=1", "--set", "embedding_size=4", "--set", "hidden_size=4", "--set", "min_count=1"]
+    assert main(["tag", "train", "--out", str(run), "--data", str(data), "--no-progress", "--threads", "1", *sets]) == 0
+    cfg = TaggerConfig.load_run(run)
+    (run / "config.toml").unlink()
+    (run / "config.json").write_text(json.dumps(dataclasses.asdict(cfg)))
+    (run / "checkpoints" / "last.safetensors").rename(run / "checkpoint.safetensors")
+    capsys.readouterr()
+    assert main(["tag", "evaluate", str(run), "--split", "dev", "--json"]) == 0
+    assert 0 <= json.loads(capsys.readouterr().out)["dev_accuracy"] <= 1
+    assert main(["tag", "train", "--resume", str(run), "--no-progress", "--set", "epochs=2"]) == 0
+    assert (run / "checkpoints" / "last.safetensors").is_file() and (run / "config.toml").is_file()

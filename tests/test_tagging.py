@@ -90,7 +90,7 @@ def test_tag_cli_train_evaluate_and_errors(ewt, tmp_path, capsys):
                  "--set", "max_sentences=50", "--set", "embedding_size=8", "--set", "hidden_size=8",
                  "--set", "threads=1", "--data-dir", str(ewt)]) == 0
     metrics = json.loads(capsys.readouterr().out)
-    assert metrics["epochs"] == 1 and (out / "checkpoint.safetensors").is_file()
+    assert metrics["epochs"] == 1 and (out / "checkpoints" / "last.safetensors").is_file()
     assert main(["tag", "evaluate", str(out), "--split", "dev", "--data-dir", str(ewt)]) == 0
     assert "dev accuracy" in capsys.readouterr().out
     assert main(["tag", "train", "--out", str(tmp_path / "x"), "--set", "embedding_density=0.01"]) == 2

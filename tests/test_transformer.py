@@ -233,13 +233,13 @@ def test_interrupted_translation_resumes_exactly(tmp_path, monkeypatch):
     tr.train_translator(cfg, tmp_path / "split", resume=True, progress=False, log=lambda *a: None)
     from tiedlm.train.checkpoint import load_checkpoint
 
-    a, _ = load_checkpoint(tmp_path / "whole" / "checkpoint.safetensors")
-    b, _ = load_checkpoint(tmp_path / "split" / "checkpoint.safetensors")
+    a, _ = load_checkpoint(tmp_path / "whole" / "checkpoints" / "last.safetensors")
+    b, _ = load_checkpoint(tmp_path / "split" / "checkpoints" / "last.safetensors")
     for name in a:
         if name.startswith("model."):
             assert torch.equal(a[name], b[name]), name
-    assert math.isclose(json.loads((tmp_path / "whole" / "metrics.json").read_text())["test_bleu"],
-                        json.loads((tmp_path / "split" / "metrics.json").read_text())["test_bleu"])
+    assert math.isclose(json.loads((tmp_path / "whole" / "summary.json").read_text())["test_bleu"],
+                        json.loads((tmp_path / "split" / "summary.json").read_text())["test_bleu"])
 
 
 def test_augmented_loss_reaches_transformer_lm_and_translator():

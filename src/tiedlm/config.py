@@ -22,6 +22,7 @@ import tomllib
 from .errors import UsageError
 from .models.config import COMPONENTS, LEGACY_KEYS, ModelConfig  # noqa: F401  (ModelConfig re-exported)
 from .registry import assign_typed, field_names, parse_text
+from .run_dir import RunDir
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -306,18 +307,56 @@ class KeyValueConfig:
     @classmethod
     def for_run(cls, run_dir: Path, resume: bool, overrides: list[str]):
         """The settings of a new run (defaults + ``overrides``) or of the run being resumed in ``run_dir``
-        (its saved config.json, where only ``epochs`` and ``threads`` may change; saved back)."""
+        (its saved config, where only ``epochs`` and ``threads`` may change; saved back)."""
         if not resume:
             return cls().with_overrides(overrides)
-        if not (run_dir / "checkpoint.safetensors").is_file() or not (run_dir / "config.json").is_file():
-            raise UsageError(f"{run_dir} has no checkpoint.safetensors and config.json to resume from")
+        files = RunDir(run_dir)
+        if not files.training_state().is_file() or not cls.saved(run_dir):
+            raise UsageError(f"{run_dir} has no {cls.label} run to resume (no checkpoints/last.safetensors and "
+                             f"config.toml); give the folder of a stopped `tiedlm {cls.command} train`")
         overrides = cls.normalize(overrides)
         extra = [s for s in overrides if not s.startswith(("epochs=", "threads="))]
         if extra:
             raise UsageError(f"--set {extra[0]}: a resumed {cls.label} run only accepts epochs= and threads=")
-        cfg = cls.from_dict(json.loads((run_dir / "config.json").read_text())).with_overrides(overrides)
-        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+        cfg = cls.load_run(run_dir).with_overrides(overrides)
+        cfg.save(run_dir)
         return cfg
+
+    command: ClassVar[str] = ""  # the CLI group that trains it (tag, translate)
+
+    @classmethod
+    def saved(cls, run_dir: Path) -> bool:
+        return RunDir(run_dir).config.is_file() or (Path(run_dir) / "config.json").is_file()
+
+    @classmethod
+    def load_run(cls, run_dir: Path):
+        """The settings saved in a run folder: ``config.toml`` in sections, or an older run's ``config.json``."""
+        files = RunDir(run_dir)
+        if files.config.is_file():
+            try:
+                raw = tomllib.loads(files.config.read_text())
+            except tomllib.TOMLDecodeError as exc:
+                raise UsageError(f"{files.config}: not valid TOML ({exc}); fix the file") from None
+            flat: dict[str, Any] = {}
+            for section, values in raw.items():
+                if section not in cls.SECTIONS or not isinstance(values, dict):
+                    raise UsageError(f"{files.config}: unknown section [{section}]; {cls.label} sections are "
+                                     f"{', '.join(cls.SECTIONS)}")
+                flat.update(values)
+            return cls.from_dict(flat)
+        legacy = Path(run_dir) / "config.json"
+        if not legacy.is_file():
+            raise UsageError(f"{run_dir} is not a {cls.label} run directory (no config.toml); train one with "
+                             f"`tiedlm {cls.command} train`")
+        return cls.from_dict(json.loads(legacy.read_text()))
+
+    def to_toml(self) -> str:
+        """The settings in their sections, as ``config.toml`` holds them."""
+        values = dataclasses.asdict(self)
+        return tomli_w.dumps({section: {k: values[k] for k in keys} for section, keys in self.SECTIONS.items()})
+
+    def save(self, run_dir: Path) -> None:
+        RunDir(run_dir).write_text(RunDir(run_dir).config, self.to_toml())
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]):

@@ -1,4 +1,5 @@
-"""The run folder of a language model: one class owns its layout, so no other module spells a file name.
+"""The run folder of every task (language model, tagger, translator): one class owns its layout, so no other
+module spells a file name.
 
 ::
 
@@ -9,6 +10,12 @@
       summary.json               written once the run finished (test perplexity, wall time, command)
       checkpoints/last.safetensors   the resumable training state (weights, optimiser, RNG, position)
       checkpoints/best.safetensors   the weights of the best validation epoch
+
+The tagger and the translator use the same names: ``config.toml`` (their settings in sections),
+``metrics.jsonl``, ``summary.json`` and ``checkpoints/last.safetensors`` (one file holding the model, the best
+model, the optimiser, RNG and position), plus their own files (``tags.txt``; the sentencepiece models and
+``test.hyp.txt``). Their run folders written before this layout (``config.json``, ``checkpoint.safetensors``,
+``metrics.json``) are still read.
 
 Text files are replaced atomically (write a temporary file, then rename), so an interrupted write never
 leaves a half-written config or summary behind.
@@ -57,6 +64,12 @@ class RunDir:
     def checkpoint(self, which: str) -> Path:
         """``last`` (the resumable state) or ``best`` (the best validation epoch's weights)."""
         return self.checkpoints / f"{which}.safetensors"
+
+    def training_state(self) -> Path:
+        """A tagger's or translator's resumable state: ``checkpoints/last.safetensors``, or the
+        ``checkpoint.safetensors`` of a run folder from before the shared layout."""
+        legacy = self.path / "checkpoint.safetensors"
+        return legacy if legacy.is_file() and not self.checkpoint("last").is_file() else self.checkpoint("last")
 
     # ----- its state ----------------------------------------------------------------------------
     def status(self) -> str:

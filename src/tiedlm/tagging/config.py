@@ -9,7 +9,7 @@ from ..config import KeyValueConfig
 
 @dataclass
 class TaggerConfig(KeyValueConfig):
-    label = "tagger"
+    label, command = "tagger", "tag"
     SECTIONS = {"data": ("min_count", "max_sentences", "data_dir", "own_data"),
                 "model": ("embedding_size", "embedding_density", "hidden_size", "layers", "dropout"),
                 "train": ("epochs", "batch_size", "lr", "clip", "seed", "threads")}

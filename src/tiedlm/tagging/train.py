@@ -1,14 +1,14 @@
 """Train and evaluate the POS tagger: Adam, best-dev model kept, a resumable checkpoint after every epoch.
 
-A run directory holds ``config.json``, ``vocab.txt``, ``tags.txt``, ``checkpoint.safetensors`` (model,
-best model, optimizer and RNG state and the position in the epoch; written atomically, no pickle) and
-``metrics.json``. SIGINT/SIGTERM stop between two batches with a checkpoint (:mod:`tiedlm.train.interrupts`);
+A run directory (:class:`tiedlm.run_dir.RunDir`, the layout of every task) holds ``config.toml``,
+``vocab.txt``, ``tags.txt``, ``checkpoints/last.safetensors`` (model, best model, optimizer and RNG state and
+the position in the epoch; written atomically, no pickle), ``metrics.jsonl`` (one line per epoch) and
+``summary.json``. SIGINT/SIGTERM stop between two batches with a checkpoint (:mod:`tiedlm.train.interrupts`);
 ``--resume`` continues from the same batch.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import time
@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from ..data.vocab import Vocabulary
 from ..errors import TiedlmError, UsageError
-from ..run_dir import write_json_atomic
+from ..run_dir import RunDir, write_json_atomic, write_text_atomic
 from ..runtime import set_threads
 from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state
 from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
@@ -44,27 +44,29 @@ def accuracy(model: BiLSTMTagger, corpus: TaggingCorpus, split: str, batch_size:
 class TaggerInterrupted(RunInterrupted):
     def __init__(self, run_dir: Path, epoch: int, batch: int, saved: bool = True):
         where = f"in epoch {epoch} after batch {batch}" if saved else "at once by a second signal (nothing written)"
-        super().__init__(f"tagger training interrupted {where}; resume with: tiedlm tag train --out {run_dir} "
-                         f"--resume")
+        super().__init__(f"tagger training interrupted {where}; resume with: tiedlm tag train --resume {run_dir}")
 
 
 def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True,
                  log=print) -> dict:
-    """Train (or continue) a tagger in ``run_dir``; returns the metrics written to ``metrics.json``."""
+    """Train (or continue) a tagger in ``run_dir``; returns the summary written to ``summary.json``."""
     cfg.validate()
     threads = set_threads(cfg.threads)
     run_dir = Path(run_dir)
+    files = RunDir(run_dir)
     if resume:
-        corpus = load_tagging_corpus(cfg.data_dir, vocab=Vocabulary.load(run_dir / "vocab.txt"),
+        corpus = load_tagging_corpus(cfg.data_dir, vocab=Vocabulary.load(files.vocab),
                                      tags=(run_dir / "tags.txt").read_text().split(), own_data=cfg.own_data)
     else:
-        if (run_dir / "checkpoint.safetensors").exists():
-            raise UsageError(f"{run_dir} already holds a tagger run; resume it with --resume or pick another --out")
+        if files.training_state().exists():
+            raise UsageError(f"{run_dir} already holds a tagger run; resume it with --resume {run_dir} or pick "
+                             f"another --out")
         corpus = load_tagging_corpus(cfg.data_dir, cfg.min_count, own_data=cfg.own_data)
         run_dir.mkdir(parents=True, exist_ok=True)
-        corpus.vocab.save(run_dir / "vocab.txt")
-        (run_dir / "tags.txt").write_text("\n".join(corpus.tags) + "\n")
-        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
+        corpus.vocab.save(files.vocab)
+        write_text_atomic(run_dir / "tags.txt", "\n".join(corpus.tags) + "\n")
+        cfg.save(run_dir)
+        write_text_atomic(files.metrics, "")
     if cfg.max_sentences:
         corpus.splits["train"] = corpus.splits["train"][: cfg.max_sentences]
     torch.manual_seed(cfg.seed)
@@ -74,7 +76,7 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
              "seconds": 0.0, "epoch_seconds": 0.0}
     best = {k: v.clone() for k, v in model.state_dict().items()}
     if resume:
-        best, state = load_training_state(run_dir / "checkpoint.safetensors", model, opt)
+        best, state = load_training_state(files.training_state(), model, opt)
         log(f"resuming {run_dir} after epoch {state['epoch']} of {cfg.epochs}")
     counts = model.parameter_counts()
     n_train = corpus.tokens("train")
@@ -83,7 +85,7 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
             try:
                 best = _train_epoch(cfg, run_dir, corpus, model, opt, state, best, n_train, progress, log, stop)
             except StopRequested:  # between two batches: model, optimizer and position agree
-                save_training_state(run_dir / "checkpoint.safetensors", model, best, opt, state)
+                save_training_state(files.checkpoint("last"), model, best, opt, state)
                 raise TaggerInterrupted(run_dir, state["epoch"] + 1, state["batch"]) from None
             except KeyboardInterrupt:  # a second signal: stop now, write nothing
                 raise TaggerInterrupted(run_dir, state["epoch"] + 1, state["batch"], saved=False) from None
@@ -93,7 +95,7 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
                "embedding_size": cfg.embedding_size, "embedding_density": cfg.embedding_density,
                "train_seconds": state["seconds"], "threads": threads, "seed": cfg.seed,
                "vocab_size": len(corpus.vocab), "history": state["history"]}
-    write_json_atomic(run_dir / "metrics.json", metrics)
+    write_json_atomic(files.summary, metrics)
     return metrics
 
 
@@ -139,7 +141,9 @@ def _train_epoch(cfg: TaggerConfig, run_dir: Path, corpus: TaggingCorpus, model,
         state["best_dev"], state["best_epoch"] = dev, epoch
         best = {k: v.clone() for k, v in model.state_dict().items()}
     state.update(epoch=epoch, batch=0, sums=[0.0, 0], epoch_seconds=0.0)
-    save_training_state(run_dir / "checkpoint.safetensors", model, best, opt, state)
+    save_training_state(RunDir(run_dir).checkpoint("last"), model, best, opt, state)
+    with open(RunDir(run_dir).metrics, "a") as f:
+        f.write(json.dumps(state["history"][-1]) + "\n")
     log(
         f"epoch {epoch:3d} | train loss {total / seen:.4f} | dev acc {100 * dev:.2f}% | "
         f"{n_train / seconds:,.0f} tok/s | {seconds:.0f} s"
@@ -150,12 +154,10 @@ def _train_epoch(cfg: TaggerConfig, run_dir: Path, corpus: TaggingCorpus, model,
 def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, list[str]]:
     """The best model of a tagger run directory."""
     run_dir = Path(run_dir)
-    if not (run_dir / "config.json").is_file():
-        raise UsageError(f"{run_dir} is not a tagger run directory (no config.json); train one with `tiedlm tag train`")
-    cfg = TaggerConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
-    vocab = Vocabulary.load(run_dir / "vocab.txt")
+    cfg = TaggerConfig.load_run(run_dir)
+    vocab = Vocabulary.load(RunDir(run_dir).vocab)
     tags = (run_dir / "tags.txt").read_text().split()
-    tensors, _ = load_checkpoint(run_dir / "checkpoint.safetensors")
+    tensors, _ = load_checkpoint(RunDir(run_dir).training_state())
     model = BiLSTMTagger(cfg, len(vocab), len(tags))
     model.load_state_dict(model_state(tensors, "best."))
     return model.eval(), cfg, vocab, tags

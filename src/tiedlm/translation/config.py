@@ -17,7 +17,7 @@ OUTPUT_KEYS = {"tied_bias": "bias", "joint_size": "joint_size", "drill_depth": "
 
 @dataclass
 class TranslationConfig(KeyValueConfig):
-    label = "translation"
+    label, command = "translation", "translate"
     SECTIONS = {"data": ("source_lang", "target_lang", "vocab", "vocab_size", "subword_model", "share_embeddings",
                          "max_pairs", "max_length", "data_dir", "own_data"),
                 "model": ("d_model", "ffn_size", "heads", "encoder_layers", "decoder_layers", "dropout",

@@ -1,9 +1,9 @@
 """Train, evaluate and use a Transformer translator.
 
-A run directory holds ``config.json``, the sentencepiece model(s) ``spm.*.model``,
-``checkpoint.safetensors`` (model, best-valid model, Adam and RNG state, the position in the epoch;
-written atomically, no pickle), ``metrics.jsonl`` (one line per epoch) and, after training,
-``metrics.json`` with test BLEU (sacrebleu, with its signature) and ``test.hyp.txt``.
+A run directory (:class:`tiedlm.run_dir.RunDir`, the layout of every task) holds ``config.toml``, the
+sentencepiece model(s) ``spm.*.model``, ``checkpoints/last.safetensors`` (model, best-valid model, Adam and
+RNG state, the position in the epoch; written atomically, no pickle), ``metrics.jsonl`` (one line per epoch)
+and, after training, ``summary.json`` with test BLEU (sacrebleu, with its signature) and ``test.hyp.txt``.
 
 Training: Adam (β 0.9/0.98) with linear warm-up to ``lr`` and inverse-square-root decay (Vaswani et al.
 §5.3), label-smoothed cross-entropy on target subwords, optionally + γτ·J_aug (the augmented loss of
@@ -27,7 +27,7 @@ from ..errors import TiedlmError, UsageError
 from ..evaluation import perplexity
 from ..losses import AugmentedLoss
 from ..losses.fused import at_least_fp32
-from ..run_dir import write_json_atomic
+from ..run_dir import RunDir, write_json_atomic, write_text_atomic
 from ..runtime import autocast, resolve_precision, set_threads
 from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state
 from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
@@ -36,14 +36,12 @@ from .data import PAD, ParallelCorpus, SubwordVocab, encode_source, load_paralle
 from .model import TransformerTranslator
 from .search import beam_search, greedy_search
 
-CHECKPOINT = "checkpoint.safetensors"
-
 
 class TranslationInterrupted(RunInterrupted):
     def __init__(self, run_dir: Path, epoch: int, batch: int, saved: bool = True):
         where = f"at epoch {epoch}, batch {batch}" if saved else "at once by a second signal (nothing written)"
         super().__init__(
-            f"translation training interrupted {where}; resume with: tiedlm translate train --out {run_dir} --resume"
+            f"translation training interrupted {where}; resume with: tiedlm translate train --resume {run_dir}"
         )
         self.run_dir, self.epoch, self.batch = run_dir, epoch, batch
 
@@ -92,20 +90,22 @@ def validation_nll(
 def train_translator(
     cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print
 ) -> dict:
-    """Train (or continue) a translator in ``run_dir``; returns the metrics written to ``metrics.json``."""
+    """Train (or continue) a translator in ``run_dir``; returns the summary written to ``summary.json``."""
 
     cfg.validate()
     threads = set_threads(cfg.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     precision = resolve_precision(cfg.precision, device)
     run_dir = Path(run_dir)
-    if not resume and (run_dir / CHECKPOINT).exists():
-        raise UsageError(f"{run_dir} already holds a translation run; resume it with --resume or pick another --out")
+    files = RunDir(run_dir)
+    if not resume and files.training_state().exists():
+        raise UsageError(f"{run_dir} already holds a translation run; resume it with --resume {run_dir} or pick "
+                         f"another --out")
     run_dir.mkdir(parents=True, exist_ok=True)
     corpus = load_parallel_corpus(cfg, run_dir, train_vocab=not resume)
     if not resume:
-        (run_dir / "config.json").write_text(json.dumps(dataclasses.asdict(cfg), indent=2) + "\n")
-        (run_dir / "metrics.jsonl").write_text("")
+        cfg.save(run_dir)
+        write_text_atomic(files.metrics, "")
     torch.manual_seed(cfg.seed)
     model = TransformerTranslator(cfg, len(corpus.source_vocab), len(corpus.target_vocab)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
@@ -121,7 +121,7 @@ def train_translator(
     }
     best = {k: v.clone() for k, v in model.state_dict().items()}
     if resume:
-        best, state = load_training_state(run_dir / CHECKPOINT, model, opt)
+        best, state = load_training_state(files.training_state(), model, opt)
         log(f"resuming {run_dir} at epoch {state['epoch']}, batch {state['batch']}")
     counts = model.parameter_counts()
     log(
@@ -136,7 +136,7 @@ def train_translator(
                     cfg, run_dir, corpus, model, opt, aug, state, best, device, precision, progress, log, stop
                 )
             except StopRequested:  # between two batches: model, optimizer and position agree
-                save_training_state(run_dir / CHECKPOINT, model, best, opt, state)
+                save_training_state(files.checkpoint("last"), model, best, opt, state)
                 raise TranslationInterrupted(run_dir, state["epoch"], state["batch"]) from None
             except KeyboardInterrupt:  # a second signal: stop now, write nothing
                 raise TranslationInterrupted(run_dir, state["epoch"], state["batch"], saved=False) from None
@@ -160,7 +160,7 @@ def train_translator(
         "beam": cfg.beam,
         "length_penalty": cfg.length_penalty,
     }
-    write_json_atomic(run_dir / "metrics.json", metrics)
+    write_json_atomic(files.summary, metrics)
     return metrics
 
 
@@ -235,8 +235,8 @@ def _train_epoch(
         state["best_valid"], state["best_epoch"] = valid, epoch
         best = {k: v.detach().clone() for k, v in model.state_dict().items()}
     state.update(epoch=epoch + 1, batch=0, sums=[0.0, 0], epoch_seconds=0.0)
-    save_training_state(run_dir / CHECKPOINT, model, best, opt, state)
-    with open(run_dir / "metrics.jsonl", "a") as f:
+    save_training_state(RunDir(run_dir).checkpoint("last"), model, best, opt, state)
+    with open(RunDir(run_dir).metrics, "a") as f:
         f.write(json.dumps(record) + "\n")
     log(
         f"epoch {epoch:3d} | train ppl {record['train_ppl']:7.2f} | valid ppl {record['valid_ppl']:7.2f} | "
@@ -324,15 +324,15 @@ def bleu(
 def load_translator(run_dir: Path):
     """The best model of a run directory, its config and subword vocabularies."""
     run_dir = Path(run_dir)
-    if not (run_dir / "config.json").is_file() or not (run_dir / CHECKPOINT).is_file():
+    if not TranslationConfig.saved(run_dir) or not RunDir(run_dir).training_state().is_file():
         raise UsageError(
-            f"{run_dir} is not a translation run directory (needs config.json and {CHECKPOINT}); "
+            f"{run_dir} is not a translation run directory (needs config.toml and checkpoints/last.safetensors); "
             "train one with `tiedlm translate train`"
         )
-    cfg = TranslationConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+    cfg = TranslationConfig.load_run(run_dir)
     names = ["spm.joint"] if cfg.vocab == "joint" else [f"spm.{cfg.source_lang}", f"spm.{cfg.target_lang}"]
     vocabs = [SubwordVocab(run_dir / f"{n}.model") for n in names]
-    tensors, _ = load_checkpoint(run_dir / CHECKPOINT)
+    tensors, _ = load_checkpoint(RunDir(run_dir).training_state())
     model = TransformerTranslator(cfg, len(vocabs[0]), len(vocabs[-1]))
     model.load_state_dict(model_state(tensors, "best."))
     return model.eval(), cfg, vocabs[0], vocabs[-1]
