@@ -51,15 +51,21 @@ def main() -> None:
         return lambda: [loss_fn(wh + bias).backward() for _ in range(args.reps)]
 
     # the first (warm-up) round also builds the C++ kernels where they are not built yet
-    med = {name: t / args.reps for name, t in interleaved_medians(
-        {name: block(fn) for name, fn in variants.items()}, args.blocks).items()}
-    print(f"loss alone: {ROWS} x {VOCAB:,} fp32 logits, τ = {TAU:g}, {threads} thread(s), torch {torch.__version__}, "
-          f"C++ kernels: {'yes' if native.available() else 'no'}; median of {args.blocks} blocks of {args.reps}")
+    med = {
+        name: t / args.reps
+        for name, t in interleaved_medians({name: block(fn) for name, fn in variants.items()}, args.blocks).items()
+    }
+    print(
+        f"loss alone: {ROWS} x {VOCAB:,} fp32 logits, τ = {TAU:g}, {threads} thread(s), torch {torch.__version__}, "
+        f"C++ kernels: {'yes' if native.available() else 'no'}; median of {args.blocks} blocks of {args.reps}"
+    )
     for name, t in med.items():
         print(f"{name:<30} {t * 1e3:7.2f} ms per forward + backward")
     one, two = med["aug_bias = false, one pass"], med["aug_bias = false, two passes"]
-    print(f"aug_bias = false: two passes / one pass {two / one:.2f}x; "
-          f"one pass / aug_bias = true {one / med['aug_bias = true']:.2f}x")
+    print(
+        f"aug_bias = false: two passes / one pass {two / one:.2f}x; "
+        f"one pass / aug_bias = true {one / med['aug_bias = true']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,14 @@ def measure(preset: str, mode: str, warm: int, windows: int, extra: list[str]) -
             except Interrupted:
                 pass
         rate = (tr.sums["tokens"] - n0) / (tr.sums["time"] - t0)
-        return {"preset": preset, "cuda_graph": mode, "tokens_per_s": rate, "precision": tr.precision,
-                "graph_used": tr.graphed is not None, "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20}
+        return {
+            "preset": preset,
+            "cuda_graph": mode,
+            "tokens_per_s": rate,
+            "precision": tr.precision,
+            "graph_used": tr.graphed is not None,
+            "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20,
+        }
 
 
 def main() -> None:
@@ -58,9 +64,12 @@ def main() -> None:
         row = {m: measure(preset, m, args.warm, args.windows, args.set) for m in ("off", "auto")}
         results += row.values()
         off, on = row["off"], row["auto"]
-        print(f"{preset:18s} {off['precision']}  eager {off['tokens_per_s']:9,.0f} tok/s   CUDA graph "
-              f"{on['tokens_per_s']:9,.0f} tok/s   {on['tokens_per_s'] / off['tokens_per_s']:5.2f}x   "
-              f"peak GPU memory {off['peak_gpu_mb']:,.0f} / {on['peak_gpu_mb']:,.0f} MB", flush=True)
+        print(
+            f"{preset:18s} {off['precision']}  eager {off['tokens_per_s']:9,.0f} tok/s   CUDA graph "
+            f"{on['tokens_per_s']:9,.0f} tok/s   {on['tokens_per_s'] / off['tokens_per_s']:5.2f}x   "
+            f"peak GPU memory {off['peak_gpu_mb']:,.0f} / {on['peak_gpu_mb']:,.0f} MB",
+            flush=True,
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 

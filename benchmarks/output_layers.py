@@ -24,8 +24,13 @@ from tiedlm.losses import LanguageModelLoss, encoder_regularization
 from tiedlm.models import LanguageModel
 from tiedlm.runtime import autocast, set_threads
 
-LAYERS = {"tied": ("tied", {}), "full": ("full", {}), "bilinear": ("bilinear", {}), "dual": ("dual", {}),
-          **{f"drill-{k}": ("drill", {"model.output.depth": k}) for k in (1, 2, 3, 4)}}
+LAYERS = {
+    "tied": ("tied", {}),
+    "full": ("full", {}),
+    "bilinear": ("bilinear", {}),
+    "dual": ("dual", {}),
+    **{f"drill-{k}": ("drill", {"model.output.depth": k}) for k in (1, 2, 3, 4)},
+}
 
 
 def build(layer: str, size: str, vocab: int) -> tuple[LanguageModel, Config]:
@@ -86,11 +91,26 @@ def main() -> None:
             times[name] += [steps[name]() for _ in range(args.steps)]
     med = {name: statistics.median(v) * 1000 for name, v in times.items()}
     base = med.get("tied")
-    rows = [{"layer": n, "params": params[n], "ms_per_step": round(med[n], 1),
-             "ratio_to_tied": round(med[n] / base, 3) if base else None,
-             "tokens_per_s": round(batch * bptt / med[n] * 1000)} for n in args.layers]
-    meta = {"size": args.size, "precision": args.precision, "threads": threads, "batch": batch, "bptt": bptt,
-            "vocab": vocab, "timed_steps_per_layer": args.rounds * args.steps, "torch": torch.__version__}
+    rows = [
+        {
+            "layer": n,
+            "params": params[n],
+            "ms_per_step": round(med[n], 1),
+            "ratio_to_tied": round(med[n] / base, 3) if base else None,
+            "tokens_per_s": round(batch * bptt / med[n] * 1000),
+        }
+        for n in args.layers
+    ]
+    meta = {
+        "size": args.size,
+        "precision": args.precision,
+        "threads": threads,
+        "batch": batch,
+        "bptt": bptt,
+        "vocab": vocab,
+        "timed_steps_per_layer": args.rounds * args.steps,
+        "torch": torch.__version__,
+    }
     if args.json:
         print(json.dumps({"meta": meta, "rows": rows}, indent=1))
         return

@@ -74,15 +74,19 @@ def main() -> None:
     i, h, h_s = SIZES[args.size]
     k, w = solve_equal_parameters(i, h, h_s, args.components)
     sparse = SparseLSTMLayer(i, h_s, k, w).train()
-    layers = {"sparse batched": sparse, "sparse sequential": SequentialComponents(sparse),
-              "dense": VDLSTMLayer(i, h).train()}
+    layers = {
+        "sparse batched": sparse,
+        "sparse sequential": SequentialComponents(sparse),
+        "dense": VDLSTMLayer(i, h).train(),
+    }
     x = torch.randn(args.bptt, args.batch, i)
     state_s = (torch.zeros(args.batch, h_s), torch.zeros(args.batch, h_s))
     state_d = (torch.zeros(args.batch, h), torch.zeros(args.batch, h))
     with torch.no_grad():
         diff = (layers["sparse batched"](x, state_s)[0] - layers["sparse sequential"](x, state_s)[0]).abs().max()
-    steps = {name: timer(layer, x, state_d if name == "dense" else state_s, args.precision)
-             for name, layer in layers.items()}
+    steps = {
+        name: timer(layer, x, state_d if name == "dense" else state_s, args.precision) for name, layer in layers.items()
+    }
     times = {name: [] for name in layers}
     for step in steps.values():  # warm-up
         step()
@@ -90,9 +94,11 @@ def main() -> None:
         for name, step in steps.items():
             times[name] += [step() for _ in range(args.steps)]
     params = {name: sum(p.numel() for p in layer.parameters()) for name, layer in layers.items()}
-    print(f"# sparse LSTM step time, {args.size} size: input {i}, sparse {h_s} units as k={k} components reading "
-          f"{w}/{i} inputs (density {w / i:.3f}) vs dense {h} units; batch {args.batch}, bptt {args.bptt}, "
-          f"{args.precision}, {torch.get_num_threads()} thread(s), {args.rounds}x{args.steps} steps each")
+    print(
+        f"# sparse LSTM step time, {args.size} size: input {i}, sparse {h_s} units as k={k} components reading "
+        f"{w}/{i} inputs (density {w / i:.3f}) vs dense {h} units; batch {args.batch}, bptt {args.bptt}, "
+        f"{args.precision}, {torch.get_num_threads()} thread(s), {args.rounds}x{args.steps} steps each"
+    )
     print(f"# batched vs sequential outputs: max |diff| = {diff:.2e}")
     base = statistics.median(times["sparse batched"])
     print(f"{'layer':<18} {'params':>11} {'ms/step':>9} {'vs batched':>11}")

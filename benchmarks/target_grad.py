@@ -67,12 +67,16 @@ def main() -> None:
 
     seconds = interleaved_medians({name: block(fn) for name, fn in losses.items()}, args.blocks)
     med = {name: args.steps * BATCH * BPTT / s for name, s in seconds.items()}
-    print(f"small tied PTB model, fp32, {threads} thread(s), torch {torch.__version__}, "
-          f"C++ kernels: {'yes' if native.available() else 'no'}; {args.blocks} blocks of {args.steps} steps")
+    print(
+        f"small tied PTB model, fp32, {threads} thread(s), torch {torch.__version__}, "
+        f"C++ kernels: {'yes' if native.available() else 'no'}; {args.blocks} blocks of {args.steps} steps"
+    )
     for name, r in med.items():
         print(f"{name:<22} {r:8,.0f} tok/s")
-    print(f"target_grad fused / autograd: {med['target_grad fused'] / med['target_grad autograd']:.2f}x; "
-          f"target_grad fused / fixed ỹ: {med['target_grad fused'] / med['fixed ỹ (default)']:.2f}x")
+    print(
+        f"target_grad fused / autograd: {med['target_grad fused'] / med['target_grad autograd']:.2f}x; "
+        f"target_grad fused / fixed ỹ: {med['target_grad fused'] / med['fixed ỹ (default)']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -55,11 +55,10 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
     t = time.perf_counter()
     for _ in range(reps):
         a @ b
-    return 2 * n ** 3 * reps / (time.perf_counter() - t) / 1e9
+    return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
 
 
-AWD_PRESETS = ["ptb-awd-tied", "ptb-awd-tied-budget", "ptb-awd-drill", "ptb-awd-drill-budget",
-               "ptb-awd-sparse-budget"]
+AWD_PRESETS = ["ptb-awd-tied", "ptb-awd-tied-budget", "ptb-awd-drill", "ptb-awd-drill-budget", "ptb-awd-sparse-budget"]
 
 
 def _locked(x: torch.Tensor, p: float) -> torch.Tensor:
@@ -177,8 +176,12 @@ def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int
     dev = torch.device("cpu")
     loss_fn = LanguageModelLoss(augmented=augmented, tau=20.0, gamma=0.65)
     if impl in ("tiedlm", "tiedlm-py"):
-        mcfg = ModelConfig(embedding_size=h, init_range=0.1, output="full",
-                           encoder={"name": "vd-lstm", "hidden_size": h, "layers": 2, "dropout": 0.3})
+        mcfg = ModelConfig(
+            embedding_size=h,
+            init_range=0.1,
+            output="full",
+            encoder={"name": "vd-lstm", "hidden_size": h, "layers": 2, "dropout": 0.3},
+        )
         model = LanguageModel(mcfg, VOCAB)  # same output layer with and without AL
         state0 = model.init_state(BATCH)
         emb = lambda: model.input_embeddings  # noqa: E731
@@ -258,8 +261,18 @@ def main() -> None:
 
 
 def _child(one: str, args, threads: int, env: dict | None = None) -> dict:
-    cmd = [sys.executable, __file__, "--_one", one, "--steps", str(args.steps), "--blocks", str(args.blocks),
-           "--threads", str(threads)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--_one",
+        one,
+        "--steps",
+        str(args.steps),
+        "--blocks",
+        str(args.blocks),
+        "--threads",
+        str(threads),
+    ]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
 
 

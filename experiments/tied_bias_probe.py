@@ -15,8 +15,11 @@ import time
 from tiedlm.config import Config
 from tiedlm.train import Interrupted, Trainer
 
-VARIANTS = {"vd": ("ptb-small-vd", []), "re-zero-bias": ("ptb-small-re", []),
-            "re-learnable-bias": ("ptb-small-re", ["model.output.bias=true"])}
+VARIANTS = {
+    "vd": ("ptb-small-vd", []),
+    "re-zero-bias": ("ptb-small-re", []),
+    "re-learnable-bias": ("ptb-small-re", ["model.output.bias=true"]),
+}
 
 
 def main() -> None:
@@ -36,8 +39,11 @@ def main() -> None:
         except Interrupted:
             pass
         s = tr.sums
-        print(f"{name:18s} train ppl over the first {args.windows} windows: {math.exp(s['ce'] / s['tokens']):7.1f} "
-              f"(seed {cfg.train.seed}, {time.perf_counter() - t:.0f} s)", flush=True)
+        print(
+            f"{name:18s} train ppl over the first {args.windows} windows: {math.exp(s['ce'] / s['tokens']):7.1f} "
+            f"(seed {cfg.train.seed}, {time.perf_counter() - t:.0f} s)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

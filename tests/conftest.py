@@ -38,10 +38,20 @@ def _deterministic():
 
 
 def tiny_overrides(corpus: Path, **extra) -> list[str]:
-    base = {"data.name": str(corpus), "model.embedding_size": "16", "model.hidden_size": "16",
-            "train.epochs": "2", "train.batch_size": "4", "train.bptt": "8", "train.eval_batch_size": "4",
-            "train.precision": "fp32", "train.device": "cpu", "train.threads": "1", "train.decay_start": "2",
-            "train.lr": "1.0"}
+    base = {
+        "data.name": str(corpus),
+        "model.embedding_size": "16",
+        "model.hidden_size": "16",
+        "train.epochs": "2",
+        "train.batch_size": "4",
+        "train.bptt": "8",
+        "train.eval_batch_size": "4",
+        "train.precision": "fp32",
+        "train.device": "cpu",
+        "train.threads": "1",
+        "train.decay_start": "2",
+        "train.lr": "1.0",
+    }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]
 

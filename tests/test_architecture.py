@@ -13,8 +13,7 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 LAYERS = [
-    ("base", ["tiedlm.errors", "tiedlm.paths", "tiedlm.runtime", "tiedlm.native", "tiedlm.registry",
-              "tiedlm.run_dir"]),
+    ("base", ["tiedlm.errors", "tiedlm.paths", "tiedlm.runtime", "tiedlm.native", "tiedlm.registry", "tiedlm.run_dir"]),
     ("data", ["tiedlm.data"]),
     ("models", ["tiedlm.models"]),  # each with its own typed config (models.config: the [model] table)
     ("config", ["tiedlm.config"]),  # the run: [data] [model] [loss] [train]
@@ -77,15 +76,21 @@ def test_every_module_has_a_layer(graph):
 
 
 def test_no_import_runs_back_up_the_pipeline(graph):
-    upward = [f"{m} ({LAYERS[_layer(m)][0]}) imports {t} ({LAYERS[_layer(t)][0]})"
-              for m, targets in graph.items() for t in targets if t != "tiedlm" and _layer(t) > _layer(m)]
+    upward = [
+        f"{m} ({LAYERS[_layer(m)][0]}) imports {t} ({LAYERS[_layer(t)][0]})"
+        for m, targets in graph.items()
+        for t in targets
+        if t != "tiedlm" and _layer(t) > _layer(m)
+    ]
     assert not upward, "\n".join(upward)
 
 
 def test_no_two_modules_import_each_other(graph):
     """No cycle among modules (a package's ``__init__`` re-exporting its own modules is not one)."""
-    edges = {m: {t for t in ts if not (m.startswith(t + ".") and (SRC / Path(*t.split("."))).is_dir())}
-             for m, ts in graph.items()}
+    edges = {
+        m: {t for t in ts if not (m.startswith(t + ".") and (SRC / Path(*t.split("."))).is_dir())}
+        for m, ts in graph.items()
+    }
     edges = {m: {t for t in ts if not t.startswith(m + ".")} for m, ts in edges.items()}  # package -> own module
     index, low, stack, on_stack, cycles, counter = {}, {}, [], set(), [], [0]
 

@@ -111,8 +111,10 @@ def test_fused_fixed_target_matches_the_autograd_reference():
     (g_fused,) = torch.autograd.grad(fused, logits)
     ref_logits = logits.detach().clone().requires_grad_(True)
     log_tgt = torch.log_softmax((emb[targets] @ emb.t()).double() / tau, -1)
-    ref = torch.nn.functional.kl_div(torch.log_softmax(ref_logits / tau, -1), log_tgt, reduction="sum",
-                                     log_target=True) / n
+    ref = (
+        torch.nn.functional.kl_div(torch.log_softmax(ref_logits / tau, -1), log_tgt, reduction="sum", log_target=True)
+        / n
+    )
     (g_ref,) = torch.autograd.grad(ref, ref_logits)
     assert fused.item() == pytest.approx(ref.item(), rel=1e-6)
     assert torch.allclose(g_fused, g_ref, atol=1e-7)
@@ -166,8 +168,9 @@ def test_python_path_with_per_token_targets_matches_autograd(monkeypatch, distin
     tau, w_ce, w_aug = 3.0, 0.6, 1.7
     ref_in = logits.clone().requires_grad_()
     tgt = torch.softmax(emb[targets] @ emb.t() / tau, -1)
-    ref = w_ce * F.cross_entropy(ref_in, targets) + w_aug * F.kl_div(F.log_softmax(ref_in / tau, -1), tgt,
-                                                                      reduction="batchmean")
+    ref = w_ce * F.cross_entropy(ref_in, targets) + w_aug * F.kl_div(
+        F.log_softmax(ref_in / tau, -1), tgt, reduction="batchmean"
+    )
     ref.backward()
     probs, inverse, neg_entropy = fused.augmented_targets(targets, emb, tau, distinct=distinct)
     assert probs.size(0) == (targets.unique().numel() if distinct else targets.numel())

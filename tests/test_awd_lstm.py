@@ -67,9 +67,16 @@ def test_variable_window_lengths_cover_the_stream_and_are_seeded():
 
 
 def _awd_cfg(corpus, **extra):
-    over = {"model.embedding_size": "12", "model.hidden_size": "20", "model.layers": "3",
-            "train.bptt": "10", "train.lr": "5", "train.epochs": "2", "train.finetune_epochs": "2",
-            "train.nonmono": "1"}
+    over = {
+        "model.embedding_size": "12",
+        "model.hidden_size": "20",
+        "model.layers": "3",
+        "train.bptt": "10",
+        "train.lr": "5",
+        "train.epochs": "2",
+        "train.finetune_epochs": "2",
+        "train.nonmono": "1",
+    }
     over.update(extra)
     return Config.load("ptb-awd-drill-budget").with_overrides(tiny_overrides(corpus, **over))
 

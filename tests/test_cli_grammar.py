@@ -34,8 +34,28 @@ def test_sectioned_keys_of_the_tagger_and_translator():
 def test_tag_train_resume_dir_and_threads(tmp_path, capsys):
     data, run = _treebank(tmp_path / "tb"), tmp_path / "run"
     common = ["--no-progress", "--json", "--threads", "1"]
-    assert main(["tag", "train", "--out", str(run), "--data", str(data), *common, "--set", "train.epochs=1",
-                 "--set", "model.embedding_size=4", "--set", "model.hidden_size=4", "--set", "data.min_count=1"]) == 0
+    assert (
+        main(
+            [
+                "tag",
+                "train",
+                "--out",
+                str(run),
+                "--data",
+                str(data),
+                *common,
+                "--set",
+                "train.epochs=1",
+                "--set",
+                "model.embedding_size=4",
+                "--set",
+                "model.hidden_size=4",
+                "--set",
+                "data.min_count=1",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["epochs"] == 1
     assert "threads = 1" in (run / "config.toml").read_text() and "[model]" in (run / "config.toml").read_text()
     assert (run / "checkpoints" / "last.safetensors").is_file() and (run / "summary.json").is_file()
@@ -54,8 +74,11 @@ def test_tag_train_resume_dir_and_threads(tmp_path, capsys):
 def test_train_threads_option_sets_train_threads(tiny_corpus, tmp_path, capsys):
     from tests.conftest import tiny_overrides
 
-    sets = [x for item in tiny_overrides(tiny_corpus, **{"train.epochs": "1", "train.threads": "2"})
-            for x in ("--set", item)]
+    sets = [
+        x
+        for item in tiny_overrides(tiny_corpus, **{"train.epochs": "1", "train.threads": "2"})
+        for x in ("--set", item)
+    ]
     run = tmp_path / "lm"
     assert main(["train", "ptb-small-vd", "--out", str(run), "--no-progress", "--threads", "1", *sets]) == 0
     assert "threads = 1" in (run / "config.toml").read_text()

@@ -18,11 +18,19 @@ print("HEAVY", heavy, file=sys.stderr)
 """
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["presets"], ["train", "--help"], ["evaluate", "--help"],
-                                  ["predict", "x", "--top", "0"], ["tag", "train", "--help"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["presets"],
+        ["train", "--help"],
+        ["evaluate", "--help"],
+        ["predict", "x", "--top", "0"],
+        ["tag", "train", "--help"],
+    ],
+)
 def test_light_commands_do_not_import_torch(argv):
-    out = subprocess.run([sys.executable, "-c", CHECK.format(argv=argv)], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run([sys.executable, "-c", CHECK.format(argv=argv)], capture_output=True, text=True, timeout=120)
     assert "HEAVY []" in out.stderr, out.stderr[-2000:]
 
 

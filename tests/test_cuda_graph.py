@@ -21,8 +21,8 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 def _cfg(corpus, preset="ptb-small-real", **extra):
     """The preset on the tiny corpus, with ỹ fixed: gradients through ỹ (the REAL presets' setting) run eagerly."""
     return Config.load(preset).with_overrides(
-        tiny_overrides(corpus, **{"train.device": "cuda", "model.dropout": "0.3", "loss.target_grad": "false",
-                                  **extra}))
+        tiny_overrides(corpus, **{"train.device": "cuda", "model.dropout": "0.3", "loss.target_grad": "false", **extra})
+    )
 
 
 def _fit(cfg, out, budget=None):
@@ -37,14 +37,16 @@ def _weights(run):
 
 
 @cuda
-@pytest.mark.parametrize("preset, precision", [("ptb-small-real", "fp32"), ("ptb-small-vd", "fp32"),
-                                               ("ptb-small-real", "bf16")])
+@pytest.mark.parametrize(
+    "preset, precision", [("ptb-small-real", "fp32"), ("ptb-small-vd", "fp32"), ("ptb-small-real", "bf16")]
+)
 def test_graphed_training_matches_eager(tiny_corpus, tmp_path, preset, precision):
     """Same seed, same masks (the CUDA generator advances alike), same updates: same run, up to rounding."""
     runs = {}
     for mode in ("off", "auto"):
-        tr, summary = _fit(_cfg(tiny_corpus, preset, **{"train.cuda_graph": mode, "train.precision": precision}),
-                           tmp_path / mode)
+        tr, summary = _fit(
+            _cfg(tiny_corpus, preset, **{"train.cuda_graph": mode, "train.precision": precision}), tmp_path / mode
+        )
         runs[mode] = (tr, summary)
     assert runs["off"][0].graphed is None and runs["auto"][0].graphed is not None
     tol = 1e-4 if precision == "fp32" else 2e-2
@@ -68,8 +70,9 @@ def test_graphed_run_resumes_exactly(tiny_corpus, tmp_path):
     resumed = Trainer(cfg, tmp_path / "part", progress=False, log=lambda *a: None)
     resumed.setup(True)
     s_res = resumed.fit()
-    assert [m["valid_ppl"] for m in read_metrics(tmp_path / "full")] == \
-        [m["valid_ppl"] for m in read_metrics(tmp_path / "part")]
+    assert [m["valid_ppl"] for m in read_metrics(tmp_path / "full")] == [
+        m["valid_ppl"] for m in read_metrics(tmp_path / "part")
+    ]
     assert s_full["test_ppl"] == s_res["test_ppl"]
     wa, wb = _weights(tmp_path / "full"), _weights(tmp_path / "part")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
@@ -91,8 +94,10 @@ def test_non_finite_graphed_step_is_undone(tiny_corpus, tmp_path):
     state_before = [tuple(t.clone() for t in s) for s in state]
     _, _, finite, state = step.step(x, y, state, 1.0)
     assert not finite
-    assert all(torch.equal(a, b) or torch.equal(a.isinf(), b.isinf()) and torch.equal(a[a.isfinite()], b[b.isfinite()])
-               for a, b in zip(before, tr.model.parameters()))
+    assert all(
+        torch.equal(a, b) or torch.equal(a.isinf(), b.isinf()) and torch.equal(a[a.isfinite()], b[b.isfinite()])
+        for a, b in zip(before, tr.model.parameters())
+    )
     assert all(torch.equal(a, b) for s0, s1 in zip(state_before, state) for a, b in zip(s0, s1))
 
 
@@ -117,7 +122,8 @@ def test_unsupported_runs_say_why(tiny_corpus):
     assert "DDP" in unsupported_reason(cfg, cuda_dev, True)
     assert "encoder" in unsupported_reason(Config.load("ptb-awd-tied"), cuda_dev, False)
     assert "target_grad" in unsupported_reason(preset, cuda_dev, False)
-    assert "aug_bias" in unsupported_reason(Config.load("ptb-small-al").with_overrides(["loss.aug_bias=false"]),
-                                            cuda_dev, False)
+    assert "aug_bias" in unsupported_reason(
+        Config.load("ptb-small-al").with_overrides(["loss.aug_bias=false"]), cuda_dev, False
+    )
     with pytest.raises(Exception, match="train.cuda_graph"):
         cfg.with_overrides(["train.cuda_graph=sometimes"])

@@ -112,4 +112,3 @@ def test_shared_ptb_and_wikitext2_official_counts(shared_data, monkeypatch):
     assert len(h1.vocab) == VOCAB_SIZES["wikitext-2"] == 33278
     assert h1.train.numel() + h2.train.numel() == 2088628 and h1.valid.numel() == 217646
     assert h1.vocab.words == h2.vocab.words
-

@@ -22,21 +22,35 @@ def _overrides(corpus, **extra):
 def _torchrun(args, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env["OMP_NUM_THREADS"] = "1"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "tiedlm.cli", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "tiedlm.cli",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
 
 
 @pytest.mark.slow
 def test_two_ranks_match_one_process_and_stay_identical(tiny_corpus, tmp_path):
     sets = [a for o in _overrides(tiny_corpus) for a in ("--set", o)]
-    ddp = _torchrun(["train", "ptb-small-re", "--out", str(tmp_path / "ddp"), "--no-progress", "--json", *sets],
-                    tmp_path)
+    ddp = _torchrun(
+        ["train", "ptb-small-re", "--out", str(tmp_path / "ddp"), "--no-progress", "--json", *sets], tmp_path
+    )
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     summary = json.loads(ddp.stdout)  # printed once (rank 0 only)
     assert summary["distributed"] == {"world_size": 2, "global_batch_size": 4, "max_parameter_spread": 0.0}
-    single = train(Config.load("ptb-small-re").with_overrides(_overrides(tiny_corpus)), tmp_path / "one",
-                   progress=False, log=lambda *a: None)
+    single = train(
+        Config.load("ptb-small-re").with_overrides(_overrides(tiny_corpus)),
+        tmp_path / "one",
+        progress=False,
+        log=lambda *a: None,
+    )
     a, _ = load_checkpoint(tmp_path / "ddp" / "checkpoints" / "last.safetensors")
     b, _ = load_checkpoint(tmp_path / "one" / "checkpoints" / "last.safetensors")
     for name in (k for k in b if k.startswith("model.")):
@@ -50,14 +64,33 @@ def test_resume_of_a_distributed_run_and_uneven_batch_error(tiny_corpus, tmp_pat
     sets = [a for o in _overrides(tiny_corpus, **{"train.epochs": "1"}) for a in ("--set", o)]
     first = _torchrun(["train", "ptb-small-re", "--out", str(tmp_path / "r"), "--no-progress", *sets], tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
-    more = _torchrun(["train", "--resume", str(tmp_path / "r"), "--set", "train.epochs=2", "--no-progress",
-                      "--json"], tmp_path)
+    more = _torchrun(
+        ["train", "--resume", str(tmp_path / "r"), "--set", "train.epochs=2", "--no-progress", "--json"], tmp_path
+    )
     assert more.returncode == 0, more.stderr[-2000:]
     assert json.loads(more.stdout)["epochs"] == 2
-    whole = _torchrun(["train", "ptb-small-re", "--out", str(tmp_path / "w"), "--no-progress", "--json",
-                       *[a for o in _overrides(tiny_corpus) for a in ("--set", o)]], tmp_path)
+    whole = _torchrun(
+        [
+            "train",
+            "ptb-small-re",
+            "--out",
+            str(tmp_path / "w"),
+            "--no-progress",
+            "--json",
+            *[a for o in _overrides(tiny_corpus) for a in ("--set", o)],
+        ],
+        tmp_path,
+    )
     assert json.loads(whole.stdout)["valid_ppl"] == json.loads(more.stdout)["valid_ppl"]
-    odd = _torchrun(["train", "ptb-small-re", "--out", str(tmp_path / "odd"), "--no-progress",
-                     *[a for o in _overrides(tiny_corpus, **{"train.batch_size": "5"}) for a in ("--set", o)]],
-                    tmp_path)
+    odd = _torchrun(
+        [
+            "train",
+            "ptb-small-re",
+            "--out",
+            str(tmp_path / "odd"),
+            "--no-progress",
+            *[a for o in _overrides(tiny_corpus, **{"train.batch_size": "5"}) for a in ("--set", o)],
+        ],
+        tmp_path,
+    )
     assert odd.returncode != 0 and "does not split evenly over 2 processes" in odd.stderr  # torchrun exits 1

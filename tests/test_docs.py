@@ -61,7 +61,8 @@ def test_relative_links_and_anchors_in_readme_and_docs_resolve():
 
 def test_slug_rule():
     assert _slug("Why REAL trails VD: the augmented loss together with b = 0") == (
-        "why-real-trails-vd-the-augmented-loss-together-with-b--0")
+        "why-real-trails-vd-the-augmented-loss-together-with-b--0"
+    )
 
 
 def test_readme_is_a_manual_that_fits_a_few_screens():

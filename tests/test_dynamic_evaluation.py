@@ -49,12 +49,33 @@ def test_dynamic_evaluation_scores_before_it_adapts_and_helps_on_repetitive_text
 
 def test_evaluate_dynamic_cli_with_grid_leaves_the_run_unchanged(tiny_corpus, tmp_path, capsys):
     run = _train(tiny_corpus, tmp_path / "run")
-    digest = lambda: {p.name: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
-                      for p in sorted(run.rglob("*")) if p.is_file()}
+
+    def digest():
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(run.rglob("*")) if p.is_file()}
+
     saved = digest()
     capsys.readouterr()
-    assert main(["evaluate", str(run), "--dynamic", "--grid", "--grid-lrs", "0.001", "0.01", "--grid-lambdas", "0.02",
-                 "--stat-tokens", "300", "--grid-tokens", "200", "--json"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(run),
+                "--dynamic",
+                "--grid",
+                "--grid-lrs",
+                "0.001",
+                "0.01",
+                "--grid-lambdas",
+                "0.02",
+                "--stat-tokens",
+                "300",
+                "--grid-tokens",
+                "200",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert len(out["grid"]) == 2 and out["settings"]["lr"] == min(out["grid"], key=lambda g: g["valid_ppl"])["lr"]
     assert out["dynamic_ppl"] > 1 and out["static_ppl"] > 1
@@ -70,7 +91,7 @@ def _paper_statistics(model, ids, streams, bptt):
     params = list(model.parameters())
     sq, segments, state = [torch.zeros_like(p) for p in params], 0, model.init_state(streams)
     for i in range(0, n - 1, bptt):
-        x, y = data[i: i + bptt], data[i + 1: i + 1 + bptt]
+        x, y = data[i : i + bptt], data[i + 1 : i + 1 + bptt]
         x = x[: y.size(0)]
         logits, state = model(x, state)
         state = [tuple(t.detach() for t in s) for s in state]
@@ -100,7 +121,7 @@ def test_dynamic_evaluation_follows_krause_et_al_written_out(tiny_corpus, tmp_pa
     decrate = [torch.clamp(m / mean_ms, max=1 / settings.lamb) for m in ms]
     total, count, state = 0.0, 0, model.init_state(1)
     for i in range(0, ids.numel() - 1, 5):
-        x, y = ids[i: i + 5, None], ids[i + 1: i + 6, None]
+        x, y = ids[i : i + 5, None], ids[i + 1 : i + 6, None]
         x = x[: y.size(0)]
         logits, state = model(x, state)
         state = [tuple(t.detach() for t in s) for s in state]
@@ -108,8 +129,10 @@ def test_dynamic_evaluation_follows_krause_et_al_written_out(tiny_corpus, tmp_pa
         total, count = total + loss.item() * y.numel(), count + y.numel()
         grads = torch.autograd.grad(loss, params)
         with torch.no_grad():
-            new = [p - settings.lr * g / (m + settings.epsilon) + settings.lamb * d * (p0 - p)
-                   for p, g, m, d, p0 in zip(params, grads, ms, decrate, theta0)]
+            new = [
+                p - settings.lr * g / (m + settings.epsilon) + settings.lamb * d * (p0 - p)
+                for p, g, m, d, p0 in zip(params, grads, ms, decrate, theta0)
+            ]
             for p, v in zip(params, new):
                 p.copy_(v)
     res = dynamic_evaluate(run.model, ids, stats, settings, return_model=True)

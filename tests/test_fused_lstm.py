@@ -84,13 +84,11 @@ def test_sparse_layer_fused_components_match_the_batched_loop(monkeypatch, shape
     layer = SparseLSTMLayer(i, h, k, w, weight_drop=0.5).train(training)
     x, state = torch.randn(7, 3, i), (torch.randn(3, h), torch.randn(3, h))
     calls, original = [], SparseLSTMLayer._fused_components
-    monkeypatch.setattr(SparseLSTMLayer, "_fused_components",
-                        lambda self, *a: calls.append(1) or original(self, *a))
+    monkeypatch.setattr(SparseLSTMLayer, "_fused_components", lambda self, *a: calls.append(1) or original(self, *a))
     loop = _run(layer, x, state, monkeypatch, fused=False)
     fused = _run(layer, x, state, monkeypatch, fused=True)
     _assert_same(loop, fused)
     assert len(calls) == (1 if w <= 4 * (h // k) else 0)  # on the CPU, wide slices keep the batched loop
-
 
 
 def test_fused_components_are_the_dense_equivalent_layer(monkeypatch):

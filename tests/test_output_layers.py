@@ -29,7 +29,7 @@ def test_dedicated_parameters_match_closed_forms(vocab, d, d_h, joint, depth):
     """Ineq. (6) and eq. (11): the counts of the layers as built equal the closed forms."""
     emb = nn.Embedding(vocab, d)
     for kind in KINDS:
-        for bias in ((False, True) if kind == "tied" else (True,)):
+        for bias in (False, True) if kind == "tied" else (True,):
             cfg = OUTPUTS.config_for(kind, joint_size=joint, depth=depth, bias=bias)
             layer = build_output(cfg, emb, d_h)
             assert layer.dedicated_parameters() == closed_form_parameters(cfg, vocab, d, d_h)
@@ -38,16 +38,25 @@ def test_dedicated_parameters_match_closed_forms(vocab, d, d_h, joint, depth):
 
 def test_parameter_ordering_of_ineq_6():
     """|θ_tied| < |θ_bilinear| < |θ_dual| < |θ_full| at PTB sizes, and DRILL depth k sits between by eq. (11)."""
-    c = {k: closed_form_parameters(OUTPUTS.config_for(k, joint_size=400, depth=1, bias=True), 10_000, 400, 400)
-         for k in KINDS}
+    c = {
+        k: closed_form_parameters(OUTPUTS.config_for(k, joint_size=400, depth=1, bias=True), 10_000, 400, 400)
+        for k in KINDS
+    }
     assert c["tied"] < c["bilinear"] < c["dual"] < c["full"]
     assert c["bilinear"] <= c["drill"] < c["dual"]
 
 
 # Table 4 of Pappas & Henderson (2019): parameters (millions, as printed: truncated to 0.1M) on PTB (|V| = 10k)
-TABLE_4 = {"ptb-awd-full": 43.8, "ptb-awd-tied": 24.2, "ptb-awd-bilinear": 24.3, "ptb-awd-dual": 24.5,
-           ("ptb-awd-drill", 1): 24.3, ("ptb-awd-drill", 2): 24.5, ("ptb-awd-drill", 3): 24.6,
-           ("ptb-awd-drill", 4): 24.8}
+TABLE_4 = {
+    "ptb-awd-full": 43.8,
+    "ptb-awd-tied": 24.2,
+    "ptb-awd-bilinear": 24.3,
+    "ptb-awd-dual": 24.5,
+    ("ptb-awd-drill", 1): 24.3,
+    ("ptb-awd-drill", 2): 24.5,
+    ("ptb-awd-drill", 3): 24.6,
+    ("ptb-awd-drill", 4): 24.8,
+}
 
 
 @pytest.mark.parametrize("key", list(TABLE_4), ids=str)
@@ -82,8 +91,9 @@ def test_bilinear_and_dual_follow_their_formulas():
 def test_drill_label_encoder_follows_eqs_8_to_10(depth, res_e, res_prev):
     torch.manual_seed(0)
     emb = nn.Embedding(30, 6)
-    drill = DrillOutput(emb, depth=depth, activation="tanh", residual_embedding=res_e,
-                        residual_previous=res_prev).eval()
+    drill = DrillOutput(
+        emb, depth=depth, activation="tanh", residual_embedding=res_e, residual_previous=res_prev
+    ).eval()
     e = emb.weight
     u = [(lin.weight, lin.bias) for lin in drill.label_encoder.layers]
     # eq. (10) written out layer by layer: E1 = f(E) [+ E]; Ei = f(E(i-1)) [+ E] [+ E(i-1)] for i >= 2
@@ -131,16 +141,19 @@ def _steps(encoder: str, output: str, augmented: bool, n: int = 4) -> list[float
     torch.manual_seed(1234)
     awd = encoder == "awd-lstm"
     extra = dict(dropout_input=0.1, dropout_hidden=0.1, weight_drop=0.2) if awd else {}
-    cfg = ModelConfig(embedding_size=12, dropout_embedding=0.1 if awd else 0.0,
-                      encoder={"name": encoder, "hidden_size": 20 if awd else 12, "layers": 2, "dropout": 0.2, **extra},
-                      output=OUTPUTS.config_for(output, joint_size=10, depth=2, dropout=0.3))
+    cfg = ModelConfig(
+        embedding_size=12,
+        dropout_embedding=0.1 if awd else 0.0,
+        encoder={"name": encoder, "hidden_size": 20 if awd else 12, "layers": 2, "dropout": 0.2, **extra},
+        output=OUTPUTS.config_for(output, joint_size=10, depth=2, dropout=0.3),
+    )
     model = LanguageModel(cfg, 60)
     loss_fn = LanguageModelLoss(augmented=augmented, tau=5.0, gamma=0.5)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     data = torch.randint(0, 60, (6 * n + 1, 4))
     state, losses = model.init_state(4), []
     for k in range(n):
-        x, y = data[6 * k: 6 * k + 6], data[6 * k + 1: 6 * k + 7]
+        x, y = data[6 * k : 6 * k + 6], data[6 * k + 1 : 6 * k + 7]
         logits, state = model(x, [(h.detach(), c.detach()) for h, c in state])
         loss, _, _ = loss_fn(logits, y, model.input_embeddings)
         reg = encoder_regularization(model, 2.0, 1.0)

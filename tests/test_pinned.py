@@ -21,16 +21,18 @@ from tiedlm.translation.train import translation_loss
 def transformer_lm_steps(output: str, n: int = 4) -> list[float]:
     """Losses (CE + γτ·J_aug) of n SGD steps of a tiny Transformer LM with memory on fixed random tokens."""
     torch.manual_seed(1234)
-    cfg = ModelConfig(embedding_size=12, output=OUTPUTS.config_for(output, depth=2, dropout=0.3),
-                      encoder={"name": "transformer", "hidden_size": 20, "layers": 2, "heads": 3, "dropout": 0.1,
-                               "memory": 4})
+    cfg = ModelConfig(
+        embedding_size=12,
+        output=OUTPUTS.config_for(output, depth=2, dropout=0.3),
+        encoder={"name": "transformer", "hidden_size": 20, "layers": 2, "heads": 3, "dropout": 0.1, "memory": 4},
+    )
     model = LanguageModel(cfg, 60)
     loss_fn = LanguageModelLoss(augmented=True, tau=5.0, gamma=0.5)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
     data = torch.randint(0, 60, (6 * n + 1, 4))
     state, losses = model.init_state(4), []
     for k in range(n):
-        x, y = data[6 * k: 6 * k + 6], data[6 * k + 1: 6 * k + 7]
+        x, y = data[6 * k : 6 * k + 6], data[6 * k + 1 : 6 * k + 7]
         logits, state = model(x, detach_state(state))
         loss, _, _ = loss_fn(logits, y, model.input_embeddings)
         opt.zero_grad()
@@ -42,8 +44,17 @@ def transformer_lm_steps(output: str, n: int = 4) -> list[float]:
 
 def translator_steps(output: str, n: int = 4) -> list[float]:
     """Label-smoothed losses of n Adam steps of a tiny translator on fixed random sentence pairs."""
-    cfg = TranslationConfig(d_model=16, ffn_size=32, heads=2, encoder_layers=2, decoder_layers=2, dropout=0.1,
-                            output=output, drill_depth=2, drill_dropout=0.3).validate()
+    cfg = TranslationConfig(
+        d_model=16,
+        ffn_size=32,
+        heads=2,
+        encoder_layers=2,
+        decoder_layers=2,
+        dropout=0.1,
+        output=output,
+        drill_depth=2,
+        drill_dropout=0.3,
+    ).validate()
     torch.manual_seed(7)
     model = TransformerTranslator(cfg, 20, 20).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)

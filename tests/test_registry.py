@@ -47,8 +47,9 @@ def test_set_grammar_switches_layer_and_sets_its_keys_in_any_order():
 
 
 def test_old_flat_keys_still_work_from_set():
-    old = Config.load("ptb-small-re").with_overrides(["model.drill_depth=4", "model.output=drill",
-                                                      "model.drill_dropout=0.6"])
+    old = Config.load("ptb-small-re").with_overrides(
+        ["model.drill_depth=4", "model.output=drill", "model.drill_dropout=0.6"]
+    )
     assert old.model.output == DrillConfig(depth=4, dropout=0.6)
 
 
@@ -63,13 +64,23 @@ def _legacy(raw_model: dict) -> dict:
     table = flat.pop("output")
     flat["output"] = table["name"]
     for old, (layer, key) in LEGACY_OUTPUT_KEYS.items():
-        flat[old] = table.get(key, getattr(OUTPUTS[layer].config(), key)) if layer == table["name"] else \
-            getattr(OUTPUTS[layer].config(), key)
+        flat[old] = (
+            table.get(key, getattr(OUTPUTS[layer].config(), key))
+            if layer == table["name"]
+            else getattr(OUTPUTS[layer].config(), key)
+        )
     return flat
 
 
-@pytest.mark.parametrize("preset,override", [("ptb-awd-drill", []), ("ptb-small-re", ["model.output.bias=true"]),
-                                             ("ptb-awd-dual", ["model.output.joint_size=300"]), ("ptb-small-vd", [])])
+@pytest.mark.parametrize(
+    "preset,override",
+    [
+        ("ptb-awd-drill", []),
+        ("ptb-small-re", ["model.output.bias=true"]),
+        ("ptb-awd-dual", ["model.output.joint_size=300"]),
+        ("ptb-small-vd", []),
+    ],
+)
 def test_old_flat_config_files_load_as_the_same_config(tmp_path, preset, override):
     cfg = Config.load(preset).with_overrides(override)
     raw = cfg.to_dict()
@@ -116,8 +127,9 @@ def test_every_encoder_is_registered_and_builds():
 
 def test_encoder_table_and_its_set_grammar():
     cfg = Config.load("ptb-awd-tied")
-    assert cfg.model.encoder == AWDLSTMConfig(hidden_size=1150, layers=3, dropout=0.4, dropout_input=0.4,
-                                              dropout_hidden=0.25, weight_drop=0.5)
+    assert cfg.model.encoder == AWDLSTMConfig(
+        hidden_size=1150, layers=3, dropout=0.4, dropout_input=0.4, dropout_hidden=0.25, weight_drop=0.5
+    )
     assert "[model.encoder]" in cfg.to_toml() and Config.from_dict(tomllib.loads(cfg.to_toml())) == cfg
     # a switch keeps the keys the two encoders share; the others take the new encoder's defaults
     t = cfg.with_overrides(["model.encoder=transformer", "model.encoder.heads=8", "loss.ar=0", "loss.tar=0"])
@@ -131,10 +143,12 @@ def test_encoder_table_and_its_set_grammar():
 def test_old_flat_encoder_keys_from_set_map_to_the_table_or_name_their_owner():
     vd = Config.load("ptb-small-vd").with_overrides(["model.hidden_size=650", "model.dropout=0.5"])
     assert vd.model.encoder == VDLSTMConfig(hidden_size=650, dropout=0.5)
-    assert vd == Config.load("ptb-small-vd").with_overrides(["model.encoder.hidden_size=650",
-                                                             "model.encoder.dropout=0.5"])
-    with pytest.raises(UsageError, match="model.weight_drop belongs to encoder 'awd-lstm', but model.encoder is "
-                                         "'vd-lstm'"):
+    assert vd == Config.load("ptb-small-vd").with_overrides(
+        ["model.encoder.hidden_size=650", "model.encoder.dropout=0.5"]
+    )
+    with pytest.raises(
+        UsageError, match="model.weight_drop belongs to encoder 'awd-lstm', but model.encoder is 'vd-lstm'"
+    ):
         Config.load("ptb-small-vd").with_overrides(["model.weight_drop=0.5"])
 
 
@@ -147,8 +161,11 @@ def test_old_flat_files_with_every_key_convert_exactly():
         model["encoder"], model["output"] = cfg.model.encoder.name, cfg.model.output.name
         for old, (table, layer, key) in LEGACY_KEYS.items():  # every flat key: this run's value or a default
             component = getattr(cfg.model, table)
-            owners = [e for e in (ENCODERS if table == "encoder" else OUTPUTS)
-                      if (layer is None or e.name == layer) and hasattr(e.config(), key)]
+            owners = [
+                e
+                for e in (ENCODERS if table == "encoder" else OUTPUTS)
+                if (layer is None or e.name == layer) and hasattr(e.config(), key)
+            ]
             mine = component.name in [e.name for e in owners]
             model[old] = getattr(component, key) if mine else getattr(owners[0].config(), key)
         raw["model"] = model

@@ -134,8 +134,24 @@ def test_analyze_augmented_matches_the_augmented_loss_and_tends_to_uniform(two_r
 
     capsys.readouterr()
     out = tmp_path / "aug"
-    assert main(["analyze", "augmented", str(two_runs[1]), "--split", "valid", "--tau", "2", "20", "--json",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                "augmented",
+                str(two_runs[1]),
+                "--split",
+                "valid",
+                "--tau",
+                "2",
+                "20",
+                "--json",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     got = json.loads(capsys.readouterr().out)
     (only,) = got.values()
     assert [r["tau"] for r in only["rows"]] == [2.0, 20.0] and only["augmented"] is True

@@ -8,31 +8,52 @@ import pytest
 from tiedlm import reproduce as rp
 from tiedlm.cli import main
 
-TINY = ["--set", "model.embedding_size=16", "--set", "model.hidden_size=16",
-        "--set", "train.epochs=1", "--set", "train.batch_size=4", "--set", "train.bptt=8",
-        "--set", "train.eval_batch_size=4", "--set", "train.precision=fp32", "--set", "train.device=cpu"]
+TINY = [
+    "--set",
+    "model.embedding_size=16",
+    "--set",
+    "model.hidden_size=16",
+    "--set",
+    "train.epochs=1",
+    "--set",
+    "train.batch_size=4",
+    "--set",
+    "train.bptt=8",
+    "--set",
+    "train.eval_batch_size=4",
+    "--set",
+    "train.precision=fp32",
+    "--set",
+    "train.device=cpu",
+]
 
 
 def test_list_names_every_table(capsys):
     assert main(["reproduce", "--list", "--json"]) == 0
     tables = {t["table"]: t for t in json.loads(capsys.readouterr().out)}
     assert set(tables) == set(rp.TABLES)
-    assert tables["pappas2019-table4-small"]["runs"]["budget"] == ["full", "tied", "bilinear", "dual", "drill-1",
-                                                                   "drill-4"]
+    assert tables["pappas2019-table4-small"]["runs"]["budget"] == [
+        "full",
+        "tied",
+        "bilinear",
+        "dual",
+        "drill-1",
+        "drill-4",
+    ]
     assert main(["reproduce", "inan2017-tabel1-small"]) == 2
     assert "similar: inan2017-table1-small" in capsys.readouterr().err
 
 
 def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys):
-    assert main(["reproduce", "transformer-lm", "--dry-run", "--json", "--data", str(tiny_corpus),
-                 "--runs", str(tmp_path / "runs"), *TINY]) == 0
+    dry = ["reproduce", "transformer-lm", "--dry-run", "--json", "--data", str(tiny_corpus)]
+    dry += ["--runs", str(tmp_path / "runs"), *TINY]
+    assert main(dry) == 0
     plan = json.loads(capsys.readouterr().out)
     assert [r["run"] for r in plan["runs"]] == ["tied", "drill"]
     assert all(r["status"] == "missing" and r["estimated_s"] > 0 for r in plan["runs"])
     assert all(r["command"].startswith("tiedlm train ptb-transformer-") for r in plan["runs"])
     assert not (tmp_path / "runs").exists()  # a dry run starts nothing
-    assert main(["reproduce", "transformer-lm", "--dry-run", "--json", "--data", str(tiny_corpus),
-                 "--runs", str(tmp_path / "runs"), "--only", "drill", *TINY]) == 0
+    assert main([*dry, "--only", "drill"]) == 0
     assert [r["run"] for r in json.loads(capsys.readouterr().out)["runs"]] == ["drill"]
     assert main(["reproduce", "transformer-lm", "--dry-run", "--only", "drill-9"]) == 2
     assert "its runs are tied, drill" in capsys.readouterr().err
@@ -40,8 +61,19 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys)
 
 @pytest.mark.slow
 def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys):
-    args = ["reproduce", "pappas2019-table4-small", "--data", str(tiny_corpus), "--runs", str(tmp_path / "runs"),
-            "--out", str(tmp_path / "pages"), "--jobs", "2", *TINY]
+    args = [
+        "reproduce",
+        "pappas2019-table4-small",
+        "--data",
+        str(tiny_corpus),
+        "--runs",
+        str(tmp_path / "runs"),
+        "--out",
+        str(tmp_path / "pages"),
+        "--jobs",
+        "2",
+        *TINY,
+    ]
     assert main(args) == 0
     table_dir = tmp_path / "runs" / "pappas2019-table4-small"
     names = ["full", "tied", "bilinear", "dual", "drill-1", "drill-4"]
@@ -72,15 +104,35 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
         run.mkdir(parents=True)
         (run / "config.toml").write_text(Config.load("ptb-small-re").to_toml())
         (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "valid_ppl": 99.0}) + "\n")
-        summary = {"valid_ppl": 90.0, "test_ppl": 86.5, "parameters": {"total": 2_650_000}, "wall_time_s": 600,
-                   "device": "cpu", "tokens_per_s": 1000, "command": f"tiedlm train {name}", "seed": 1111}
+        summary = {
+            "valid_ppl": 90.0,
+            "test_ppl": 86.5,
+            "parameters": {"total": 2_650_000},
+            "wall_time_s": 600,
+            "device": "cpu",
+            "tokens_per_s": 1000,
+            "command": f"tiedlm train {name}",
+            "seed": 1111,
+        }
         if protocol:
             summary["test_protocol"] = "batch 1"
         (run / "summary.json").write_text(json.dumps(summary))
     (table_dir / "drill-4" / "test_batch1.json").write_text(json.dumps({"ppl": 85.123}))
     out = tmp_path / "pages"
-    assert main(["reproduce", "pappas2019-table4-small", "--runs", str(tmp_path / "runs"), "--out", str(out),
-                 "--render-only"]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "pappas2019-table4-small",
+                "--runs",
+                str(tmp_path / "runs"),
+                "--out",
+                str(out),
+                "--render-only",
+            ]
+        )
+        == 0
+    )
     page = (out / "pappas2019-table4-small.md").read_text()
     assert page.count("| finished |") == 2 and page.count("| missing |") == 4
     assert "| 90.00 / 86.50 |" in page and "| 90.00 / 85.12; 86.50 (10 streams) |" in page

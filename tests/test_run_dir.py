@@ -12,7 +12,11 @@ from tiedlm.run_dir import RunDir, write_json_atomic, write_text_atomic
 def test_layout_and_status(tmp_path):
     run = RunDir(tmp_path / "r")
     assert (run.config.name, run.vocab.name, run.metrics.name, run.summary.name) == (
-        "config.toml", "vocab.txt", "metrics.jsonl", "summary.json")
+        "config.toml",
+        "vocab.txt",
+        "metrics.jsonl",
+        "summary.json",
+    )
     assert run.checkpoint("last") == tmp_path / "r" / "checkpoints" / "last.safetensors"
     assert run.status() == "missing" and run.read_metrics() == [] and run.read_summary() is None
     with pytest.raises(UsageError, match="not a tiedlm run directory"):

@@ -21,9 +21,11 @@ def ewt(shared_data):
 
 
 def test_read_conllu_skips_comments_ranges_and_empty_nodes(tmp_path):
-    text = ("# sent_id = 1\n1-2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n1\tdo\tdo\tAUX\t_\t_\t_\t_\t_\t_\n"
-            "2\tn't\tnot\tPART\t_\t_\t_\t_\t_\t_\n2.1\tgo\tgo\tVERB\t_\t_\t_\t_\t_\t_\n\n"
-            "1\tHi\thi\tINTJ\t_\t_\t_\t_\t_\t_\n")
+    text = (
+        "# sent_id = 1\n1-2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n1\tdo\tdo\tAUX\t_\t_\t_\t_\t_\t_\n"
+        "2\tn't\tnot\tPART\t_\t_\t_\t_\t_\t_\n2.1\tgo\tgo\tVERB\t_\t_\t_\t_\t_\t_\n\n"
+        "1\tHi\thi\tINTJ\t_\t_\t_\t_\t_\t_\n"
+    )
     path = tmp_path / "x.conllu"
     path.write_text(text)
     assert read_conllu(path) == [(["do", "n't"], ["AUX", "PART"]), (["Hi"], ["INTJ"])]
@@ -41,8 +43,16 @@ def test_ewt_counts(ewt):
 
 
 def _cfg(ewt, **kw):
-    base = dict(embedding_size=16, hidden_size=16, epochs=2, max_sentences=300, batch_size=16, threads=1,
-                data_dir=str(ewt), lr=5e-3)
+    base = dict(
+        embedding_size=16,
+        hidden_size=16,
+        epochs=2,
+        max_sentences=300,
+        batch_size=16,
+        threads=1,
+        data_dir=str(ewt),
+        lr=5e-3,
+    )
     return TaggerConfig(**(base | kw)).validate()
 
 
@@ -53,8 +63,9 @@ def test_tagger_trains_with_sparse_embeddings_and_resumes_exactly(ewt, tmp_path)
     assert full["dev_accuracy"] > 0.3  # far above the 1/17 of guessing after two short epochs
     cfg1 = _cfg(ewt, embedding_density=0.25, epochs=1)
     train_tagger(cfg1, tmp_path / "b", progress=False, log=lambda *a: None)
-    resumed = train_tagger(_cfg(ewt, embedding_density=0.25), tmp_path / "b", resume=True, progress=False,
-                           log=lambda *a: None)
+    resumed = train_tagger(
+        _cfg(ewt, embedding_density=0.25), tmp_path / "b", resume=True, progress=False, log=lambda *a: None
+    )
     assert resumed["dev_accuracy"] == full["dev_accuracy"] and resumed["test_accuracy"] == full["test_accuracy"]
     assert [h["train_loss"] for h in resumed["history"]] == [h["train_loss"] for h in full["history"]]
     again = evaluate_tagger(tmp_path / "a")
@@ -78,17 +89,40 @@ def test_tagger_trains_with_sparse_embeddings_and_resumes_exactly(ewt, tmp_path)
             train_tagger(_cfg(ewt, embedding_density=0.25), tmp_path / "c", progress=False, log=lambda *a: None)
     finally:
         BiLSTMTagger.forward = real
-    split = train_tagger(_cfg(ewt, embedding_density=0.25), tmp_path / "c", resume=True, progress=False,
-                         log=lambda *a: None)
+    split = train_tagger(
+        _cfg(ewt, embedding_density=0.25), tmp_path / "c", resume=True, progress=False, log=lambda *a: None
+    )
     assert [h["train_loss"] for h in split["history"]] == [h["train_loss"] for h in full["history"]]
     assert split["dev_accuracy"] == full["dev_accuracy"] and split["test_accuracy"] == full["test_accuracy"]
 
 
 def test_tag_cli_train_evaluate_and_errors(ewt, tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["tag", "train", "--out", str(out), "--no-progress", "--json", "--set", "epochs=1",
-                 "--set", "max_sentences=50", "--set", "embedding_size=8", "--set", "hidden_size=8",
-                 "--set", "threads=1", "--data-dir", str(ewt)]) == 0
+    assert (
+        main(
+            [
+                "tag",
+                "train",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--json",
+                "--set",
+                "epochs=1",
+                "--set",
+                "max_sentences=50",
+                "--set",
+                "embedding_size=8",
+                "--set",
+                "hidden_size=8",
+                "--set",
+                "threads=1",
+                "--data-dir",
+                str(ewt),
+            ]
+        )
+        == 0
+    )
     metrics = json.loads(capsys.readouterr().out)
     assert metrics["epochs"] == 1 and (out / "checkpoints" / "last.safetensors").is_file()
     assert main(["tag", "evaluate", str(out), "--split", "dev", "--data-dir", str(ewt)]) == 0

@@ -24,8 +24,9 @@ from tiedlm.translation.data import BOS, EOS, PAD
 
 def lm_config(output: str = "tied", **model) -> Config:
     cfg = Config()
-    cfg.model.encoder = ENCODERS.config({"name": "transformer", "hidden_size": 32, "layers": 2, "heads": 2,
-                                         "dropout": 0.0})
+    cfg.model.encoder = ENCODERS.config(
+        {"name": "transformer", "hidden_size": 32, "layers": 2, "heads": 2, "dropout": 0.0}
+    )
     cfg.model.output, cfg.model.embedding_size = OUTPUTS.config(output), 16
     cfg.validate()
     return cfg.with_overrides([f"model.encoder.{k}={v}" for k, v in model.items()])
@@ -76,8 +77,17 @@ def test_attention_key_padding_mask_hides_padded_keys():
 
 
 def tiny_translator(output="tied", vocab=7, **kw) -> TransformerTranslator:
-    cfg = TranslationConfig(d_model=16, ffn_size=32, heads=2, encoder_layers=2, decoder_layers=2, dropout=0.0,
-                            output=output, drill_dropout=0.0, **kw).validate()
+    cfg = TranslationConfig(
+        d_model=16,
+        ffn_size=32,
+        heads=2,
+        encoder_layers=2,
+        decoder_layers=2,
+        dropout=0.0,
+        output=output,
+        drill_dropout=0.0,
+        **kw,
+    ).validate()
     torch.manual_seed(3)
     model = TransformerTranslator(cfg, vocab, vocab).eval()
     with torch.no_grad():  # sharpen the random model so that search choices matter
@@ -118,7 +128,7 @@ def test_incremental_decoding_matches_teacher_forcing():
     memory, mask = model.encode(src)
     full = model.decode(tin, memory, mask)
     cache: dict = {}
-    steps = [model.decode(tin[:, t:t + 1], memory, mask, cache=cache, offset=t) for t in range(tin.size(1))]
+    steps = [model.decode(tin[:, t : t + 1], memory, mask, cache=cache, offset=t) for t in range(tin.size(1))]
     assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
 
 
@@ -130,9 +140,9 @@ def test_beam_search_scores_are_the_models_and_beat_greedy():
         for beam in (1, 3):
             hyps, scores = beam_search(model, src, beam=beam, length_penalty=alpha, max_ratio=1.0, return_scores=True)
             for i, (hyp, score) in enumerate(zip(hyps, scores)):
-                logp = sequence_score(model, src[i:i + 1], hyp)
+                logp = sequence_score(model, src[i : i + 1], hyp)
                 assert score == pytest.approx(logp / (len(hyp) + 1) ** alpha, abs=1e-4)  # cache reordering is right
-                g = sequence_score(model, src[i:i + 1], greedy[i]) / (len(greedy[i]) + 1) ** alpha
+                g = sequence_score(model, src[i : i + 1], greedy[i]) / (len(greedy[i]) + 1) ** alpha
                 assert score >= g - 1e-5  # search never does worse than greedy
 
 
@@ -142,10 +152,14 @@ def test_wide_beam_finds_the_exhaustive_optimum():
     src = torch.tensor([[4, 5, EOS]])
     emit = [0, 1, 2, 4, 5]
     for alpha in (0.0, 1.0):
-        hyps, scores = beam_search(model, src, beam=len(emit) ** 3, length_penalty=alpha, max_length=4,
-                                   return_scores=True)  # hypotheses of at most 3 tokens + </s>
-        brute = max((sequence_score(model, src, list(seq)) / (n + 1) ** alpha, list(seq))
-                    for n in range(4) for seq in itertools.product(emit, repeat=n))
+        hyps, scores = beam_search(
+            model, src, beam=len(emit) ** 3, length_penalty=alpha, max_length=4, return_scores=True
+        )  # hypotheses of at most 3 tokens + </s>
+        brute = max(
+            (sequence_score(model, src, list(seq)) / (n + 1) ** alpha, list(seq))
+            for n in range(4)
+            for seq in itertools.product(emit, repeat=n)
+        )
         assert hyps[0] == brute[1]
         assert scores[0] == pytest.approx(brute[0], abs=1e-4)
 
@@ -182,10 +196,29 @@ def test_train_save_load_translate_round_trip(tmp_path):
     from tiedlm.translation import evaluate_translator, load_translator, train_translator, translate_lines
 
     folder = _parallel_folder(tmp_path)
-    cfg = TranslationConfig(source_lang="xx", target_lang="yy", data_dir=str(folder), vocab_size=40, d_model=32,
-                            ffn_size=64, heads=2, encoder_layers=1, decoder_layers=1, dropout=0.0, output="drill",
-                            drill_depth=1, drill_dropout=0.0, epochs=10, batch_tokens=128, lr=5e-3, label_smoothing=0.0,
-                            warmup_steps=20, beam=3, threads=1, precision="fp32").validate()
+    cfg = TranslationConfig(
+        source_lang="xx",
+        target_lang="yy",
+        data_dir=str(folder),
+        vocab_size=40,
+        d_model=32,
+        ffn_size=64,
+        heads=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        dropout=0.0,
+        output="drill",
+        drill_depth=1,
+        drill_dropout=0.0,
+        epochs=10,
+        batch_tokens=128,
+        lr=5e-3,
+        label_smoothing=0.0,
+        warmup_steps=20,
+        beam=3,
+        threads=1,
+        precision="fp32",
+    ).validate()
     run = tmp_path / "run"
     m = train_translator(cfg, run, progress=False, log=lambda *a: None)
     assert m["test_bleu"] > 15  # learnt much of the word mapping (an untrained model scores ~0)
@@ -196,11 +229,20 @@ def test_train_save_load_translate_round_trip(tmp_path):
     out = translate_lines(model, loaded_cfg, sv, tv, ["a man runs", "the red cat"], beam=3)
     ev = evaluate_translator(run, "test")
     assert ev["bleu"] == pytest.approx(m["test_bleu"], abs=1e-6)  # the saved best model is the evaluated one
-    cli = subprocess.run([sys.executable, "-m", "tiedlm", "translate", "translate", str(run), "--beam", "3"],
-                         input="a man runs\nthe red cat\n", capture_output=True, text=True, check=True)
+    cli = subprocess.run(
+        [sys.executable, "-m", "tiedlm", "translate", "translate", str(run), "--beam", "3"],
+        input="a man runs\nthe red cat\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert cli.stdout.splitlines() == out
-    bad = subprocess.run([sys.executable, "-m", "tiedlm", "translate", "translate", str(tmp_path)],
-                         input="x\n", capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "tiedlm", "translate", "translate", str(tmp_path)],
+        input="x\n",
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "not a translation run directory" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -211,9 +253,24 @@ def test_interrupted_translation_resumes_exactly(tmp_path, monkeypatch):
     from tiedlm.translation.train import TranslationInterrupted
 
     folder = _parallel_folder(tmp_path)
-    cfg = TranslationConfig(source_lang="xx", target_lang="yy", data_dir=str(folder), vocab_size=40, d_model=16,
-                            ffn_size=32, heads=2, encoder_layers=1, decoder_layers=1, dropout=0.2, epochs=2,
-                            batch_tokens=256, warmup_steps=5, beam=1, threads=1, precision="fp32").validate()
+    cfg = TranslationConfig(
+        source_lang="xx",
+        target_lang="yy",
+        data_dir=str(folder),
+        vocab_size=40,
+        d_model=16,
+        ffn_size=32,
+        heads=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        dropout=0.2,
+        epochs=2,
+        batch_tokens=256,
+        warmup_steps=5,
+        beam=1,
+        threads=1,
+        precision="fp32",
+    ).validate()
     tr.train_translator(cfg, tmp_path / "whole", progress=False, log=lambda *a: None)
 
     calls = {"n": 0}
@@ -238,8 +295,10 @@ def test_interrupted_translation_resumes_exactly(tmp_path, monkeypatch):
     for name in a:
         if name.startswith("model."):
             assert torch.equal(a[name], b[name]), name
-    assert math.isclose(json.loads((tmp_path / "whole" / "summary.json").read_text())["test_bleu"],
-                        json.loads((tmp_path / "split" / "summary.json").read_text())["test_bleu"])
+    assert math.isclose(
+        json.loads((tmp_path / "whole" / "summary.json").read_text())["test_bleu"],
+        json.loads((tmp_path / "split" / "summary.json").read_text())["test_bleu"],
+    )
 
 
 def test_augmented_loss_reaches_transformer_lm_and_translator():

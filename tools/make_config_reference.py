@@ -93,13 +93,19 @@ def page() -> str:
     ]
     cfg = Config()
     for section in dataclasses.fields(cfg):
-        out += [f"## Language models: `[{section.name}]`", "",
-                f"`tiedlm train PRESET --set {section.name}.KEY=VALUE`", ""]
+        out += [
+            f"## Language models: `[{section.name}]`",
+            "",
+            f"`tiedlm train PRESET --set {section.name}.KEY=VALUE`",
+            "",
+        ]
         out += table(type(getattr(cfg, section.name)), f"{section.name}.") + [""]
         if section.name == "model":
             out += components(ENCODERS) + components(OUTPUTS)
-    for title, cls, cmd in (("POS tagger", TaggerConfig, "tiedlm tag train --set KEY=VALUE"),
-                            ("Translator", TranslationConfig, "tiedlm translate train --set KEY=VALUE")):
+    for title, cls, cmd in (
+        ("POS tagger", TaggerConfig, "tiedlm tag train --set KEY=VALUE"),
+        ("Translator", TranslationConfig, "tiedlm translate train --set KEY=VALUE"),
+    ):
         out += [f"## {title}", "", f"`{cmd}`", ""] + table(cls, "") + [""]
     return "\n".join(out).rstrip() + "\n"
 

@@ -14,17 +14,21 @@ SIZES = {"small": (200, 5, 0.9, 5.0, 40), "medium": (650, 10, 0.9, 5.0, 60), "la
 # We read them as KEEP probabilities, i.e. drop 0.3/0.5/0.65 and 0.2/0.4, in line with Zaremba et al.
 # (medium 0.5, large 0.65 dropout). WikiText-2 large is not in the paper: we use PTB large's 0.65.
 DROP = {"ptb": {"small": 0.3, "medium": 0.5, "large": 0.65}, "wt2": {"small": 0.2, "medium": 0.4, "large": 0.65}}
-KEEP_TEXT = {"ptb": {"small": "0.7", "medium": "0.5", "large": "0.35"},
-             "wt2": {"small": "0.8", "medium": "0.6", "large": "none given (WT2 large is not in the paper)"}}
+KEEP_TEXT = {
+    "ptb": {"small": "0.7", "medium": "0.5", "large": "0.35"},
+    "wt2": {"small": "0.8", "medium": "0.6", "large": "none given (WT2 large is not in the paper)"},
+}
 # AL: tau = 20, alpha = gamma * tau; gamma in [0.5, 0.8] on PTB, [1.0, 1.5] on WikiText-2 (App. A)
 GAMMA = {"ptb": 0.65, "wt2": 1.25}
 CORPUS = {"ptb": "ptb", "wt2": "wikitext-2", "wt2half1": "wikitext-2-half1", "wt2half2": "wikitext-2-half2"}
 VARIANTS = {"vd": (False, "full"), "al": (True, "full"), "re": (False, "tied"), "real": (True, "tied")}
 # REAL presets let gradients flow through the target y~ into the shared matrix; measured on PTB small only.
-TARGET_GRAD = ("# The paper does not say whether gradients flow through the target y~. With b = 0 the small PTB model\n"
-               "# needs them to train (docs/results.md, \"Why REAL trails VD\": test 87.43 with, 100.30 without);\n"
-               "# the other sizes and corpora are not measured.\n"
-               "target_grad = true\n")
+TARGET_GRAD = (
+    "# The paper does not say whether gradients flow through the target y~. With b = 0 the small PTB model\n"
+    '# needs them to train (docs/results.md, "Why REAL trails VD": test 87.43 with, 100.30 without);\n'
+    "# the other sizes and corpora are not measured.\n"
+    "target_grad = true\n"
+)
 NAMES = {"vd": "VD-LSTM", "al": "VD-LSTM +AL", "re": "VD-LSTM +RE", "real": "VD-LSTM +REAL"}
 
 
@@ -73,23 +77,45 @@ def real_bias_preset() -> str:
     seen at most 10 times in training."""
     text = preset("ptb", "small", "real").replace('output = "tied"\n', 'output = "tied"\ntied_bias = true\n')
     text = text.replace(TARGET_GRAD, "")  # measured with y~ fixed, as in the loss's default
-    head = ("# ptb-small-real-bias: VD-LSTM +REAL, small, on ptb, WITH a learnable output bias b.\n"
-            "# A deviation from Inan et al. (2017), whose RE fixes b = 0 (that is ptb-small-real). With b = 0 our\n"
-            "# small REAL model trails VD on rare words; results of both are in docs/results.md\n"
-            "# (\"Why REAL trails VD\").\n")
+    head = (
+        "# ptb-small-real-bias: VD-LSTM +REAL, small, on ptb, WITH a learnable output bias b.\n"
+        "# A deviation from Inan et al. (2017), whose RE fixes b = 0 (that is ptb-small-real). With b = 0 our\n"
+        "# small REAL model trails VD on rare words; results of both are in docs/results.md\n"
+        '# ("Why REAL trails VD").\n'
+    )
     return head + "\n".join(text.splitlines(keepends=False)[1:]) + "\n"
 
 
 # AWD-LSTM (Merity et al. 2017, the reference code's PTB / WikiText-2 commands) + DRILL (Pappas & Henderson 2019)
 AWD = {
-    "ptb": dict(corpus="ptb", batch=20, dropout_input=0.4, dropout_hidden=0.25, seed=141, epochs=500,
-                drill_activation="sigmoid", drill_variational="true"),
-    "wt2": dict(corpus="wikitext-2", batch=80, dropout_input=0.65, dropout_hidden=0.2, seed=1882, epochs=750,
-                drill_activation="relu", drill_variational="false"),
+    "ptb": dict(
+        corpus="ptb",
+        batch=20,
+        dropout_input=0.4,
+        dropout_hidden=0.25,
+        seed=141,
+        epochs=500,
+        drill_activation="sigmoid",
+        drill_variational="true",
+    ),
+    "wt2": dict(
+        corpus="wikitext-2",
+        batch=80,
+        dropout_input=0.65,
+        dropout_hidden=0.2,
+        seed=1882,
+        epochs=750,
+        drill_activation="relu",
+        drill_variational="false",
+    ),
 }
-AWD_OUTPUTS = {"tied": "output = \"tied\"\ntied_bias = true", "full": "output = \"full\"",
-               "bilinear": "output = \"bilinear\"", "dual": "output = \"dual\"\njoint_size = 400",
-               "drill": "output = \"drill\""}
+AWD_OUTPUTS = {
+    "tied": 'output = "tied"\ntied_bias = true',
+    "full": 'output = "full"',
+    "bilinear": 'output = "bilinear"',
+    "dual": 'output = "dual"\njoint_size = 400',
+    "drill": 'output = "drill"',
+}
 # CPU budget: the same recipe, narrower (hidden 400, embedding 200) and short (epochs sized to ~1 h here)
 BUDGET = dict(embedding=200, hidden=400, epochs=6, bptt=35, finetune=0)
 
@@ -106,9 +132,15 @@ def awd_preset(corpus_key: str, output: str, budget: bool, sparse: bool = False)
     epochs, bptt = (BUDGET["epochs"], BUDGET["bptt"]) if budget else (a["epochs"], 70)
     finetune = BUDGET["finetune"] if budget else a["epochs"]
     joint = AWD_OUTPUTS[output].replace("joint_size = 400", f"joint_size = {emb}")
-    drill = (f"drill_depth = 4\ndrill_activation = \"{a['drill_activation']}\"\ndrill_dropout = 0.6\n"
-             f"drill_variational = {a['drill_variational']}\ndrill_residual_embedding = true\n"
-             f"drill_init_range = 0.1\n") if output == "drill" else ""
+    drill = (
+        (
+            f'drill_depth = 4\ndrill_activation = "{a["drill_activation"]}"\ndrill_dropout = 0.6\n'
+            f"drill_variational = {a['drill_variational']}\ndrill_residual_embedding = true\n"
+            f"drill_init_range = 0.1\n"
+        )
+        if output == "drill"
+        else ""
+    )
     if sparse:
         drill += (
             f"sparse_fraction = 0.6666666666666666  # every layer: the parameters of the dense {dense_hidden}-unit "

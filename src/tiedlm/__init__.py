@@ -15,9 +15,16 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Config": ".config", "Vocabulary": ".data", "load_corpus": ".data", "AugmentedLoss": ".losses",
-    "LanguageModelLoss": ".losses", "VDLSTM": ".models", "FullSoftmaxOutput": ".models",
-    "LanguageModel": ".models", "TiedOutput": ".models", "load_run": ".run",
+    "Config": ".config",
+    "Vocabulary": ".data",
+    "load_corpus": ".data",
+    "AugmentedLoss": ".losses",
+    "LanguageModelLoss": ".losses",
+    "VDLSTM": ".models",
+    "FullSoftmaxOutput": ".models",
+    "LanguageModel": ".models",
+    "TiedOutput": ".models",
+    "load_run": ".run",
 }
 __all__ = [*_EXPORTS, "__version__"]
 

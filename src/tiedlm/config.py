@@ -148,8 +148,10 @@ class Config:
         return Config.from_dict(raw, origin="--set")
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        return {f.name: (self.model.to_dict() if f.name == "model" else dataclasses.asdict(getattr(self, f.name)))
-                for f in fields(self)}
+        return {
+            f.name: (self.model.to_dict() if f.name == "model" else dataclasses.asdict(getattr(self, f.name)))
+            for f in fields(self)
+        }
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.to_dict())
@@ -165,9 +167,12 @@ class Config:
         m.validate()
         e = m.encoder
         if e.name == "transformer":
-            _check(e.positions != "learned" or e.memory + 2 * t.bptt <= e.max_positions, "model.encoder.max_positions",
-                   e.max_positions,
-                   f">= model.encoder.memory + 2 * train.bptt = {e.memory + 2 * t.bptt} with learned positions")
+            _check(
+                e.positions != "learned" or e.memory + 2 * t.bptt <= e.max_positions,
+                "model.encoder.max_positions",
+                e.max_positions,
+                f">= model.encoder.memory + 2 * train.bptt = {e.memory + 2 * t.bptt} with learned positions",
+            )
         _check(ls.tau > 0, "loss.tau", ls.tau, "a temperature > 0")
         _check(ls.gamma >= 0, "loss.gamma", ls.gamma, "a number >= 0")
         _check(ls.form in ("alpha", "beta"), "loss.form", ls.form, "one of: alpha (eq. 3.3), beta (eq. 6.1)")
@@ -236,8 +241,10 @@ def _set_component(model: dict[str, Any], component: str, field: str, text: str,
     config = registry[table["name"]].config
     ftypes = {k: v for k, v in get_type_hints(config).items() if k in field_names(config)}
     if field not in ftypes:
-        raise UsageError(f"--set {dotted}: {registry.kind} {table['name']!r} has no key {field!r}; its keys: "
-                         f"{', '.join(ftypes) or 'none'} (`tiedlm list` shows every {registry.kind}'s)")
+        raise UsageError(
+            f"--set {dotted}: {registry.kind} {table['name']!r} has no key {field!r}; its keys: "
+            f"{', '.join(ftypes) or 'none'} (`tiedlm list` shows every {registry.kind}'s)"
+        )
     table[field] = parse_text(text, ftypes[field], dotted)
 
 
@@ -282,8 +289,10 @@ class KeyValueConfig:
             elif sep and "." in key:
                 section, _, name = key.partition(".")
                 if section not in cls.SECTIONS:
-                    raise UsageError(f"--set {item!r}: unknown section [{section}]; {cls.label} sections are "
-                                     f"{', '.join(cls.SECTIONS)} (or give the bare key=value)")
+                    raise UsageError(
+                        f"--set {item!r}: unknown section [{section}]; {cls.label} sections are "
+                        f"{', '.join(cls.SECTIONS)} (or give the bare key=value)"
+                    )
                 if name not in cls.SECTIONS[section]:
                     home = next((s for s, keys in cls.SECTIONS.items() if name in keys), None)
                     where = f"it is in [{home}]" if home else f"[{section}] has {', '.join(cls.SECTIONS[section])}"
@@ -312,8 +321,10 @@ class KeyValueConfig:
             return cls().with_overrides(overrides)
         files = RunDir(run_dir)
         if not files.training_state().is_file() or not cls.saved(run_dir):
-            raise UsageError(f"{run_dir} has no {cls.label} run to resume (no checkpoints/last.safetensors and "
-                             f"config.toml); give the folder of a stopped `tiedlm {cls.command} train`")
+            raise UsageError(
+                f"{run_dir} has no {cls.label} run to resume (no checkpoints/last.safetensors and "
+                f"config.toml); give the folder of a stopped `tiedlm {cls.command} train`"
+            )
         overrides = cls.normalize(overrides)
         extra = [s for s in overrides if not s.startswith(("epochs=", "threads="))]
         if extra:
@@ -340,14 +351,18 @@ class KeyValueConfig:
             flat: dict[str, Any] = {}
             for section, values in raw.items():
                 if section not in cls.SECTIONS or not isinstance(values, dict):
-                    raise UsageError(f"{files.config}: unknown section [{section}]; {cls.label} sections are "
-                                     f"{', '.join(cls.SECTIONS)}")
+                    raise UsageError(
+                        f"{files.config}: unknown section [{section}]; {cls.label} sections are "
+                        f"{', '.join(cls.SECTIONS)}"
+                    )
                 flat.update(values)
             return cls.from_dict(flat)
         legacy = Path(run_dir) / "config.json"
         if not legacy.is_file():
-            raise UsageError(f"{run_dir} is not a {cls.label} run directory (no config.toml); train one with "
-                             f"`tiedlm {cls.command} train`")
+            raise UsageError(
+                f"{run_dir} is not a {cls.label} run directory (no config.toml); train one with "
+                f"`tiedlm {cls.command} train`"
+            )
         return cls.from_dict(json.loads(legacy.read_text()))
 
     def to_toml(self) -> str:

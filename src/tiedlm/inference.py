@@ -13,7 +13,7 @@ def encode_prompt(vocab, text: str, allow_empty: bool = False) -> tuple[list[int
     unknown words map to ``<unk>``. Returns (ids, the words that were unknown)."""
     words = text.split()
     if not words and not allow_empty:
-        raise UsageError("the phrase is empty; give at least one word, e.g. \"the company said\"")
+        raise UsageError('the phrase is empty; give at least one word, e.g. "the company said"')
     ids, unknown = [], []
     for w in words:
         if w not in vocab and w.lower() in vocab:
@@ -43,8 +43,11 @@ def next_word_table(model, vocab, text: str, top: int = 10) -> dict:
     logits, _ = condition(model, ids, vocab.index.get(EOS))
     probs = torch.softmax(logits, dim=-1)
     p, i = probs.topk(min(top, probs.numel()))
-    return {"phrase": text, "unknown": unknown,
-            "predictions": [{"word": vocab.words[j], "prob": float(q)} for q, j in zip(p.tolist(), i.tolist())]}
+    return {
+        "phrase": text,
+        "unknown": unknown,
+        "predictions": [{"word": vocab.words[j], "prob": float(q)} for q, j in zip(p.tolist(), i.tolist())],
+    }
 
 
 @torch.inference_mode()
@@ -67,5 +70,11 @@ def generate(model, vocab, words: int = 50, temperature: float = 1.0, seed: int 
         logits = logits[-1, 0].float()
     tokens = [vocab.words[i] for i in out]
     text = " ".join("\n" if t == EOS else t for t in tokens).replace(" \n ", "\n").replace(" \n", "\n")
-    return {"prompt": prompt, "unknown": unknown, "tokens": tokens, "text": text, "seed": seed,
-            "temperature": temperature}
+    return {
+        "prompt": prompt,
+        "unknown": unknown,
+        "tokens": tokens,
+        "text": text,
+        "seed": seed,
+        "temperature": temperature,
+    }

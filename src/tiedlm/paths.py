@@ -21,8 +21,9 @@ def ensure_writable_folder(folder: Path, option: str = "--out") -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise UsageError(f"{option} {folder}: cannot write there ({exc.strerror or exc}); choose a folder you can "
-                         f"write to") from None
+        raise UsageError(
+            f"{option} {folder}: cannot write there ({exc.strerror or exc}); choose a folder you can write to"
+        ) from None
 
 
 def refuse_committed(folder: Path, option: str = "--out") -> None:
@@ -31,10 +32,13 @@ def refuse_committed(folder: Path, option: str = "--out") -> None:
     if not folder.is_dir():
         return
     try:
-        tracked = subprocess.run(["git", "ls-files", "--", "."], cwd=folder, capture_output=True, text=True,
-                                 timeout=10).stdout.strip()
+        tracked = subprocess.run(
+            ["git", "ls-files", "--", "."], cwd=folder, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return  # no git here: nothing can be committed
     if tracked:
-        raise UsageError(f"{option} {folder} holds committed results (files tracked by git); write to another "
-                         f"folder, e.g. {option} runs/{folder.name}")
+        raise UsageError(
+            f"{option} {folder} holds committed results (files tracked by git); write to another "
+            f"folder, e.g. {option} runs/{folder.name}"
+        )

@@ -93,17 +93,24 @@ class Registry:
         if isinstance(values, str):
             values = {"name": values}
         if not isinstance(values, dict) or "name" not in values:
-            raise UsageError(f"{origin}: {self.key} needs a name, one of: {', '.join(self._entries)} "
-                             f"(e.g. [{self.key}] name = {next(iter(self._entries))!r})")
+            raise UsageError(
+                f"{origin}: {self.key} needs a name, one of: {', '.join(self._entries)} "
+                f"(e.g. [{self.key}] name = {next(iter(self._entries))!r})"
+            )
         entry = self[values["name"]]
         cfg = entry.config()
         for key, value in values.items():
             if key != "name":
-                assign_typed(cfg, f"{self.key}", key, value, origin,
-                             hint=f" ({self.kind} {entry.name!r} has {', '.join(field_names(cfg)) or 'no keys'})")
+                assign_typed(
+                    cfg,
+                    f"{self.key}",
+                    key,
+                    value,
+                    origin,
+                    hint=f" ({self.kind} {entry.name!r} has {', '.join(field_names(cfg)) or 'no keys'})",
+                )
         cfg.validate(self.key)
         return cfg
-
 
     def config_for(self, name: str, origin: str = "config", **keys: Any) -> ComponentConfig:
         """The validated config of ``name`` from those of ``keys`` it has; the others are ignored (settings shared

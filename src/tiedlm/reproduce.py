@@ -45,8 +45,12 @@ def _family(base: str, layers: dict[str, tuple[str, ...]], paper: dict[str, tupl
     return tuple(RunSpec(name, base, sets, paper.get(name, (None, None))) for name, sets in layers.items())
 
 
-_DRILL = ("model.output=drill", "model.output.dropout=0.6", "model.output.variational=true",
-          "model.output.activation=sigmoid")
+_DRILL = (
+    "model.output=drill",
+    "model.output.dropout=0.6",
+    "model.output.variational=true",
+    "model.output.activation=sigmoid",
+)
 _OUTPUT_LAYERS = {
     "full": ("model.output=full",),
     "tied": ("model.output=tied", "model.output.bias=true"),
@@ -61,30 +65,63 @@ _INAN_SMALL = (
     RunSpec("re", "ptb-small-re", paper=(None, 85.1)),
     RunSpec("real", "ptb-small-real", paper=(None, 82.7)),
     RunSpec("re-bias", "ptb-small-re", ("model.output.bias=true",), note="standard tying with a learnable bias"),
-    *(RunSpec(f"real-bias-tau{t}", "ptb-small-real-bias", (f"loss.tau={t}",), note=f"tuned setting: tau = {t}")
-      for t in (2, 5, 10)),
+    *(
+        RunSpec(f"real-bias-tau{t}", "ptb-small-real-bias", (f"loss.tau={t}",), note=f"tuned setting: tau = {t}")
+        for t in (2, 5, 10)
+    ),
 )
 
-TABLES: dict[str, Table] = {t.name: t for t in (
-    Table("inan2017-table1-small", "Inan et al. (2017) Table 1, small PTB models",
-          "Inan, Khosravi & Socher (2017), Table 1", {"budget": _INAN_SMALL, "paper": _INAN_SMALL}),
-    Table("pappas2019-table4-small", "Output layers on the small VD-LSTM encoder (Pappas & Henderson Table 4 "
-          "ordering)", "Pappas & Henderson (2019), Table 4 (AWD-LSTM there; the small encoder here)",
-          {s: _family("ptb-small-re", _OUTPUT_LAYERS, {}) for s in SCALES}),
-    Table("pappas2019-table4-awd", "AWD-LSTM tied vs DRILL-4 on PTB (Pappas & Henderson Table 4)",
-          "Pappas & Henderson (2019), Table 4",
-          {"budget": (RunSpec("tied", "ptb-awd-tied-budget"), RunSpec("drill-4", "ptb-awd-drill-budget")),
-           "paper": (RunSpec("tied", "ptb-awd-tied", paper=(60.0, 57.3)),
-                     RunSpec("drill-4", "ptb-awd-drill", paper=(58.2, 55.7)))}),
-    Table("demeester2018-lm", "Dense vs predefined-sparse AWD-LSTM (Demeester et al. Table 1)",
-          "Demeester et al. (2018), Table 1 (without finetune: dense 58.8, sparse 57.9 test)",
-          {"budget": tuple(RunSpec(f"{kind}-seed{seed}", f"ptb-awd-{preset}-budget", (f"train.seed={seed}",))
-                           for seed in (141, 142) for kind, preset in (("dense", "tied"), ("sparse", "sparse"))),
-           "paper": (RunSpec("dense", "ptb-awd-tied", paper=(None, 58.8)),
-                     RunSpec("sparse", "ptb-awd-sparse", paper=(None, 57.9)))}),
-    Table("transformer-lm", "Transformer LM on PTB: tied vs DRILL", "Pappas & Henderson (2019) §4 output layers",
-          {s: (RunSpec("tied", "ptb-transformer-tied"), RunSpec("drill", "ptb-transformer-drill")) for s in SCALES}),
-)}
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        Table(
+            "inan2017-table1-small",
+            "Inan et al. (2017) Table 1, small PTB models",
+            "Inan, Khosravi & Socher (2017), Table 1",
+            {"budget": _INAN_SMALL, "paper": _INAN_SMALL},
+        ),
+        Table(
+            "pappas2019-table4-small",
+            "Output layers on the small VD-LSTM encoder (Pappas & Henderson Table 4 ordering)",
+            "Pappas & Henderson (2019), Table 4 (AWD-LSTM there; the small encoder here)",
+            {s: _family("ptb-small-re", _OUTPUT_LAYERS, {}) for s in SCALES},
+        ),
+        Table(
+            "pappas2019-table4-awd",
+            "AWD-LSTM tied vs DRILL-4 on PTB (Pappas & Henderson Table 4)",
+            "Pappas & Henderson (2019), Table 4",
+            {
+                "budget": (RunSpec("tied", "ptb-awd-tied-budget"), RunSpec("drill-4", "ptb-awd-drill-budget")),
+                "paper": (
+                    RunSpec("tied", "ptb-awd-tied", paper=(60.0, 57.3)),
+                    RunSpec("drill-4", "ptb-awd-drill", paper=(58.2, 55.7)),
+                ),
+            },
+        ),
+        Table(
+            "demeester2018-lm",
+            "Dense vs predefined-sparse AWD-LSTM (Demeester et al. Table 1)",
+            "Demeester et al. (2018), Table 1 (without finetune: dense 58.8, sparse 57.9 test)",
+            {
+                "budget": tuple(
+                    RunSpec(f"{kind}-seed{seed}", f"ptb-awd-{preset}-budget", (f"train.seed={seed}",))
+                    for seed in (141, 142)
+                    for kind, preset in (("dense", "tied"), ("sparse", "sparse"))
+                ),
+                "paper": (
+                    RunSpec("dense", "ptb-awd-tied", paper=(None, 58.8)),
+                    RunSpec("sparse", "ptb-awd-sparse", paper=(None, 57.9)),
+                ),
+            },
+        ),
+        Table(
+            "transformer-lm",
+            "Transformer LM on PTB: tied vs DRILL",
+            "Pappas & Henderson (2019) §4 output layers",
+            {s: (RunSpec("tied", "ptb-transformer-tied"), RunSpec("drill", "ptb-transformer-drill")) for s in SCALES},
+        ),
+    )
+}
 
 
 def table(name: str) -> Table:
@@ -166,11 +203,14 @@ def execute(rows: list[dict], extra_for: dict[str, list[str]], jobs: int, thread
             r = todo.pop(0)
             args = train_command(r["spec"], r["dir"], extra_for[r["spec"].name], threads)
             r["dir"].parent.mkdir(parents=True, exist_ok=True)
-            log(f"{r['spec'].name}: {'resume' if r['status'] == 'interrupted' else 'start'}: tiedlm "
-                + " ".join(shlex.quote(a) for a in args))
+            log(
+                f"{r['spec'].name}: {'resume' if r['status'] == 'interrupted' else 'start'}: tiedlm "
+                + " ".join(shlex.quote(a) for a in args)
+            )
             with open(r["dir"].parent / f"{r['spec'].name}.log", "a") as out:
-                proc = subprocess.Popen([sys.executable, "-m", "tiedlm.cli", *args], stdout=out,
-                                        stderr=subprocess.STDOUT)
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "tiedlm.cli", *args], stdout=out, stderr=subprocess.STDOUT
+                )
             running.append((r, proc, args))
         time.sleep(0.2)
         for item in list(running):
@@ -204,13 +244,20 @@ def render(tab: Table, scale: str, runs_dir: Path, extra: list[str], out: Path) 
     out.mkdir(parents=True, exist_ok=True)
     rows = plan(tab, scale, runs_dir, extra)
     present = [read_run(r["dir"]) for r in rows if RunDir(r["dir"]).config.is_file()]
-    lines = [f"# {tab.title}", "", f"Source: {tab.source}. Scale: `{scale}`. Rendered by "
-             f"`tiedlm reproduce {tab.name} --scale {scale}`.", ""]
+    lines = [
+        f"# {tab.title}",
+        "",
+        f"Source: {tab.source}. Scale: `{scale}`. Rendered by `tiedlm reproduce {tab.name} --scale {scale}`.",
+        "",
+    ]
     if present:
         plot_curves(present, out / f"{tab.name}-valid.png")
         lines += [f"![validation perplexity per epoch]({tab.name}-valid.png)", ""]
-    lines += ["| run | paper valid / test | ours valid / test (test: batch 1) | params | epochs | wall time | device "
-              "| tok/s | status |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "| run | paper valid / test | ours valid / test (test: batch 1) | params | epochs | wall time | device "
+        "| tok/s | status |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     commands = []
     for r in rows:
         spec, status = r["spec"], r["status"]
@@ -230,8 +277,9 @@ def render(tab: Table, scale: str, runs_dir: Path, extra: list[str], out: Path) 
             params = wall = device = tps = "–"
         epochs = f"{len(metrics)}/{r['config'].train.epochs + r['config'].train.finetune_epochs}"
         note = f" ({spec.note})" if spec.note else ""
-        lines.append(f"| {spec.name}{note} | {paper} | {ours} | {params} | {epochs} | {wall} | {device} | {tps} | "
-                     f"{status} |")
+        lines.append(
+            f"| {spec.name}{note} | {paper} | {ours} | {params} | {epochs} | {wall} | {device} | {tps} | {status} |"
+        )
     lines += ["", "## Commands", "", *(commands or ["(no run has finished yet)"]), ""]
     path = out / f"{tab.name}.md"
     path.write_text("\n".join(lines) + "\n")

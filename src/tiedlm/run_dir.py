@@ -83,8 +83,9 @@ class RunDir:
     def require_config(self) -> None:
         """A one-line error unless this is a run folder (it has the config.toml that `tiedlm train` wrote)."""
         if not self.config.is_file():
-            raise UsageError(f"{self.path} is not a tiedlm run directory (no config.toml); give the --out folder "
-                             f"of `tiedlm train`")
+            raise UsageError(
+                f"{self.path} is not a tiedlm run directory (no config.toml); give the --out folder of `tiedlm train`"
+            )
 
     def read_metrics(self) -> list[dict[str, Any]]:
         if not self.metrics.exists():

@@ -36,9 +36,17 @@ _FIELDS = ("entropy", "target_mass", "aug_grad", "ratio", "aug")
 
 
 @torch.inference_mode()
-def augmented_loss_strength(model, ids: torch.Tensor, taus, gamma: float, aug_bias: bool = True,
-                            batch_size: int = 10, bptt: int = 35, precision: str = "fp32",
-                            progress: bool = False) -> dict:
+def augmented_loss_strength(
+    model,
+    ids: torch.Tensor,
+    taus,
+    gamma: float,
+    aug_bias: bool = True,
+    batch_size: int = 10,
+    bptt: int = 35,
+    precision: str = "fp32",
+    progress: bool = False,
+) -> dict:
     """Per τ in ``taus``, means over every position of ``ids`` of: H(ỹ), ỹ(target)·|V|, ‖p − e_y‖₂,
     ‖γ(ŷ_τ − ỹ_τ)‖₂, their per-token ratio and J_aug = KL(ỹ ‖ ŷ_τ).
 
@@ -69,8 +77,16 @@ def augmented_loss_strength(model, ids: torch.Tensor, taus, gamma: float, aug_bi
             s["aug"] += (target * (log_target - log_pred)).sum().item()
         n += y.numel()
     vocab = emb.size(0)
-    rows = [{"tau": t, "gamma": gamma, "alpha": gamma * t, "ce_grad": ce_grad_sum / n,
-             **{k: v / n for k, v in sums[t].items()}} for t in taus]
+    rows = [
+        {
+            "tau": t,
+            "gamma": gamma,
+            "alpha": gamma * t,
+            "ce_grad": ce_grad_sum / n,
+            **{k: v / n for k, v in sums[t].items()},
+        }
+        for t in taus
+    ]
     for r in rows:
         r["kl_to_uniform"] = math.log(vocab) - r["entropy"]
     return {"vocab": vocab, "tokens": n, "uniform_entropy": math.log(vocab), "rows": rows}
@@ -78,13 +94,18 @@ def augmented_loss_strength(model, ids: torch.Tensor, taus, gamma: float, aug_bi
 
 def strength_markdown(name: str, result: dict) -> str:
     """One markdown table of :func:`augmented_loss_strength`'s rows."""
-    lines = [f"**{name}** ({result['tokens']:,} tokens, |V| = {result['vocab']:,}, "
-             f"uniform entropy {result['uniform_entropy']:.3f} nats)", "",
-             "| τ | γ | H(ỹ) | KL(ỹ ‖ uniform) | ỹ(target)·\\|V\\| | ‖p − e_y‖ | ‖γ(ŷ_τ − ỹ)‖ | "
-             "ratio of the two, per token | J_aug |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"**{name}** ({result['tokens']:,} tokens, |V| = {result['vocab']:,}, "
+        f"uniform entropy {result['uniform_entropy']:.3f} nats)",
+        "",
+        "| τ | γ | H(ỹ) | KL(ỹ ‖ uniform) | ỹ(target)·\\|V\\| | ‖p − e_y‖ | ‖γ(ŷ_τ − ỹ)‖ | "
+        "ratio of the two, per token | J_aug |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in result["rows"]:
-        lines.append(f"| {r['tau']:g} | {r['gamma']:g} | {r['entropy']:.3f} | {r['kl_to_uniform']:.4f} | "
-                     f"{r['target_mass']:.2f} | {r['ce_grad']:.3f} | {r['aug_grad']:.5f} | {r['ratio']:.5f} | "
-                     f"{r['aug']:.5f} |")
+        lines.append(
+            f"| {r['tau']:g} | {r['gamma']:g} | {r['entropy']:.3f} | {r['kl_to_uniform']:.4f} | "
+            f"{r['target_mass']:.2f} | {r['ce_grad']:.3f} | {r['aug_grad']:.5f} | {r['ratio']:.5f} | "
+            f"{r['aug']:.5f} |"
+        )
     return "\n".join(lines) + "\n"

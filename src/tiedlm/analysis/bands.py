@@ -22,6 +22,7 @@ EDGES = (1, 10, 100, 1_000, 10_000)  # band i holds counts in [EDGES[i], EDGES[i
 def band_labels(edges=EDGES) -> list[str]:
     def short(n: int) -> str:
         return f"{n // 1000}k" if n >= 1000 else str(n)
+
     return [f"{short(a)}-{short(b)}" for a, b in zip(edges, edges[1:])] + [f"{short(edges[-1])}+"]
 
 
@@ -32,8 +33,9 @@ def band_of_counts(counts: torch.Tensor, edges=EDGES) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def token_cross_entropy(model, ids: torch.Tensor, batch_size: int, bptt: int, precision: str,
-                        progress: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def token_cross_entropy(
+    model, ids: torch.Tensor, batch_size: int, bptt: int, precision: str, progress: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token cross-entropy (nats) and target ids over the stream, in the order the batches see them."""
     ces, targets = [], []
     for logits, y in stream_logits(model, ids, batch_size, bptt, precision, progress, desc="bands"):
@@ -42,8 +44,7 @@ def token_cross_entropy(model, ids: torch.Tensor, batch_size: int, bptt: int, pr
     return torch.cat(ces), torch.cat(targets)
 
 
-def band_table(train_counts: torch.Tensor, targets: torch.Tensor, ces: dict[str, torch.Tensor],
-               edges=EDGES) -> dict:
+def band_table(train_counts: torch.Tensor, targets: torch.Tensor, ces: dict[str, torch.Tensor], edges=EDGES) -> dict:
     """Per band: word types (in the vocabulary), evaluation tokens, mean CE per run, relative CE vs the first run."""
     names = list(ces)
     base = names[0]
@@ -74,20 +75,39 @@ def write_band_report(table: dict, out: Path, title: str = "") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "bands.json").write_text(json.dumps(table, indent=1))
     base, others = table["baseline"], table["runs"][1:]
-    head = "| band | word types | tokens | " + " | ".join(f"CE {n}" for n in table["runs"]) + " | " + \
-        " | ".join(f"Δ% {n}" for n in others) + " |"
-    lines = [f"# Cross-entropy by training-frequency band{': ' + title if title else ''}", "",
-             f"Baseline: `{base}`. Δ% = (CE_run − CE_baseline) / CE_baseline × 100, negative = better than the "
-             "baseline.", "", head, "|" + "---|" * (3 + len(table["runs"]) + len(others))]
+    head = (
+        "| band | word types | tokens | "
+        + " | ".join(f"CE {n}" for n in table["runs"])
+        + " | "
+        + " | ".join(f"Δ% {n}" for n in others)
+        + " |"
+    )
+    lines = [
+        f"# Cross-entropy by training-frequency band{': ' + title if title else ''}",
+        "",
+        f"Baseline: `{base}`. Δ% = (CE_run − CE_baseline) / CE_baseline × 100, negative = better than the baseline.",
+        "",
+        head,
+        "|" + "---|" * (3 + len(table["runs"]) + len(others)),
+    ]
     fmt = lambda v, p="{:.3f}": p.format(v) if v is not None else "–"  # noqa: E731
     for r in table["rows"]:
-        lines.append(f"| {r['band']} | {r['word_types']:,} | {r['tokens']:,} | "
-                     + " | ".join(fmt(r["ce"][n]) for n in table["runs"]) + " | "
-                     + " | ".join(fmt(r["relative_ce"][n] * 100 if r["relative_ce"][n] is not None else None,
-                                      "{:+.2f}") for n in others) + " |")
-    lines.append("| all | | | " + " | ".join(fmt(table["overall_ce"][n]) for n in table["runs"]) + " | "
-                 + " | ".join(fmt((table["overall_ce"][n] / table["overall_ce"][base] - 1) * 100, "{:+.2f}")
-                              for n in others) + " |")
+        lines.append(
+            f"| {r['band']} | {r['word_types']:,} | {r['tokens']:,} | "
+            + " | ".join(fmt(r["ce"][n]) for n in table["runs"])
+            + " | "
+            + " | ".join(
+                fmt(r["relative_ce"][n] * 100 if r["relative_ce"][n] is not None else None, "{:+.2f}") for n in others
+            )
+            + " |"
+        )
+    lines.append(
+        "| all | | | "
+        + " | ".join(fmt(table["overall_ce"][n]) for n in table["runs"])
+        + " | "
+        + " | ".join(fmt((table["overall_ce"][n] / table["overall_ce"][base] - 1) * 100, "{:+.2f}") for n in others)
+        + " |"
+    )
     (out / "bands.md").write_text("\n".join(lines) + "\n")
     rows = [r for r in table["rows"] if r["tokens"]]
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(rows), 3.8))
@@ -99,8 +119,9 @@ def write_band_report(table: dict, out: Path, title: str = "") -> Path:
     ax.set_xticks(range(len(rows)), [f"{r['band']}\n({r['word_types']:,} types)" for r in rows], fontsize=8)
     ax.set_xlabel("occurrences of the target word in the training data")
     ax.set_ylabel(f"relative CE vs {base} (%)")
-    ax.set_title(title or "Cross-entropy difference by frequency band (Figure 3 of Pappas & Henderson 2019)",
-                 fontsize=9)
+    ax.set_title(
+        title or "Cross-entropy difference by frequency band (Figure 3 of Pappas & Henderson 2019)", fontsize=9
+    )
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "bands.png", dpi=130)

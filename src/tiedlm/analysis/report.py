@@ -37,8 +37,9 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True) -> None:
     for r in runs:
         if not r["metrics"]:
             continue
-        (line,) = ax.plot([m["epoch"] for m in r["metrics"]], [m["valid_ppl"] for m in r["metrics"]], marker=".",
-                          label=r["name"])
+        (line,) = ax.plot(
+            [m["epoch"] for m in r["metrics"]], [m["valid_ppl"] for m in r["metrics"]], marker=".", label=r["name"]
+        )
         paper_valid = (paper_row(r["config"]) or {}).get("valid")
         if paper_valid:
             ax.axhline(

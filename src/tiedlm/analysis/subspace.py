@@ -27,8 +27,10 @@ def orthonormal_basis(x: np.ndarray, name: str = "X") -> np.ndarray:
     q, r = scipy.linalg.qr(x, mode="economic")
     d = np.abs(np.diag(r))
     if d.size and d.min() <= d.max() * max(x.shape) * np.finfo(np.float64).eps:
-        raise UsageError(f"subspace_distance: the columns of {name} are linearly dependent (rank < {x.shape[1]}); "
-                         "pass a matrix of full column rank")
+        raise UsageError(
+            f"subspace_distance: the columns of {name} are linearly dependent (rank < {x.shape[1]}); "
+            "pass a matrix of full column rank"
+        )
     return q
 
 
@@ -46,8 +48,10 @@ def subspace_distance(X, Y) -> float:
     """
     x, y = _as_matrix(X, "X"), _as_matrix(Y, "Y")
     if x.shape[0] != y.shape[0]:
-        raise UsageError(f"subspace_distance: X and Y must have the same number of rows (the ambient space), "
-                         f"got {x.shape[0]} and {y.shape[0]}")
+        raise UsageError(
+            f"subspace_distance: X and Y must have the same number of rows (the ambient space), "
+            f"got {x.shape[0]} and {y.shape[0]}"
+        )
     u, v = orthonormal_basis(x, "X"), orthonormal_basis(y, "Y")
     r = v - u @ (u.T @ v)
     return float(np.sqrt(max(np.trace(r.T @ r), 0.0) / v.shape[1]))

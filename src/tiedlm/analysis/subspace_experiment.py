@@ -38,8 +38,21 @@ from .subspace import subspace_distance
 from .subspace_config import SubspaceExperimentConfig
 
 PAPER_CLAIMS = {"beta0_tau10": 1.0, "beta1_tau10": 0.06}  # Inan et al. §6.2, Figure 1 ("almost 1", "around 0.06")
-CSV_FIELDS = ["sweep_point", "beta", "tau", "run", "seed", "slice_start", "distance", "train_ppl", "train_aug",
-              "vocab_size", "epochs", "seconds", "settings"]
+CSV_FIELDS = [
+    "sweep_point",
+    "beta",
+    "tau",
+    "run",
+    "seed",
+    "slice_start",
+    "distance",
+    "train_ppl",
+    "train_aug",
+    "vocab_size",
+    "epochs",
+    "seconds",
+    "settings",
+]
 
 
 def renormalise_rows_(weight: torch.Tensor) -> None:
@@ -53,7 +66,7 @@ def draw_slice(train: torch.Tensor, words: int, seed: int) -> tuple[int, torch.T
     if words > train.numel():
         raise UsageError(f"--slice-words {words} exceeds the training set ({train.numel()} tokens)")
     start = int(np.random.default_rng(seed).integers(0, train.numel() - words + 1))
-    return start, train[start:start + words]
+    return start, train[start : start + words]
 
 
 def build_model(vocab_size: int, seed: int, cfg: SubspaceExperimentConfig) -> LanguageModel:
@@ -77,8 +90,16 @@ def build_model(vocab_size: int, seed: int, cfg: SubspaceExperimentConfig) -> La
     return model
 
 
-def train_point(tokens: torch.Tensor, vocab_size: int, beta: float, tau: float, seed: int,
-                cfg: SubspaceExperimentConfig, precision: str, on_epoch=None) -> dict:
+def train_point(
+    tokens: torch.Tensor,
+    vocab_size: int,
+    beta: float,
+    tau: float,
+    seed: int,
+    cfg: SubspaceExperimentConfig,
+    precision: str,
+    on_epoch=None,
+) -> dict:
     """Train one model on ``tokens`` with loss (6.1) and return its subspace distance and final training fit."""
     model = build_model(vocab_size, seed, cfg)
     loss_fn = LanguageModelLoss(augmented=beta > 0, tau=tau, form="beta", beta=beta)
@@ -145,8 +166,10 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
     done = _done_rows(csv_path, settings)
     corpus = load_corpus(cfg.corpus, cfg.data_dir)
     todo = [(b, t, r) for r in range(cfg.runs) for (b, t) in cfg.points() if (b, t, r) not in done]
-    log(f"subspace experiment: {len(cfg.points())} points x {cfg.runs} runs, {len(done)} already in {csv_path}, "
-        f"{len(todo)} to train ({cfg.epochs} epochs each, precision {precision})")
+    log(
+        f"subspace experiment: {len(cfg.points())} points x {cfg.runs} runs, {len(done)} already in {csv_path}, "
+        f"{len(todo)} to train ({cfg.epochs} epochs each, precision {precision})"
+    )
     new_file = not csv_path.exists()
     bar = tqdm(total=len(todo) * cfg.epochs, unit="epoch", disable=not progress, dynamic_ncols=True)
     with csv_path.open("a", newline="") as f:
@@ -163,11 +186,23 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
             bar.set_description(f"beta={beta:g} tau={tau:g} run {r + 1}/{cfg.runs}")
             res = train_point(tokens, vocab_size, beta, tau, seed, cfg, precision, on_epoch=lambda: bar.update(1))
             bar.set_postfix(distance=f"{res['distance']:.3f}", train_ppl=f"{res['train_ppl']:.1f}")
-            writer.writerow({"sweep_point": f"beta={beta:g},tau={tau:g}", "beta": beta, "tau": tau, "run": r,
-                             "seed": seed, "slice_start": start, "distance": f"{res['distance']:.6f}",
-                             "train_ppl": f"{res['train_ppl']:.4f}", "train_aug": f"{res['train_aug']:.6g}",
-                             "vocab_size": vocab_size, "epochs": cfg.epochs, "seconds": f"{res['seconds']:.1f}",
-                             "settings": settings})
+            writer.writerow(
+                {
+                    "sweep_point": f"beta={beta:g},tau={tau:g}",
+                    "beta": beta,
+                    "tau": tau,
+                    "run": r,
+                    "seed": seed,
+                    "slice_start": start,
+                    "distance": f"{res['distance']:.6f}",
+                    "train_ppl": f"{res['train_ppl']:.4f}",
+                    "train_aug": f"{res['train_aug']:.6g}",
+                    "vocab_size": vocab_size,
+                    "epochs": cfg.epochs,
+                    "seconds": f"{res['seconds']:.1f}",
+                    "settings": settings,
+                }
+            )
             f.flush()
     bar.close()
     return summarise(cfg, out)
@@ -188,17 +223,32 @@ def summarise(cfg: SubspaceExperimentConfig, out: Path) -> dict:
         if not point:
             return None
         vals, ppl, aug = ([float(r[k]) for r in point] for k in ("distance", "train_ppl", "train_aug"))
-        return {"beta": beta, "tau": tau, "n": len(vals), "mean": float(np.mean(vals)),
-                "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0, "min": min(vals), "max": max(vals),
-                "train_ppl_mean": float(np.mean(ppl)), "train_aug_mean": float(np.mean(aug))}
+        return {
+            "beta": beta,
+            "tau": tau,
+            "n": len(vals),
+            "mean": float(np.mean(vals)),
+            "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
+            "min": min(vals),
+            "max": max(vals),
+            "train_ppl_mean": float(np.mean(ppl)),
+            "train_aug_mean": float(np.mean(aug)),
+        }
 
     sweep_a = [s for b in cfg.betas if (s := stats(b, cfg.beta_sweep_tau))]
     sweep_b = [s for t in cfg.taus if (s := stats(cfg.tau_sweep_beta, t))]
     seconds = sum(float(r["seconds"]) for r in rows.values())
     vocab = float(np.mean([int(r["vocab_size"]) for r in rows.values()])) if rows else 0.0
-    summary = {"config": asdict(cfg), "beta_sweep": sweep_a, "tau_sweep": sweep_b, "paper_claims": PAPER_CLAIMS,
-               "train_seconds": seconds, "runs_in_csv": len(rows), "mean_vocab_size": vocab,
-               "random_distance": random_subspace_distance(cfg.hidden_size, vocab) if vocab > cfg.hidden_size else None}
+    summary = {
+        "config": asdict(cfg),
+        "beta_sweep": sweep_a,
+        "tau_sweep": sweep_b,
+        "paper_claims": PAPER_CLAIMS,
+        "train_seconds": seconds,
+        "runs_in_csv": len(rows),
+        "mean_vocab_size": vocab,
+        "random_distance": random_subspace_distance(cfg.hidden_size, vocab) if vocab > cfg.hidden_size else None,
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     _plot(summary, out / "subspace.png")
     (out / "summary.md").write_text(_markdown(summary))
@@ -220,14 +270,31 @@ def _plot(summary: dict, path: Path) -> None:
         pts = summary[key]
         if pts:
             xs = [p[x] for p in pts]
-            ax.errorbar(xs, [p["mean"] for p in pts], yerr=[p["std"] for p in pts], marker="o", capsize=3,
-                        label=f"tiedlm (mean ± sd over {max(p['n'] for p in pts)} runs)")
+            ax.errorbar(
+                xs,
+                [p["mean"] for p in pts],
+                yerr=[p["std"] for p in pts],
+                marker="o",
+                capsize=3,
+                label=f"tiedlm (mean ± sd over {max(p['n'] for p in pts)} runs)",
+            )
         if summary.get("random_distance"):
-            ax.axhline(summary["random_distance"], color="grey", linestyle=":", linewidth=1,
-                       label=f"two random subspaces ({summary['random_distance']:.3f})")
+            ax.axhline(
+                summary["random_distance"],
+                color="grey",
+                linestyle=":",
+                linewidth=1,
+                label=f"two random subspaces ({summary['random_distance']:.3f})",
+            )
         if key == "beta_sweep":
-            ax.scatter([0, 1], [PAPER_CLAIMS["beta0_tau10"], PAPER_CLAIMS["beta1_tau10"]], marker="x", color="red",
-                       zorder=3, label="paper (text of §6.2)")
+            ax.scatter(
+                [0, 1],
+                [PAPER_CLAIMS["beta0_tau10"], PAPER_CLAIMS["beta1_tau10"]],
+                marker="x",
+                color="red",
+                zorder=3,
+                label="paper (text of §6.2)",
+            )
         else:
             ax.set_xscale("log", base=2)
             if pts:

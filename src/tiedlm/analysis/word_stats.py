@@ -17,15 +17,22 @@ PAPER_WORDS = ("<unk>", "a", "an", "the")
 PAPER_PHRASES = (
     ("information international said it believes that the complaints filed in", "federal court"),
     ("oil company refineries ran flat out to prepare for a robust holiday driving season in july and", "august"),
-    ("southmark said it plans to <unk> its <unk> to provide financial results as soon as its audit is",
-     "completed"),
+    ("southmark said it plans to <unk> its <unk> to provide financial results as soon as its audit is", "completed"),
     ("merieux said the government 's minister of industry science and", "technology"),
 )
 
 
 @torch.inference_mode()
-def mean_word_probabilities(model, vocab, ids: torch.Tensor, words=PAPER_WORDS, batch_size: int = 10,
-                            bptt: int = 35, precision: str = "fp32", progress: bool = False) -> dict:
+def mean_word_probabilities(
+    model,
+    vocab,
+    ids: torch.Tensor,
+    words=PAPER_WORDS,
+    batch_size: int = 10,
+    bptt: int = 35,
+    precision: str = "fp32",
+    progress: bool = False,
+) -> dict:
     """Mean over every position of ``ids`` of p(next = w) for each w in ``words``, and how often each w
     actually is the next word. Words missing from the vocabulary are skipped."""
     present = [w for w in words if w in vocab]
@@ -39,4 +46,5 @@ def mean_word_probabilities(model, vocab, ids: torch.Tensor, words=PAPER_WORDS, 
         hits += (y.unsqueeze(1) == cols.to(y.device)).double().sum(0).cpu()
         n += y.numel()
     return {w: {"mean_prob": float(s / n), "frequency": float(h / n)} for w, s, h in zip(present, sums, hits)} | {
-        "_tokens": n}
+        "_tokens": n
+    }

@@ -24,11 +24,21 @@ def cmd_experiment_subspace(args) -> int:
     from ..analysis.subspace_experiment import SubspaceExperimentConfig, run_experiment
 
     out = _output_folder(args.out)
-    cfg = SubspaceExperimentConfig(runs=args.runs, seed=args.seed, epochs=args.epochs, vocab=args.vocab,
-                                   slice_words=args.slice_words, optimizer=args.optimizer, lr=args.lr,
-                                   momentum=args.momentum, precision=args.precision,
-                                   init_range=args.init_range, output_init_range=args.output_init_range,
-                                   threads=args.threads, data_dir=args.data_dir or "")
+    cfg = SubspaceExperimentConfig(
+        runs=args.runs,
+        seed=args.seed,
+        epochs=args.epochs,
+        vocab=args.vocab,
+        slice_words=args.slice_words,
+        optimizer=args.optimizer,
+        lr=args.lr,
+        momentum=args.momentum,
+        precision=args.precision,
+        init_range=args.init_range,
+        output_init_range=args.output_init_range,
+        threads=args.threads,
+        data_dir=args.data_dir or "",
+    )
     if args.betas:
         cfg.betas = args.betas
     if args.taus:
@@ -63,8 +73,9 @@ def cmd_analyze_bands(args) -> int:
     base = runs[0]
     for r in runs[1:]:
         if r.vocab.words != base.vocab.words:
-            raise UsageError(f"{r.path} and {base.path} have different vocabularies; compare runs trained on the "
-                             f"same corpus")
+            raise UsageError(
+                f"{r.path} and {base.path} have different vocabularies; compare runs trained on the same corpus"
+            )
     data = base.config.data
     corpus = load_corpus(data.name, data.data_dir, vocab=base.vocab)
     counts = torch.bincount(corpus.train, minlength=len(base.vocab))
@@ -74,9 +85,14 @@ def cmd_analyze_bands(args) -> int:
     ces, targets = {}, None
     for name, r in zip(names, runs):
         precision = run_precision(r.config.train.precision, r.model.embedding.weight.device, args.precision)
-        ces[name], targets = token_cross_entropy(r.model, corpus.splits[args.split],
-                                                 args.batch_size or r.config.train.eval_batch_size,
-                                                 r.config.train.bptt, precision, progress=not args.json)
+        ces[name], targets = token_cross_entropy(
+            r.model,
+            corpus.splits[args.split],
+            args.batch_size or r.config.train.eval_batch_size,
+            r.config.train.bptt,
+            precision,
+            progress=not args.json,
+        )
     table = band_table(counts, targets, ces)
     table.update(split=args.split, data=data.name, checkpoint=args.checkpoint)
     path = write_band_report(table, out, title=f"{data.name} {args.split}")
@@ -103,9 +119,17 @@ def cmd_analyze_augmented(args) -> int:
         gamma = args.gamma if args.gamma is not None else loss.gamma
         corpus = load_corpus(r.config.data.name, r.config.data.data_dir, vocab=r.vocab)
         precision = run_precision(r.config.train.precision, r.model.embedding.weight.device, args.precision)
-        res = augmented_loss_strength(r.model, corpus.splits[args.split], taus, gamma, loss.aug_bias,
-                                      args.batch_size or r.config.train.eval_batch_size, r.config.train.bptt,
-                                      precision, progress=not args.json)
+        res = augmented_loss_strength(
+            r.model,
+            corpus.splits[args.split],
+            taus,
+            gamma,
+            loss.aug_bias,
+            args.batch_size or r.config.train.eval_batch_size,
+            r.config.train.bptt,
+            precision,
+            progress=not args.json,
+        )
         res.update(split=args.split, checkpoint=r.checkpoint, augmented=loss.augmented)
         results[str(r.path)] = res
         text.append(strength_markdown(f"{r.path.name} ({args.split})", res))
@@ -122,8 +146,11 @@ def _add_run_evaluation_arguments(parser, whose: str) -> None:
     """--checkpoint, --batch-size, --precision and --threads of the analyses that evaluate trained runs."""
     parser.add_argument("--checkpoint", choices=["best", "last"], default="best")
     parser.add_argument("--batch-size", type=POSITIVE, help=f"evaluation batch size (default: {whose} eval_batch_size)")
-    parser.add_argument("--precision", choices=["fp32", "bf16"],
-                        help=f"default: {whose} training precision (fp32 where this device has no bf16)")
+    parser.add_argument(
+        "--precision",
+        choices=["fp32", "bf16"],
+        help=f"default: {whose} training precision (fp32 where this device has no bf16)",
+    )
     parser.add_argument("--threads", type=THREADS, default=0)
 
 
@@ -132,32 +159,55 @@ def register(add, sub_parser_class) -> None:
 
     d = SubspaceExperimentConfig()
     esub = add_group(add, "experiment", "run a paper's experiment end to end", "experiment", sub_parser_class)
-    s = add_command(esub, "subspace", cmd_experiment_subspace,
-                    "Inan et al. §6.2 / Figure 1: subspace distance between L^T and W",
-                    "Inan et al. (2017) §6.2: train LSTM LMs with loss (6.1) over a beta sweep (tau = 10) and a tau "
-                    "sweep (beta = 1); report subspace_distance(L^T, W).")
+    s = add_command(
+        esub,
+        "subspace",
+        cmd_experiment_subspace,
+        "Inan et al. §6.2 / Figure 1: subspace distance between L^T and W",
+        "Inan et al. (2017) §6.2: train LSTM LMs with loss (6.1) over a beta sweep (tau = 10) and a tau "
+        "sweep (beta = 1); report subspace_distance(L^T, W).",
+    )
     s.add_argument("--out", default="runs/subspace", help="folder for the CSV, PNG and summary (runs/subspace)")
     s.add_argument("--runs", type=POSITIVE, default=d.runs, help="seeds per point (the paper: 10)")
     s.add_argument("--seed", type=int, default=d.seed, help="run r uses seed SEED + r for its slice and its weights")
     s.add_argument("--epochs", type=POSITIVE, default=d.epochs)
-    s.add_argument("--optimizer", choices=["sgd", "adam"], default=d.optimizer,
-                   help="sgd: updates stay in the span of the gradients, which the theory of §4 relies on")
+    s.add_argument(
+        "--optimizer",
+        choices=["sgd", "adam"],
+        default=d.optimizer,
+        help="sgd: updates stay in the span of the gradients, which the theory of §4 relies on",
+    )
     s.add_argument("--lr", type=number(0, above=True), default=d.lr)
     s.add_argument("--momentum", type=number(0, maximum=1), default=d.momentum, help="SGD momentum")
-    s.add_argument("--vocab", choices=["full", "slice"], default=d.vocab,
-                   help="softmax over PTB's 10k words (full) or over the words of each slice (slice: ~3x faster)")
+    s.add_argument(
+        "--vocab",
+        choices=["full", "slice"],
+        default=d.vocab,
+        help="softmax over PTB's 10k words (full) or over the words of each slice (slice: ~3x faster)",
+    )
     s.add_argument("--slice-words", type=POSITIVE, default=d.slice_words)
     s.add_argument("--betas", type=number(0, maximum=1), nargs="+", help="beta sweep (default 0, 0.1, ..., 1)")
     s.add_argument("--taus", type=number(0, above=True), nargs="+", help="tau sweep (default 1 2 5 10 20 40)")
-    s.add_argument("--init-range", type=number(0, above=True), default=d.init_range,
-                   help="uniform init range of the embedding and the LSTM")
-    s.add_argument("--output-init-range", type=number(0, above=True), default=d.output_init_range,
-                   help="uniform init range of the output W (b starts at 0); a negative value means --init-range. "
-                        "Directions of W that the hidden states never excite keep their initial values, so a "
-                        "random W hides the effect of the loss (see the README)")
-    s.add_argument("--precision", choices=["auto", "fp32", "bf16"], default=d.precision,
-                   help="fp32 by default: bf16 rounding of the logits is a sizeable fraction of ỹ's deviation "
-                        "from uniform")
+    s.add_argument(
+        "--init-range",
+        type=number(0, above=True),
+        default=d.init_range,
+        help="uniform init range of the embedding and the LSTM",
+    )
+    s.add_argument(
+        "--output-init-range",
+        type=number(0, above=True),
+        default=d.output_init_range,
+        help="uniform init range of the output W (b starts at 0); a negative value means --init-range. "
+        "Directions of W that the hidden states never excite keep their initial values, so a "
+        "random W hides the effect of the loss (see the README)",
+    )
+    s.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        default=d.precision,
+        help="fp32 by default: bf16 rounding of the logits is a sizeable fraction of ỹ's deviation from uniform",
+    )
     s.add_argument("--threads", type=THREADS, default=0)
     s.add_argument("--data-dir", help="folder holding PTB's train.txt/valid.txt/test.txt")
     s.add_argument("--no-progress", action="store_true")

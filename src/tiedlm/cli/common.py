@@ -51,21 +51,34 @@ def add_command(subparsers, name: str, func, help_: str, description: str | None
 
 def add_group(add, name: str, help_: str, dest: str, parser_class, metavar: str = "NAME"):
     """A command whose first argument picks one of its actions (``tiedlm tag train``); returns its subparsers."""
-    return add(name, None, help_).add_subparsers(dest=dest, parser_class=parser_class, metavar=metavar,
-                                                 required=True)
+    return add(name, None, help_).add_subparsers(dest=dest, parser_class=parser_class, metavar=metavar, required=True)
 
 
 def add_run_arguments(parser, example: str, resume_help: str, data_help: str) -> None:
     """--out, --set, --resume [DIR], --threads, --data, --data-dir and --no-progress of a `tag train` /
     `translate train` command: the grammar of `tiedlm train`."""
     parser.add_argument("--out", help="run directory of a new run")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help=f"override a setting, e.g. --set {example} (the bare KEY=VALUE works too)")
-    parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="RUN_DIR",
-                        help=resume_help + " (as `tiedlm train --resume RUN_DIR`; `--out DIR --resume` works too)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help=f"override a setting, e.g. --set {example} (the bare KEY=VALUE works too)",
+    )
+    parser.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="RUN_DIR",
+        help=resume_help + " (as `tiedlm train --resume RUN_DIR`; `--out DIR --resume` works too)",
+    )
     parser.add_argument("--threads", type=THREADS, help="CPU threads (0: all cores); also on resume")
-    parser.add_argument("--data", metavar="FOLDER", help="train on a corpus of your own in FOLDER (read as it is; "
-                        "sets data_dir and own_data=true)")
+    parser.add_argument(
+        "--data",
+        metavar="FOLDER",
+        help="train on a corpus of your own in FOLDER (read as it is; sets data_dir and own_data=true)",
+    )
     parser.add_argument("--data-dir", help=data_help)
     parser.add_argument("--no-progress", action="store_true")
 
@@ -73,12 +86,12 @@ def add_run_arguments(parser, example: str, resume_help: str, data_help: str) ->
 def data_settings(args) -> list[str]:
     """``--data`` / ``--data-dir`` of `tag train` and `translate train` as key=value settings of a new run."""
     if args.data and args.data_dir:
-        raise UsageError("give either --data (a corpus of your own) or --data-dir (a folder holding the built-in "
-                         "corpus, verified), not both")
+        raise UsageError(
+            "give either --data (a corpus of your own) or --data-dir (a folder holding the built-in "
+            "corpus, verified), not both"
+        )
     if args.resume is not None and (args.data or args.data_dir):
         raise UsageError("a resumed run reads the data it was trained on; drop --data/--data-dir")
     if args.data:
         return [f"data_dir={Path(args.data).expanduser().resolve()}", "own_data=true"]
     return [f"data_dir={Path(args.data_dir).expanduser().resolve()}"] if args.data_dir else []
-
-

@@ -24,8 +24,15 @@ def cmd_evaluate(args) -> int:
     # test as the papers measure it: one stream (batch 1); train and valid as during training
     bs = args.batch_size or (1 if args.split == "test" else run.config.train.eval_batch_size)
     settings = _dynamic_settings(args) if args.dynamic else None  # bad options fail before any evaluation
-    res = evaluate(run.model, corpus.splits[args.split], bs, run.config.train.bptt, precision, progress=not args.json,
-                   desc=f"{args.split}")
+    res = evaluate(
+        run.model,
+        corpus.splits[args.split],
+        bs,
+        run.config.train.bptt,
+        precision,
+        progress=not args.json,
+        desc=f"{args.split}",
+    )
     if settings is not None:
         return _dynamic(args, settings, run, corpus, precision, res)
     out = {

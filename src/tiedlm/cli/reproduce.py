@@ -13,10 +13,18 @@ def cmd_reproduce(args) -> int:
     from .. import reproduce as rp
 
     if args.list or not args.table:
-        rows = [{"table": t.name, "title": t.title, "source": t.source,
-                 "runs": {s: [r.name for r in t.runs[s]] for s in t.runs}} for t in rp.TABLES.values()]
-        text = "\n".join(f"{r['table']:26s} {r['title']}\n{'':26s} runs: {', '.join(r['runs']['budget'])}"
-                         for r in rows)
+        rows = [
+            {
+                "table": t.name,
+                "title": t.title,
+                "source": t.source,
+                "runs": {s: [r.name for r in t.runs[s]] for s in t.runs},
+            }
+            for t in rp.TABLES.values()
+        ]
+        text = "\n".join(
+            f"{r['table']:26s} {r['title']}\n{'':26s} runs: {', '.join(r['runs']['budget'])}" for r in rows
+        )
         emit(args, rows, text)
         return 0
     tab = rp.table(args.table)
@@ -31,8 +39,10 @@ def cmd_reproduce(args) -> int:
         if unknown:
             from ..errors import UsageError
 
-            raise UsageError(f"--only {' '.join(unknown)}: not a run of {tab.name} at --scale {args.scale}; "
-                             f"its runs are {', '.join(names)}")
+            raise UsageError(
+                f"--only {' '.join(unknown)}: not a run of {tab.name} at --scale {args.scale}; "
+                f"its runs are {', '.join(names)}"
+            )
         rows = [r for r in rows if r["spec"].name in args.only]
     log = progress_log(args)
     if args.dry_run:
@@ -43,8 +53,15 @@ def cmd_reproduce(args) -> int:
             seconds = 0.0 if r["status"] == "finished" else rp.estimate_seconds(cfg, vocab, tokens, args.threads)
             total += seconds
             args_ = rp.train_command(r["spec"], r["dir"], extra, args.threads)
-            plan_rows.append({"run": r["spec"].name, "status": r["status"], "dir": str(r["dir"]),
-                              "estimated_s": round(seconds, 1), "command": "tiedlm " + " ".join(args_)})
+            plan_rows.append(
+                {
+                    "run": r["spec"].name,
+                    "status": r["status"],
+                    "dir": str(r["dir"]),
+                    "estimated_s": round(seconds, 1),
+                    "command": "tiedlm " + " ".join(args_),
+                }
+            )
         text = [
             f"{p['run']:22s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}" for p in plan_rows
         ]
@@ -112,6 +129,9 @@ def register(add) -> None:
     r.add_argument("--only", nargs="+", metavar="RUN", help="only these runs of the table (the page still shows all)")
     r.add_argument("--dry-run", action="store_true", help="print the plan and an estimated time on this machine")
     r.add_argument("--no-page", action="store_true", help="run, but do not render the page")
-    r.add_argument("--render-only", action="store_true",
-                   help="start nothing: write the page from the runs already in --runs (e.g. the committed "
-                        "experiments/results/reproduce)")
+    r.add_argument(
+        "--render-only",
+        action="store_true",
+        help="start nothing: write the page from the runs already in --runs (e.g. the committed "
+        "experiments/results/reproduce)",
+    )

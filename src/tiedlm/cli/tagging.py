@@ -11,8 +11,12 @@ def cmd_tag_train(args) -> int:
     from ..tagging import TaggerConfig, train_tagger
 
     run_dir, m = train_task(args, TaggerConfig, train_tagger)
-    emit(args, m, f"tagger {run_dir}: dev {100 * m['dev_accuracy']:.2f}%, test {100 * m['test_accuracy']:.2f}% "
-                  f"(best epoch {m['best_epoch']}), embedding parameters {m['parameters']['embedding']:,}")
+    emit(
+        args,
+        m,
+        f"tagger {run_dir}: dev {100 * m['dev_accuracy']:.2f}%, test {100 * m['test_accuracy']:.2f}% "
+        f"(best epoch {m['best_epoch']}), embedding parameters {m['parameters']['embedding']:,}",
+    )
     return 0
 
 
@@ -28,14 +32,29 @@ def cmd_tag_evaluate(args) -> int:
 def register(add, sub_parser_class) -> None:
     from .common import add_command, add_group, add_run_arguments
 
-    tsub = add_group(add, "tag", "part-of-speech tagging with dense or frequency-sparse embeddings (UD English-EWT)",
-                     "tag_command", sub_parser_class, metavar="ACTION")
-    tr = add_command(tsub, "train", cmd_tag_train, "train a BiLSTM UPOS tagger",
-                     "Train a BiLSTM UPOS tagger on UD English-EWT r2.16; keys for --set: [model] embedding_size, "
-                     "embedding_density, hidden_size, layers, dropout; [data] min_count, max_sentences, data_dir; "
-                     "[train] epochs, batch_size, lr, clip, seed, threads.")
-    add_run_arguments(tr, "model.embedding_density=0.25", "continue a stopped run where it stopped",
-                      "folder holding en_ewt-ud-{train,dev,test}.conllu (overrides TIEDLM_DATA)")
+    tsub = add_group(
+        add,
+        "tag",
+        "part-of-speech tagging with dense or frequency-sparse embeddings (UD English-EWT)",
+        "tag_command",
+        sub_parser_class,
+        metavar="ACTION",
+    )
+    tr = add_command(
+        tsub,
+        "train",
+        cmd_tag_train,
+        "train a BiLSTM UPOS tagger",
+        "Train a BiLSTM UPOS tagger on UD English-EWT r2.16; keys for --set: [model] embedding_size, "
+        "embedding_density, hidden_size, layers, dropout; [data] min_count, max_sentences, data_dir; "
+        "[train] epochs, batch_size, lr, clip, seed, threads.",
+    )
+    add_run_arguments(
+        tr,
+        "model.embedding_density=0.25",
+        "continue a stopped run where it stopped",
+        "folder holding en_ewt-ud-{train,dev,test}.conllu (overrides TIEDLM_DATA)",
+    )
     ev = add_command(tsub, "evaluate", cmd_tag_evaluate, "accuracy of a trained tagger")
     ev.add_argument("run", help="tagger run directory")
     ev.add_argument("--split", nargs="+", choices=["train", "dev", "test"], default=["dev", "test"])

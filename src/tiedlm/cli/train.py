@@ -26,14 +26,23 @@ def cmd_train(args) -> int:
         run_dir = Path(args.resume)
         files = RunDir(run_dir)
         if not files.checkpoint("last").is_file():
-            raise UsageError(f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder "
-                             f"of an interrupted `tiedlm train`")
+            raise UsageError(
+                f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder "
+                f"of an interrupted `tiedlm train`"
+            )
         if not files.config.is_file():
-            raise UsageError(f"{run_dir} has no config.toml; a run folder needs the config.toml that `tiedlm train` "
-                             f"wrote into it")
+            raise UsageError(
+                f"{run_dir} has no config.toml; a run folder needs the config.toml that `tiedlm train` wrote into it"
+            )
         cfg = Config.load(files.config)
-        allowed = ("train.epochs=", "train.finetune_epochs=", "train.threads=", "train.lr=", "train.clip=",
-                   "train.cuda_graph=")
+        allowed = (
+            "train.epochs=",
+            "train.finetune_epochs=",
+            "train.threads=",
+            "train.lr=",
+            "train.clip=",
+            "train.cuda_graph=",
+        )
         for item in args.set:
             if not item.startswith(allowed):
                 raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")
@@ -45,8 +54,10 @@ def cmd_train(args) -> int:
             raise UsageError("give a PRESET name or CONFIG.toml (see `tiedlm presets`), or --resume RUN_DIR")
         cfg = Config.load(args.config).with_overrides(args.set)
         if args.data and args.data_dir:
-            raise UsageError("give either --data (a corpus name, or a folder of your own text) or --data-dir (a "
-                             "folder holding the preset's corpus), not both")
+            raise UsageError(
+                "give either --data (a corpus name, or a folder of your own text) or --data-dir (a "
+                "folder holding the preset's corpus), not both"
+            )
         if args.data:  # the preset's model and recipe on another corpus: a known name, or your own folder
             cfg = cfg.with_overrides([f"data.name={args.data}", "data.data_dir="])
         if args.data_dir:
@@ -60,8 +71,11 @@ def cmd_train(args) -> int:
     summary = train(cfg, run_dir, resume=bool(args.resume), command=command, progress=not args.no_progress, log=log)
     if not main_rank:
         return 0
-    emit(args, {"run_dir": str(run_dir), **summary},
-          f"run {run_dir}: valid ppl {summary['valid_ppl']:.2f}, test ppl {summary['test_ppl']:.2f}")
+    emit(
+        args,
+        {"run_dir": str(run_dir), **summary},
+        f"run {run_dir}: valid ppl {summary['valid_ppl']:.2f}, test ppl {summary['test_ppl']:.2f}",
+    )
     return 0
 
 
@@ -72,15 +86,24 @@ def cmd_presets(args) -> int:
     for name in list_presets():
         c = Config.load(name)
         e = c.model.encoder
-        rows.append({"name": name, "data": c.data.name, "hidden": e.hidden_size, "output": c.model.output.name,
-                     "augmented": c.loss.augmented, "dropout": e.dropout, "epochs": c.train.epochs})
-    text = "\n".join(f"{r['name']:24s} {r['data']:18s} h={r['hidden']:<5d} output={r['output']:5s} "
-                     f"AL={'yes' if r['augmented'] else 'no ':3s} dropout={r['dropout']:<5} epochs={r['epochs']}"
-                     for r in rows)
+        rows.append(
+            {
+                "name": name,
+                "data": c.data.name,
+                "hidden": e.hidden_size,
+                "output": c.model.output.name,
+                "augmented": c.loss.augmented,
+                "dropout": e.dropout,
+                "epochs": c.train.epochs,
+            }
+        )
+    text = "\n".join(
+        f"{r['name']:24s} {r['data']:18s} h={r['hidden']:<5d} output={r['output']:5s} "
+        f"AL={'yes' if r['augmented'] else 'no ':3s} dropout={r['dropout']:<5} epochs={r['epochs']}"
+        for r in rows
+    )
     emit(args, rows, text)
     return 0
-
-
 
 
 def cmd_list(args) -> int:
@@ -94,8 +117,9 @@ def cmd_list(args) -> int:
         lines.append(f"{registry.kind}s ([{registry.key}] name = ..., --set {registry.key}.KEY=VALUE):")
         for e in registry:
             keys = {f.name: getattr(e.config(), f.name) for f in dataclasses.fields(e.config)}
-            rows.append({"kind": registry.kind, "key": registry.key, "name": e.name, "summary": e.summary,
-                         "keys": keys})
+            rows.append(
+                {"kind": registry.kind, "key": registry.key, "name": e.name, "summary": e.summary, "keys": keys}
+            )
             shown = ", ".join(f"{k}={v!r}" for k, v in keys.items()) or "no keys"
             lines += [f"  {e.name:11s} {e.summary}", f"  {'':11s} keys: {shown}"]
     emit(args, rows, "\n".join(lines))
@@ -108,11 +132,15 @@ def register(add) -> None:
     t.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
     t.add_argument("--out", help="run directory (default: runs/PRESET)")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run exactly where it stopped")
-    t.add_argument("--data", metavar="NAME|FOLDER",
-                   help="train on another corpus: ptb, wikitext-2, or a folder of your own text holding train.txt, "
-                        "valid.txt and test.txt (read as it is)")
-    t.add_argument("--data-dir", help="folder holding the preset's corpus files, verified by checksum "
-                                      "(overrides TIEDLM_DATA)")
+    t.add_argument(
+        "--data",
+        metavar="NAME|FOLDER",
+        help="train on another corpus: ptb, wikitext-2, or a folder of your own text holding train.txt, "
+        "valid.txt and test.txt (read as it is)",
+    )
+    t.add_argument(
+        "--data-dir", help="folder holding the preset's corpus files, verified by checksum (overrides TIEDLM_DATA)"
+    )
     t.add_argument("--threads", type=THREADS, help="CPU threads (0: all cores; sets train.threads, also on resume)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 

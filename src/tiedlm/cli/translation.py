@@ -15,8 +15,12 @@ def cmd_translate_train(args) -> int:
     from ..translation import TranslationConfig, train_translator
 
     run_dir, m = train_task(args, TranslationConfig, train_translator)
-    emit(args, m, f"translator {run_dir}: test BLEU {m['test_bleu']:.2f} ({m['bleu_signature']}), test ppl "
-                  f"{m['test_ppl']:.2f}, {m['parameters']['total']:,} parameters, {m['train_seconds'] / 60:.1f} min")
+    emit(
+        args,
+        m,
+        f"translator {run_dir}: test BLEU {m['test_bleu']:.2f} ({m['bleu_signature']}), test ppl "
+        f"{m['test_ppl']:.2f}, {m['parameters']['total']:,} parameters, {m['train_seconds'] / 60:.1f} min",
+    )
     return 0
 
 
@@ -24,8 +28,11 @@ def cmd_translate_evaluate(args) -> int:
     from ..translation import evaluate_translator
 
     m = evaluate_translator(Path(args.run), args.split, args.beam, args.data_dir or "", progress=not args.no_progress)
-    emit(args, m, f"{args.run}: {args.split} BLEU {m['bleu']:.2f} ({m['signature']}), ppl {m['ppl']:.2f}, "
-                  f"beam {m['beam']}")
+    emit(
+        args,
+        m,
+        f"{args.run}: {args.split} BLEU {m['bleu']:.2f} ({m['signature']}), ppl {m['ppl']:.2f}, beam {m['beam']}",
+    )
     return 0
 
 
@@ -34,8 +41,10 @@ def cmd_translate_translate(args) -> int:
 
     blank = [i + 1 for i, s in enumerate(args.sentence) if not s.strip()]
     if blank:
-        raise UsageError(f"sentence {blank[0]} is empty; give the words to translate, e.g. "
-                         f"tiedlm translate translate {args.run} \"a man rides a bike\"")
+        raise UsageError(
+            f"sentence {blank[0]} is empty; give the words to translate, e.g. "
+            f'tiedlm translate translate {args.run} "a man rides a bike"'
+        )
     lines = args.sentence or [line.rstrip("\n") for line in sys.stdin]
     if not any(line.strip() for line in lines):
         raise UsageError("nothing to translate: give sentences as arguments or on stdin (one per line)")
@@ -51,14 +60,29 @@ def cmd_translate_translate(args) -> int:
 def register(add, sub_parser_class) -> None:
     from .common import add_command, add_group, add_run_arguments
 
-    tsub = add_group(add, "translate", "Transformer translation (Multi30k En-De) with tied/dual/DRILL output layers",
-                     "translate_command", sub_parser_class, metavar="ACTION")
-    tr = add_command(tsub, "train", cmd_translate_train, "train a Transformer translator",
-                     "Train a Transformer encoder-decoder on Multi30k En->De with sentencepiece subwords; the test "
-                     "BLEU (sacrebleu) is computed at the end. Keys for --set: see TranslationConfig "
-                     "(e.g. output=drill, vocab_size=8000, epochs=10, beam=5).")
-    add_run_arguments(tr, "model.output=drill", "continue a stopped run where it stopped",
-                      "folder holding {train,valid,test}.{en,de} (overrides TIEDLM_DATA)")
+    tsub = add_group(
+        add,
+        "translate",
+        "Transformer translation (Multi30k En-De) with tied/dual/DRILL output layers",
+        "translate_command",
+        sub_parser_class,
+        metavar="ACTION",
+    )
+    tr = add_command(
+        tsub,
+        "train",
+        cmd_translate_train,
+        "train a Transformer translator",
+        "Train a Transformer encoder-decoder on Multi30k En->De with sentencepiece subwords; the test "
+        "BLEU (sacrebleu) is computed at the end. Keys for --set: see TranslationConfig "
+        "(e.g. output=drill, vocab_size=8000, epochs=10, beam=5).",
+    )
+    add_run_arguments(
+        tr,
+        "model.output=drill",
+        "continue a stopped run where it stopped",
+        "folder holding {train,valid,test}.{en,de} (overrides TIEDLM_DATA)",
+    )
     ev = add_command(tsub, "evaluate", cmd_translate_evaluate, "BLEU and perplexity of a trained translator")
     ev.add_argument("run", help="translation run directory")
     ev.add_argument("--split", choices=["valid", "test"], default="test")

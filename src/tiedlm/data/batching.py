@@ -52,8 +52,9 @@ def variable_window_lengths(steps: int, bptt: int, seed: int, max_delta: int = 4
     return lengths
 
 
-def scheduled_windows(data: torch.Tensor, lengths: list[int], start: int = 0
-                      ) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+def scheduled_windows(
+    data: torch.Tensor, lengths: list[int], start: int = 0
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
     """Like :func:`bptt_windows` with the given window lengths (which must cover data.size(0) − 1 steps)."""
     i = sum(lengths[:start])
     for k in range(start, len(lengths)):

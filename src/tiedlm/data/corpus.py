@@ -59,8 +59,9 @@ def _download(spec: CorpusFile, dest: Path) -> None:
     try:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(spec.url, timeout=60) as resp:
             total = int(resp.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total, unit="B", unit_scale=True, desc=f"download {dest.parent.name}/{dest.name}",
-                      leave=False) as bar:
+            with tqdm(
+                total=total, unit="B", unit_scale=True, desc=f"download {dest.parent.name}/{dest.name}", leave=False
+            ) as bar:
                 for chunk in iter(lambda: resp.read(1 << 16), b""):
                     out.write(chunk)
                     bar.update(len(chunk))
@@ -68,8 +69,12 @@ def _download(spec: CorpusFile, dest: Path) -> None:
             with gzip.open(tmp, "rb") as f:
                 data = f.read()
             Path(tmp).write_bytes(data)
-        _verify(Path(tmp), spec, f"the download from {spec.url} is not the expected file; try again later "
-                                 f"or place a verified copy at {dest}")
+        _verify(
+            Path(tmp),
+            spec,
+            f"the download from {spec.url} is not the expected file; try again later "
+            f"or place a verified copy at {dest}",
+        )
         os.replace(tmp, dest)
     except (urllib.error.URLError, OSError, TimeoutError, EOFError) as exc:
         raise DataError(
@@ -93,12 +98,16 @@ def resolve_corpus_dir(name: str, data_dir: str = "", download: bool = True) -> 
             )
         for split in SPLITS:
             if not (folder / f"{split}.txt").is_file():
-                raise DataError(f"{folder / (split + '.txt')} is missing; a corpus folder needs train.txt, valid.txt "
-                                "and test.txt (one sentence or paragraph per line, tokens separated by spaces)")
+                raise DataError(
+                    f"{folder / (split + '.txt')} is missing; a corpus folder needs train.txt, valid.txt "
+                    "and test.txt (one sentence or paragraph per line, tokens separated by spaces)"
+                )
         return folder
     if data_dir and not Path(data_dir).expanduser().is_dir():
-        raise UsageError(f"--data-dir {data_dir!r} is not a folder; give the folder holding the {name} files "
-                         f"train.txt, valid.txt and test.txt, or --data FOLDER to train on a corpus of your own")
+        raise UsageError(
+            f"--data-dir {data_dir!r} is not a folder; give the folder holding the {name} files "
+            f"train.txt, valid.txt and test.txt, or --data FOLDER to train on a corpus of your own"
+        )
     own = f"to train on your own text in that folder, use --data {data_dir} (read as it is, no checksum)"
     return resolve_source(SOURCES[CORPORA[name][0]], data_dir, download, own=own if data_dir else "")
 
@@ -156,8 +165,10 @@ def read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise DataError(f"{path}, line {line}, column {column}: byte 0x{data[exc.start]:02x} is not UTF-8 text; "
-                        f"save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+        raise DataError(
+            f"{path}, line {line}, column {column}: byte 0x{data[exc.start]:02x} is not UTF-8 text; "
+            f"save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
 
 
 def check_split_sizes(corpus: "Corpus", streams: dict[str, int]) -> None:
@@ -167,13 +178,16 @@ def check_split_sizes(corpus: "Corpus", streams: dict[str, int]) -> None:
     for split, ids in corpus.splits.items():
         path = corpus.folder / f"{split}.txt"
         if corpus.words.get(split, 1) == 0:
-            raise DataError(f"{path} holds no words (it is empty or blank); put text in it, one sentence or "
-                            "paragraph per line")
+            raise DataError(
+                f"{path} holds no words (it is empty or blank); put text in it, one sentence or paragraph per line"
+            )
         need = 2 * streams.get(split, 1) + 1
         if ids.numel() < need:
-            raise DataError(f"{path} holds {ids.numel()} tokens (words and line ends), too few for "
-                            f"{streams.get(split, 1)} parallel streams of at least 2 steps (needs {need}); add text "
-                            f"or lower {hints[split]}")
+            raise DataError(
+                f"{path} holds {ids.numel()} tokens (words and line ends), too few for "
+                f"{streams.get(split, 1)} parallel streams of at least 2 steps (needs {need}); add text "
+                f"or lower {hints[split]}"
+            )
 
 
 @dataclass
@@ -220,4 +234,3 @@ def load_corpus(name: str, data_dir: str = "", vocab: Vocabulary | None = None) 
         unknown[split] = n_unk
         words[split] = sum(t != EOS for t in tokens[split])
     return Corpus(name=name, folder=folder, vocab=vocab, splits=splits, unknown=unknown, words=words)
-

@@ -75,8 +75,10 @@ class Vocabulary:
     def load(cls, path: Path) -> "Vocabulary":
         path = Path(path)
         if not path.is_file():
-            raise DataError(f"{path} is missing; a run folder needs the vocab.txt that `tiedlm train` wrote into it "
-                            f"(copy the whole run folder, not only its checkpoints)")
+            raise DataError(
+                f"{path} is missing; a run folder needs the vocab.txt that `tiedlm train` wrote into it "
+                f"(copy the whole run folder, not only its checkpoints)"
+            )
         words, counts = [], []
         for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             word, _, count = line.rpartition("\t")

@@ -69,8 +69,9 @@ def _segment_loss(model, x, y, state, device, precision):
     return F.cross_entropy(at_least_fp32(logits).reshape(-1, logits.size(-1)), y.reshape(-1)), state
 
 
-def gradient_rms(model, train_ids: torch.Tensor, settings: DynamicEvalSettings, precision: str = "fp32",
-                 progress: bool = False) -> GradientStatistics:
+def gradient_rms(
+    model, train_ids: torch.Tensor, settings: DynamicEvalSettings, precision: str = "fp32", progress: bool = False
+) -> GradientStatistics:
     """MS_p = sqrt(mean over training segments of (∂L/∂θ_p)²), L the mean cross-entropy of a segment of
     ``stat_batch_size`` streams × ``bptt`` tokens, dropout off, state carried. The model is unchanged."""
     from tqdm import tqdm
@@ -85,8 +86,14 @@ def gradient_rms(model, train_ids: torch.Tensor, settings: DynamicEvalSettings, 
     model.eval()
     state, n = model.init_state(streams), 0
     try:
-        for _, x, y in tqdm(bptt_windows(data, settings.bptt), total=num_windows(data, settings.bptt),
-                            desc="gradient statistics", disable=not progress, leave=False, unit="seg"):
+        for _, x, y in tqdm(
+            bptt_windows(data, settings.bptt),
+            total=num_windows(data, settings.bptt),
+            desc="gradient statistics",
+            disable=not progress,
+            leave=False,
+            unit="seg",
+        ):
             model.zero_grad(set_to_none=True)
             loss, state = _segment_loss(model, x, y, detach_state(state), device, precision)
             loss.backward()
@@ -105,8 +112,13 @@ def effective_settings(settings: DynamicEvalSettings, stats: GradientStatistics)
     if not settings.old_hyper:
         return settings
     root = math.sqrt(max(stats.segments, 1))
-    return dataclasses.replace(settings, lr=settings.lr / root, epsilon=settings.epsilon / root,
-                               lamb=settings.lamb / len(stats.rms), old_hyper=False)
+    return dataclasses.replace(
+        settings,
+        lr=settings.lr / root,
+        epsilon=settings.epsilon / root,
+        lamb=settings.lamb / len(stats.rms),
+        old_hyper=False,
+    )
 
 
 def decay_rates(rms: list[torch.Tensor], lamb: float) -> list[torch.Tensor]:
@@ -116,8 +128,14 @@ def decay_rates(rms: list[torch.Tensor], lamb: float) -> list[torch.Tensor]:
 
 
 @torch.no_grad()
-def dynamic_step(params: list[torch.Tensor], start: list[torch.Tensor], rms: list[torch.Tensor],
-                 decay: list[torch.Tensor], lr: float, epsilon: float) -> None:
+def dynamic_step(
+    params: list[torch.Tensor],
+    start: list[torch.Tensor],
+    rms: list[torch.Tensor],
+    decay: list[torch.Tensor],
+    lr: float,
+    epsilon: float,
+) -> None:
     """One update of every tensor from the weights before it: θ += λ·decrate⊙(θ⁰ − θ) − η·g/(MS + ε)."""
     for p, p0, ms, k in zip(params, start, rms, decay):
         step = k * (p0 - p)
@@ -126,9 +144,16 @@ def dynamic_step(params: list[torch.Tensor], start: list[torch.Tensor], rms: lis
         p.add_(step)
 
 
-def dynamic_evaluate(model, ids: torch.Tensor, stats: GradientStatistics, settings: DynamicEvalSettings,
-                     precision: str = "fp32", progress: bool = False, desc: str = "dynamic eval",
-                     return_model: bool = False) -> dict:
+def dynamic_evaluate(
+    model,
+    ids: torch.Tensor,
+    stats: GradientStatistics,
+    settings: DynamicEvalSettings,
+    precision: str = "fp32",
+    progress: bool = False,
+    desc: str = "dynamic eval",
+    return_model: bool = False,
+) -> dict:
     """Mean cross-entropy and perplexity of ``ids`` under dynamic evaluation of a *copy* of ``model``
     (the adapted copy under ``"model"`` with ``return_model``)."""
     from tqdm import tqdm
@@ -142,8 +167,14 @@ def dynamic_evaluate(model, ids: torch.Tensor, stats: GradientStatistics, settin
     decay = decay_rates(stats.rms, s.lamb)
     data = batchify(ids, s.batch_size).to(device)
     state, total, count = model.init_state(s.batch_size), 0.0, 0
-    for _, x, y in tqdm(bptt_windows(data, s.bptt), total=num_windows(data, s.bptt), desc=desc,
-                        disable=not progress, leave=False, unit="seg"):
+    for _, x, y in tqdm(
+        bptt_windows(data, s.bptt),
+        total=num_windows(data, s.bptt),
+        desc=desc,
+        disable=not progress,
+        leave=False,
+        unit="seg",
+    ):
         model.zero_grad(set_to_none=True)
         loss, state = _segment_loss(model, x, y, detach_state(state), device, precision)
         total += loss.item() * y.numel()  # scored before the model learns from this segment
@@ -152,8 +183,12 @@ def dynamic_evaluate(model, ids: torch.Tensor, stats: GradientStatistics, settin
         dynamic_step(params, start, stats.rms, decay, s.lr, s.epsilon)
     model.zero_grad(set_to_none=True)
     ce = total / count
-    out = {"loss": ce, "ppl": math.exp(min(ce, 700.0)), "tokens": count,
-           "effective": {"lr": s.lr, "lamb": s.lamb, "epsilon": s.epsilon}}
+    out = {
+        "loss": ce,
+        "ppl": math.exp(min(ce, 700.0)),
+        "tokens": count,
+        "effective": {"lr": s.lr, "lamb": s.lamb, "epsilon": s.epsilon},
+    }
     if return_model:
         out["model"] = model
     return out

@@ -13,9 +13,16 @@ from ..losses.fused import at_least_fp32
 from ..runtime import autocast
 
 
-def stream_logits(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, precision: str = "fp32",
-                  progress: bool = False, desc: str = "eval",
-                  check: Callable[[], None] | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def stream_logits(
+    model,
+    ids: torch.Tensor,
+    batch_size: int = 10,
+    bptt: int = 35,
+    precision: str = "fp32",
+    progress: bool = False,
+    desc: str = "eval",
+    check: Callable[[], None] | None = None,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Run ``model`` over the 1-D id stream ``ids`` in eval mode; yield (fp32 logits (N, |V|), targets (N,))
     per BPTT window. Call under ``torch.inference_mode()``; the model's train/eval mode is restored after.
     ``check`` is called before every window (a training loop's stop check, which may raise)."""
@@ -27,8 +34,14 @@ def stream_logits(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35
     data = batchify(ids, batch_size).to(device)
     state = model.init_state(batch_size)
     try:
-        for _, x, y in tqdm(bptt_windows(data, bptt), total=num_windows(data, bptt), desc=desc, leave=False,
-                            disable=not progress, unit="win"):
+        for _, x, y in tqdm(
+            bptt_windows(data, bptt),
+            total=num_windows(data, bptt),
+            desc=desc,
+            leave=False,
+            disable=not progress,
+            unit="win",
+        ):
             if check is not None:
                 check()
             with autocast(device, precision):
@@ -39,8 +52,16 @@ def stream_logits(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35
 
 
 @torch.inference_mode()
-def evaluate(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, precision: str = "fp32",
-             progress: bool = False, desc: str = "eval", check: Callable[[], None] | None = None) -> dict:
+def evaluate(
+    model,
+    ids: torch.Tensor,
+    batch_size: int = 10,
+    bptt: int = 35,
+    precision: str = "fp32",
+    progress: bool = False,
+    desc: str = "eval",
+    check: Callable[[], None] | None = None,
+) -> dict:
     """Mean cross-entropy (nats/token) and perplexity of ``model`` on the 1-D id stream ``ids``
     (perplexity ``inf`` where the cross-entropy is too large for a float)."""
     total, count = 0.0, 0
@@ -53,5 +74,6 @@ def evaluate(model, ids: torch.Tensor, batch_size: int = 10, bptt: int = 35, pre
 
 def perplexity(cross_entropy: float) -> float:
     """exp(cross-entropy), ``inf`` past float range (a diverged model) and ``nan`` for ``nan``."""
-    return math.exp(cross_entropy) if cross_entropy < 709.0 else (math.inf if cross_entropy == cross_entropy
-                                                                   else math.nan)
+    return (
+        math.exp(cross_entropy) if cross_entropy < 709.0 else (math.inf if cross_entropy == cross_entropy else math.nan)
+    )

@@ -38,8 +38,16 @@ class LanguageModelLoss(nn.Module):
     - ``form="beta"``:  J_tot = β·J_aug·τ²|V| + (1 − β)·J          (eq. 6.1, §6.2 experiment)
     """
 
-    def __init__(self, augmented: bool = False, tau: float = 20.0, gamma: float = 0.5, form: str = "alpha",
-                 beta: float = 0.5, target_grad: bool = False, aug_bias: bool = True):
+    def __init__(
+        self,
+        augmented: bool = False,
+        tau: float = 20.0,
+        gamma: float = 0.5,
+        form: str = "alpha",
+        beta: float = 0.5,
+        target_grad: bool = False,
+        aug_bias: bool = True,
+    ):
         super().__init__()
         self.augmented, self.form, self.gamma, self.beta, self.aug_bias = augmented, form, gamma, beta, aug_bias
         self.aug = AugmentedLoss(tau, target_grad) if augmented else None
@@ -48,8 +56,13 @@ class LanguageModelLoss(nn.Module):
     def from_config(cls, cfg) -> "LanguageModelLoss":
         return cls(cfg.augmented, cfg.tau, cfg.gamma, cfg.form, cfg.beta, cfg.target_grad, cfg.aug_bias)
 
-    def forward(self, logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor | None = None,
-                output_bias: torch.Tensor | None = None):
+    def forward(
+        self,
+        logits: torch.Tensor,
+        targets: torch.Tensor,
+        embeddings: torch.Tensor | None = None,
+        output_bias: torch.Tensor | None = None,
+    ):
         """logits (..., |V|), targets (...) -> (total, ce, aug); ce and aug are detached floats-as-tensors.
 
         ``output_bias``: the b in logits = W h + b. With ``aug_bias=False`` ŷ is eq. (3.1) as printed,

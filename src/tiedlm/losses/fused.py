@@ -106,8 +106,9 @@ class FusedLMLoss(torch.autograd.Function):
         ctx.tau, ctx.with_ce, ctx.native = tau, with_ce, uses_native(logits, tgt_probs, shift)
         if ctx.native:  # the C++ row kernel; saves each row's log-sum-exp for the backward
             targets = targets.contiguous()
-            ce, cross, lse, lse_tau = torch.ops.tiedlm.lm_loss_forward(logits, targets, with_ce, tgt_probs, inverse,
-                                                                       tau, shift)
+            ce, cross, lse, lse_tau = torch.ops.tiedlm.lm_loss_forward(
+                logits, targets, with_ce, tgt_probs, inverse, tau, shift
+            )
             ce, cross = ce.sum(), cross.sum()
             saved = [lse, lse_tau]
         else:
@@ -127,8 +128,9 @@ class FusedLMLoss(torch.autograd.Function):
         if ctx.native:  # the C++ kernel takes the weights as numbers (a CPU tensor's .item() costs nothing)
             w_ce = g_ce.item() / n if ctx.with_ce else 0.0
             w_aug = g_aug.item() / n if tgt_probs is not None else 0.0
-            grad, grad_shift = torch.ops.tiedlm.lm_loss_backward(logits, targets, *lse, w_ce, tgt_probs, inverse,
-                                                                 ctx.tau, w_aug, shift)
+            grad, grad_shift = torch.ops.tiedlm.lm_loss_backward(
+                logits, targets, *lse, w_ce, tgt_probs, inverse, ctx.tau, w_aug, shift
+            )
         else:  # 0-dim tensors: no read-back from a GPU
             w_ce = g_ce / n if ctx.with_ce else None  # the loss's own dtype: fp32, or fp64 for fp64 logits
             w_aug = g_aug / n if tgt_probs is not None else None
@@ -136,8 +138,9 @@ class FusedLMLoss(torch.autograd.Function):
         grad_scores = None
         if ctx.target_grad and ctx.needs_input_grad[7]:
             lse_tau = lse[1] if ctx.native else None
-            grad_scores = _target_scores_grad(logits, inverse, tgt_probs, neg_entropy, scores, ctx.tau, w_aug, lse_tau,
-                                              shift)
+            grad_scores = _target_scores_grad(
+                logits, inverse, tgt_probs, neg_entropy, scores, ctx.tau, w_aug, lse_tau, shift
+            )
         grad_shift = grad_shift.to(shift.dtype) if ctx.shifted and ctx.needs_input_grad[8] else None
         return grad, None, None, None, None, None, None, grad_scores, grad_shift
 
@@ -159,7 +162,8 @@ def _target_scores_grad(logits, inverse, tgt_probs, neg_entropy, scores, tau, w_
             z = F.log_softmax((z if b is None else z - b) / tau, dim=-1)
         a.index_add_(0, inverse[s : s + rows], z)
     counts = torch.zeros(u, dtype=acc, device=logits.device).index_add_(
-        0, inverse, torch.ones(inverse.numel(), dtype=acc, device=logits.device))
+        0, inverse, torch.ones(inverse.numel(), dtype=acc, device=logits.device)
+    )
     if lse_tau is not None:  # Σ_t log ŷ_t = (Σ_t z_t − n_w shift)/τ − Σ_t lse_τ(z_t − shift)
         lse_sum = torch.zeros(u, dtype=acc, device=logits.device).index_add_(0, inverse, lse_tau.to(acc))
         if b is not None:
@@ -173,10 +177,14 @@ def _target_scores_grad(logits, inverse, tgt_probs, neg_entropy, scores, tau, w_
 
 def uses_native(logits: torch.Tensor, tgt_probs: torch.Tensor | None = None, shift: torch.Tensor | None = None) -> bool:
     """Whether the C++ row kernel (:mod:`tiedlm.native`) takes these: contiguous fp32/bf16 logits on the CPU."""
-    return (logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.bfloat16)
-            and logits.is_contiguous() and (tgt_probs is None or tgt_probs.dtype == torch.float32)
-            and (shift is None or (shift.dtype == torch.float32 and shift.is_contiguous()))
-            and native.available())
+    return (
+        logits.device.type == "cpu"
+        and logits.dtype in (torch.float32, torch.bfloat16)
+        and logits.is_contiguous()
+        and (tgt_probs is None or tgt_probs.dtype == torch.float32)
+        and (shift is None or (shift.dtype == torch.float32 and shift.is_contiguous()))
+        and native.available()
+    )
 
 
 def _forward_python(logits, targets, with_ce, tgt_probs, inverse, tau, shift=None):
@@ -206,8 +214,11 @@ def _backward_python(logits, targets, w_ce, tgt_probs, inverse, tau, w_aug, shif
     rows = max(1, CHUNK_ELEMENTS // v)
     grad = torch.empty_like(logits)
     w_q = w_aug / tau if w_aug is not None else None
-    grad_shift = None if shift is None else torch.zeros(v, dtype=torch.promote_types(logits.dtype, torch.float32),
-                                                        device=logits.device)
+    grad_shift = (
+        None
+        if shift is None
+        else torch.zeros(v, dtype=torch.promote_types(logits.dtype, torch.float32), device=logits.device)
+    )
     for s in range(0, n, rows):
         z = at_least_fp32(logits[s : s + rows])
         g = None
@@ -224,9 +235,15 @@ def _backward_python(logits, targets, w_ce, tgt_probs, inverse, tau, w_aug, shif
     return grad, grad_shift
 
 
-def fused_lm_loss(logits: torch.Tensor, targets: torch.Tensor, embeddings: torch.Tensor | None = None,
-                  tau: float = 1.0, with_ce: bool = True, target_grad: bool = False,
-                  shift: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def fused_lm_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    embeddings: torch.Tensor | None = None,
+    tau: float = 1.0,
+    with_ce: bool = True,
+    target_grad: bool = False,
+    shift: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(J, J_aug) for logits (N, |V|) and targets (N,); J_aug (ỹ from ``embeddings``) only if they are given.
 
     ỹ is a fixed target unless ``target_grad``, which lets the gradient of J_aug flow through ỹ into

@@ -39,8 +39,18 @@ COMPONENTS: dict[str, Registry] = {"encoder": ENCODERS, "output": OUTPUTS}
 LEGACY_KEYS: dict[str, tuple[str, str | None, str]] = {
     "tied_bias": ("output", "tied", "bias"),
     "joint_size": ("output", "dual", "joint_size"),
-    **{f"drill_{k}": ("output", "drill", k) for k in ("depth", "activation", "dropout", "variational",
-                                                       "residual_embedding", "residual_previous", "init_range")},
+    **{
+        f"drill_{k}": ("output", "drill", k)
+        for k in (
+            "depth",
+            "activation",
+            "dropout",
+            "variational",
+            "residual_embedding",
+            "residual_previous",
+            "init_range",
+        )
+    },
     **{k: ("encoder", None, k) for e in ENCODERS for k in field_names(e.config)},
 }
 LEGACY_OUTPUT_KEYS = {old: (layer, key) for old, (table, layer, key) in LEGACY_KEYS.items() if table == "output"}
@@ -104,10 +114,18 @@ class ModelConfig:
                     raise UsageError(f"{prefix}.{f.name} = {value!r} is not allowed; expected a finite number")
         _check(m.embedding_size >= 1, "model.embedding_size", m.embedding_size, "an integer >= 1")
         _check(m.init_range > 0, "model.init_range", m.init_range, "a number > 0")
-        _check(0.0 <= m.dropout_embedding < 1.0, "model.dropout_embedding", m.dropout_embedding,
-               "a drop probability in [0, 1)")
-        _check(not (e.name == "vd-lstm" and m.dropout_embedding), "model.dropout_embedding", m.dropout_embedding,
-               "0 with the vd-lstm encoder (it is an awd-lstm setting)")
+        _check(
+            0.0 <= m.dropout_embedding < 1.0,
+            "model.dropout_embedding",
+            m.dropout_embedding,
+            "a drop probability in [0, 1)",
+        )
+        _check(
+            not (e.name == "vd-lstm" and m.dropout_embedding),
+            "model.dropout_embedding",
+            m.dropout_embedding,
+            "0 with the vd-lstm encoder (it is an awd-lstm setting)",
+        )
         _check(
             1 / m.embedding_size <= m.embedding_density <= 1,
             "model.embedding_density",
@@ -117,10 +135,15 @@ class ModelConfig:
         e.validate("model.encoder")
         m.output.validate("model.output")
         if e.name == "transformer":
-            _check(m.embedding_size % e.heads == 0, "model.encoder.heads", e.heads,
-                   f"a divisor of model.embedding_size = {m.embedding_size}")
-        size_key = {"vd-lstm": "encoder.hidden_size", "awd-lstm": "encoder.last_hidden_size"}.get(e.name,
-                                                                                                 "embedding_size")
+            _check(
+                m.embedding_size % e.heads == 0,
+                "model.encoder.heads",
+                e.heads,
+                f"a divisor of model.embedding_size = {m.embedding_size}",
+            )
+        size_key = {"vd-lstm": "encoder.hidden_size", "awd-lstm": "encoder.last_hidden_size"}.get(
+            e.name, "embedding_size"
+        )
         if m.output.needs_embedding_size and m.embedding_size != m.encoder_output_size():
             raise UsageError(
                 f"model.output = {m.output.name!r} scores h_t against the embeddings, so it needs model.{size_key} "
@@ -149,15 +172,18 @@ def convert_legacy(raw: dict[str, Any], strict: bool = False, origin: str = "con
         table = tables[table_key]
         registry = COMPONENTS[table_key]
         name = table.get("name")
-        owns = (layer is None or layer == name) and name in registry.names() and key in field_names(
-            registry[name].config)
+        owns = (
+            (layer is None or layer == name) and name in registry.names() and key in field_names(registry[name].config)
+        )
         if owns:
             table[key] = value
         elif strict:
             owners = [e.name for e in registry if key in field_names(e.config)] if layer is None else [layer]
-            raise UsageError(f"{origin}: model.{old} belongs to {registry.kind} {' / '.join(map(repr, owners))}, "
-                             f"but model.{table_key} is {name!r}; set model.{table_key}.name first, then "
-                             f"model.{table_key}.{key}")
+            raise UsageError(
+                f"{origin}: model.{old} belongs to {registry.kind} {' / '.join(map(repr, owners))}, "
+                f"but model.{table_key} is {name!r}; set model.{table_key}.name first, then "
+                f"model.{table_key}.{key}"
+            )
     raw.update(tables)
     return raw
 

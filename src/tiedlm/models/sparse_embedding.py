@@ -31,8 +31,10 @@ from ..errors import UsageError
 def solve_alpha(density: float, dim: int) -> float:
     """α with Σ_{j<k} α^j = δ_E·k (Demeester et al. 2018, §4.1); 1.0 for a dense embedding."""
     if not 1 / dim <= density <= 1:
-        raise UsageError(f"embedding density {density} is not possible for {dim} dimensions: every word keeps at "
-                         f"least one dimension, so the density must be in [1/{dim} = {1 / dim:.4f}, 1]")
+        raise UsageError(
+            f"embedding density {density} is not possible for {dim} dimensions: every word keeps at "
+            f"least one dimension, so the density must be in [1/{dim} = {1 / dim:.4f}, 1]"
+        )
     if density == 1 or dim == 1:
         return 1.0
     target = density * dim
@@ -80,8 +82,10 @@ class SparseEmbedding(nn.Module):
         return F.embedding(ids, self.weight)
 
     def extra_repr(self) -> str:
-        return (f"{self.num_embeddings}, {self.embedding_dim}, density={self.density}, alpha={self.alpha:.5f}, "
-                f"trainable={self.values.numel():,}")
+        return (
+            f"{self.num_embeddings}, {self.embedding_dim}, density={self.density}, alpha={self.alpha:.5f}, "
+            f"trainable={self.values.numel():,}"
+        )
 
 
 def make_embedding(vocab_size: int, dim: int, density: float = 1.0) -> nn.Module:

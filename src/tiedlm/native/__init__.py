@@ -69,14 +69,22 @@ def available() -> bool:
         folder = build_dir(name)
         folder.mkdir(parents=True, exist_ok=True)
         if not (folder / f"{name}.so").exists():
-            print("tiedlm: compiling the C++ kernels (once per machine, about 30 s)...", file=sys.stderr,
-                  flush=True)
-        cpp_extension.load(name=name, sources=[str(s) for s in SOURCES], build_directory=str(folder),
-                           is_python_module=False, extra_cflags=compiler_flags(capability), verbose=False)
+            print("tiedlm: compiling the C++ kernels (once per machine, about 30 s)...", file=sys.stderr, flush=True)
+        cpp_extension.load(
+            name=name,
+            sources=[str(s) for s in SOURCES],
+            build_directory=str(folder),
+            is_python_module=False,
+            extra_cflags=compiler_flags(capability),
+            verbose=False,
+        )
         return hasattr(torch.ops.tiedlm, "lstm_forward") and hasattr(torch.ops.tiedlm, "lm_loss_forward")
     except Exception as e:  # no compiler / ninja, a failed build: the Python loop computes the same thing
         lines = str(e).strip().splitlines() or [type(e).__name__]
         first = next((ln for ln in lines if "error" in ln.lower() and ln is not lines[0]), lines[0]).strip()[:200]
-        print(f"tiedlm: C++ kernels unavailable ({first}); using the slower Python code. "
-              "Install g++ and ninja to build it, or set TIEDLM_NATIVE=0 to silence this.", file=sys.stderr)
+        print(
+            f"tiedlm: C++ kernels unavailable ({first}); using the slower Python code. "
+            "Install g++ and ninja to build it, or set TIEDLM_NATIVE=0 to silence this.",
+            file=sys.stderr,
+        )
         return False

@@ -5,5 +5,13 @@ from .data import TaggingCorpus, load_tagging_corpus, read_conllu
 from .model import BiLSTMTagger
 from .train import evaluate_tagger, load_tagger, train_tagger
 
-__all__ = ["BiLSTMTagger", "TaggerConfig", "TaggingCorpus", "evaluate_tagger", "load_tagger",
-           "load_tagging_corpus", "read_conllu", "train_tagger"]
+__all__ = [
+    "BiLSTMTagger",
+    "TaggerConfig",
+    "TaggingCorpus",
+    "evaluate_tagger",
+    "load_tagger",
+    "load_tagging_corpus",
+    "read_conllu",
+    "train_tagger",
+]

@@ -10,9 +10,11 @@ from ..config import KeyValueConfig
 @dataclass
 class TaggerConfig(KeyValueConfig):
     label, command = "tagger", "tag"
-    SECTIONS = {"data": ("min_count", "max_sentences", "data_dir", "own_data"),
-                "model": ("embedding_size", "embedding_density", "hidden_size", "layers", "dropout"),
-                "train": ("epochs", "batch_size", "lr", "clip", "seed", "threads")}
+    SECTIONS = {
+        "data": ("min_count", "max_sentences", "data_dir", "own_data"),
+        "model": ("embedding_size", "embedding_density", "hidden_size", "layers", "dropout"),
+        "train": ("epochs", "batch_size", "lr", "clip", "seed", "threads"),
+    }
 
     embedding_size: int = 64  # k
     embedding_density: float = 1.0  # δ_E of the frequency-based sparse embedding (Demeester et al. §4.1); 1 = dense

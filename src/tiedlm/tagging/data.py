@@ -80,29 +80,40 @@ def own_treebank_files(data_dir: str) -> dict[str, Path]:
     """The train, dev and test CoNLL-U files of a treebank folder of your own (one ``*{split}*.conllu`` each)."""
     folder = Path(data_dir).expanduser()
     if not folder.is_dir():
-        raise UsageError(f"--data {data_dir!r} is not a folder; give a folder holding *train*.conllu, *dev*.conllu "
-                         f"and *test*.conllu")
+        raise UsageError(
+            f"--data {data_dir!r} is not a folder; give a folder holding *train*.conllu, *dev*.conllu and *test*.conllu"
+        )
     files = {}
     for split in SPLITS:
         found = sorted(folder.glob(f"*{split}*.conllu"))
         if len(found) != 1:
             what = "no" if not found else f"{len(found)}"
-            raise DataError(f"{folder} has {what} *{split}*.conllu file{'s' if len(found) != 1 else ''}; a treebank "
-                            f"folder needs exactly one each of *train*.conllu, *dev*.conllu and *test*.conllu")
+            raise DataError(
+                f"{folder} has {what} *{split}*.conllu file{'s' if len(found) != 1 else ''}; a treebank "
+                f"folder needs exactly one each of *train*.conllu, *dev*.conllu and *test*.conllu"
+            )
         files[split] = found[0]
     return files
 
 
-def load_tagging_corpus(data_dir: str = "", min_count: int = 2, vocab: Vocabulary | None = None,
-                        tags: list[str] | None = None, own_data: bool = False) -> TaggingCorpus:
+def load_tagging_corpus(
+    data_dir: str = "",
+    min_count: int = 2,
+    vocab: Vocabulary | None = None,
+    tags: list[str] | None = None,
+    own_data: bool = False,
+) -> TaggingCorpus:
     """UD English-EWT r2.16 from ``data_dir``, the ``TIEDLM_DATA`` mirror or the download cache (verified), or
     with ``own_data`` the treebank of your own in ``data_dir`` (read as it is)."""
     if own_data:
         files = own_treebank_files(data_dir)
     else:
         source = TAGGING_SOURCES["ud-english-ewt"]
-        folder = resolve_source(source, data_dir, own=f"to train on a treebank of your own in that folder, use "
-                                                      f"--data {data_dir}" if data_dir else "")
+        folder = resolve_source(
+            source,
+            data_dir,
+            own=f"to train on a treebank of your own in that folder, use --data {data_dir}" if data_dir else "",
+        )
         files = {s: folder / source.file(s).name for s in SPLITS}
     raw = {s: read_conllu(files[s]) for s in SPLITS}
     vocab = vocab or build_vocabulary(raw["train"], min_count)

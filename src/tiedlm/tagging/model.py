@@ -16,8 +16,14 @@ class BiLSTMTagger(nn.Module):
     def __init__(self, cfg: TaggerConfig, vocab_size: int, num_tags: int):
         super().__init__()
         self.embedding = make_embedding(vocab_size, cfg.embedding_size, cfg.embedding_density)
-        self.lstm = nn.LSTM(cfg.embedding_size, cfg.hidden_size, num_layers=cfg.layers, batch_first=True,
-                            bidirectional=True, dropout=cfg.dropout if cfg.layers > 1 else 0.0)
+        self.lstm = nn.LSTM(
+            cfg.embedding_size,
+            cfg.hidden_size,
+            num_layers=cfg.layers,
+            batch_first=True,
+            bidirectional=True,
+            dropout=cfg.dropout if cfg.layers > 1 else 0.0,
+        )
         self.dropout = nn.Dropout(cfg.dropout)
         self.scores = nn.Linear(2 * cfg.hidden_size, num_tags)
 
@@ -29,7 +35,9 @@ class BiLSTMTagger(nn.Module):
         return self.scores(self.dropout(h))
 
     def parameter_counts(self) -> dict[str, int]:
-        counts = {"embedding": sum(p.numel() for p in self.embedding.parameters()),
-                  "other": sum(p.numel() for n, p in self.named_parameters() if not n.startswith("embedding."))}
+        counts = {
+            "embedding": sum(p.numel() for p in self.embedding.parameters()),
+            "other": sum(p.numel() for n, p in self.named_parameters() if not n.startswith("embedding.")),
+        }
         counts["total"] = counts["embedding"] + counts["other"]
         return counts

@@ -47,20 +47,24 @@ class TaggerInterrupted(RunInterrupted):
         super().__init__(f"tagger training interrupted {where}; resume with: tiedlm tag train --resume {run_dir}")
 
 
-def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True,
-                 log=print) -> dict:
+def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print) -> dict:
     """Train (or continue) a tagger in ``run_dir``; returns the summary written to ``summary.json``."""
     cfg.validate()
     threads = set_threads(cfg.threads)
     run_dir = Path(run_dir)
     files = RunDir(run_dir)
     if resume:
-        corpus = load_tagging_corpus(cfg.data_dir, vocab=Vocabulary.load(files.vocab),
-                                     tags=(run_dir / "tags.txt").read_text().split(), own_data=cfg.own_data)
+        corpus = load_tagging_corpus(
+            cfg.data_dir,
+            vocab=Vocabulary.load(files.vocab),
+            tags=(run_dir / "tags.txt").read_text().split(),
+            own_data=cfg.own_data,
+        )
     else:
         if files.training_state().exists():
-            raise UsageError(f"{run_dir} already holds a tagger run; resume it with --resume {run_dir} or pick "
-                             f"another --out")
+            raise UsageError(
+                f"{run_dir} already holds a tagger run; resume it with --resume {run_dir} or pick another --out"
+            )
         corpus = load_tagging_corpus(cfg.data_dir, cfg.min_count, own_data=cfg.own_data)
         run_dir.mkdir(parents=True, exist_ok=True)
         corpus.vocab.save(files.vocab)
@@ -72,8 +76,16 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
     torch.manual_seed(cfg.seed)
     model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    state = {"epoch": 0, "batch": 0, "sums": [0.0, 0], "best_dev": -1.0, "best_epoch": 0, "history": [],
-             "seconds": 0.0, "epoch_seconds": 0.0}
+    state = {
+        "epoch": 0,
+        "batch": 0,
+        "sums": [0.0, 0],
+        "best_dev": -1.0,
+        "best_epoch": 0,
+        "history": [],
+        "seconds": 0.0,
+        "epoch_seconds": 0.0,
+    }
     best = {k: v.clone() for k, v in model.state_dict().items()}
     if resume:
         best, state = load_training_state(files.training_state(), model, opt)
@@ -90,17 +102,37 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
             except KeyboardInterrupt:  # a second signal: stop now, write nothing
                 raise TaggerInterrupted(run_dir, state["epoch"] + 1, state["batch"], saved=False) from None
     model.load_state_dict(best)
-    metrics = {"dev_accuracy": accuracy(model, corpus, "dev"), "test_accuracy": accuracy(model, corpus, "test"),
-               "best_epoch": state["best_epoch"], "epochs": cfg.epochs, "parameters": counts,
-               "embedding_size": cfg.embedding_size, "embedding_density": cfg.embedding_density,
-               "train_seconds": state["seconds"], "threads": threads, "seed": cfg.seed,
-               "vocab_size": len(corpus.vocab), "history": state["history"]}
+    metrics = {
+        "dev_accuracy": accuracy(model, corpus, "dev"),
+        "test_accuracy": accuracy(model, corpus, "test"),
+        "best_epoch": state["best_epoch"],
+        "epochs": cfg.epochs,
+        "parameters": counts,
+        "embedding_size": cfg.embedding_size,
+        "embedding_density": cfg.embedding_density,
+        "train_seconds": state["seconds"],
+        "threads": threads,
+        "seed": cfg.seed,
+        "vocab_size": len(corpus.vocab),
+        "history": state["history"],
+    }
     write_json_atomic(files.summary, metrics)
     return metrics
 
 
-def _train_epoch(cfg: TaggerConfig, run_dir: Path, corpus: TaggingCorpus, model, opt, state: dict, best: dict,
-                 n_train: int, progress: bool, log, stop: StopRequest) -> dict:
+def _train_epoch(
+    cfg: TaggerConfig,
+    run_dir: Path,
+    corpus: TaggingCorpus,
+    model,
+    opt,
+    state: dict,
+    best: dict,
+    n_train: int,
+    progress: bool,
+    log,
+    stop: StopRequest,
+) -> dict:
     """Epoch ``state["epoch"] + 1`` from batch ``state["batch"]`` on, then dev accuracy and the checkpoint;
     returns the best weights. Raises :class:`StopRequested` between two batches once a signal asked to stop."""
     from tqdm import tqdm
@@ -109,8 +141,15 @@ def _train_epoch(cfg: TaggerConfig, run_dir: Path, corpus: TaggingCorpus, model,
     model.train()
     start = time.perf_counter() - state.get("epoch_seconds", 0.0)
     total, seen = state.get("sums", [0.0, 0])
-    with tqdm(total=n_train, initial=seen, desc=f"tag epoch {epoch}/{cfg.epochs}", unit="tok", unit_scale=True,
-              disable=not progress, leave=False) as bar:
+    with tqdm(
+        total=n_train,
+        initial=seen,
+        desc=f"tag epoch {epoch}/{cfg.epochs}",
+        unit="tok",
+        unit_scale=True,
+        disable=not progress,
+        leave=False,
+    ) as bar:
         batches = corpus.batches("train", cfg.batch_size, shuffle_seed=cfg.seed * 1000 + epoch)
         for b, (ids, tags, lengths) in enumerate(batches):
             if b < state.get("batch", 0):

@@ -62,8 +62,7 @@ class GraphedStep:
     finite (a Python bool: a non-finite step has been undone), and the state to carry to the next window.
     """
 
-    def __init__(self, model, loss_fn, cfg, x: torch.Tensor, y: torch.Tensor, state, precision: str,
-                 warmup: int = 2):
+    def __init__(self, model, loss_fn, cfg, x: torch.Tensor, y: torch.Tensor, state, precision: str, warmup: int = 2):
         self.model, self.loss_fn, self.precision = model, loss_fn, precision
         self.clip = cfg.train.clip if cfg.train.clip > 0 else math.inf
         self.weight_decay = cfg.train.weight_decay

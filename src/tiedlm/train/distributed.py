@@ -64,8 +64,10 @@ class DistributedContext:
             return streams
         batch = streams.size(1)
         if batch % self.world_size:
-            raise UsageError(f"train.batch_size = {batch} does not split evenly over {self.world_size} processes; "
-                             f"use a multiple of {self.world_size}")
+            raise UsageError(
+                f"train.batch_size = {batch} does not split evenly over {self.world_size} processes; "
+                f"use a multiple of {self.world_size}"
+            )
         per = batch // self.world_size
         return streams[:, self.rank * per : (self.rank + 1) * per].contiguous()
 

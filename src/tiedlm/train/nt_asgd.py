@@ -82,4 +82,4 @@ class NTASGD:
         self.history, self.stopped = meta.get("valid_history", []), meta.get("stopped", False)
         if "avg.n_averaged" in tensors:
             self.start_averaging(model)
-            self.averaged.load_state_dict({k[len("avg."):]: v for k, v in tensors.items() if k.startswith("avg.")})
+            self.averaged.load_state_dict({k[len("avg.") :]: v for k, v in tensors.items() if k.startswith("avg.")})

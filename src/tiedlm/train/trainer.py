@@ -101,8 +101,10 @@ class Trainer:
             vocab = None
         self.corpus = load_corpus(cfg.data.name, cfg.data.data_dir, vocab=vocab)
         # every split is checked before the first step: a bad valid.txt must not cost a training epoch
-        check_split_sizes(self.corpus, {"train": cfg.train.batch_size,
-                                        "valid": cfg.train.eval_batch_size, "test": cfg.train.eval_batch_size})
+        check_split_sizes(
+            self.corpus,
+            {"train": cfg.train.batch_size, "valid": cfg.train.eval_batch_size, "test": cfg.train.eval_batch_size},
+        )
         self.vocab = self.corpus.vocab
         if self.device.type == "cpu":  # build the C++ kernels (once per machine) before any clock starts
             native.available()
@@ -140,11 +142,19 @@ class Trainer:
         """Train until ``train.epochs``; then evaluate the best checkpoint on valid and test."""
         cfg, t = self.cfg, self.cfg.train
         self.log(f"tiedlm {__version__} | device {self.device} | precision {self.precision} | threads {self.threads}")
-        self.log(f"corpus {cfg.data.name}: |V| = {len(self.vocab)}, train {self.corpus.train.numel():,} tokens "
-                 f"({self.corpus.folder}) | parameters {self.model.parameter_counts()['total']:,}")
+        self.log(
+            f"corpus {cfg.data.name}: |V| = {len(self.vocab)}, train {self.corpus.train.numel():,} tokens "
+            f"({self.corpus.folder}) | parameters {self.model.parameter_counts()['total']:,}"
+        )
         if self.device.type == "cuda":
-            self.log("CUDA graph: " + ("the training step of full windows is captured once and replayed"
-                                       if self.graph_reason is None else f"off ({self.graph_reason})"))
+            self.log(
+                "CUDA graph: "
+                + (
+                    "the training step of full windows is captured once and replayed"
+                    if self.graph_reason is None
+                    else f"off ({self.graph_reason})"
+                )
+            )
         with StopRequest(budget_windows) as self.stop:
             while self.epoch <= t.epochs + t.finetune_epochs and not self.nt_asgd.stopped:
                 try:
@@ -167,8 +177,9 @@ class Trainer:
         lr = self.cfg.lr_at(self.epoch)
         self._train_epoch(lr)
         t0 = time.perf_counter()
-        valid = evaluate(self.eval_model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision,
-                         check=self._check_stop)
+        valid = evaluate(
+            self.eval_model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision, check=self._check_stop
+        )
         epoch_wall = self.sums["time"] + time.perf_counter() - t0
         if not math.isfinite(valid["ppl"]):  # diverged: this epoch's weights are worth nothing, keep the last ones
             raise TiedlmError(self._diverged(f"validation perplexity is {valid['ppl']} after epoch {self.epoch}"))
@@ -182,11 +193,18 @@ class Trainer:
                 with open(self.files.metrics, "a") as f:
                     f.write(json.dumps(record) + "\n")
             self.epoch, self.window, self.state, self.sums, self.elapsed = (
-                self.epoch + 1, 0, None, _zero_sums(), self.elapsed + epoch_wall)
+                self.epoch + 1,
+                0,
+                None,
+                _zero_sums(),
+                self.elapsed + epoch_wall,
+            )
             self._save("last")
         stage = " | averaged" if self.nt_asgd.averaging else ""
-        self.log(f"epoch {record['epoch']:3d}{stage} | lr {lr:.4f} | train ppl {record['train_ppl']:8.2f} | valid ppl "
-                 f"{valid['ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | {record['epoch_time_s']:.0f} s")
+        self.log(
+            f"epoch {record['epoch']:3d}{stage} | lr {lr:.4f} | train ppl {record['train_ppl']:8.2f} | valid ppl "
+            f"{valid['ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | {record['epoch_time_s']:.0f} s"
+        )
 
     # ------------------------------------------------------------------ NT-ASGD
     @property
@@ -199,8 +217,10 @@ class Trainer:
         tensors, _ = load_checkpoint(self.files.checkpoint("best"))
         self.model.load_state_dict(model_state(tensors))
         self.nt_asgd.start_finetune(self.model)
-        self.log(f"finetune: epochs {self.epoch}-{self.cfg.train.epochs + self.cfg.train.finetune_epochs} from the "
-                 f"best weights (epoch {self.best_epoch}), averaging every step")
+        self.log(
+            f"finetune: epochs {self.epoch}-{self.cfg.train.epochs + self.cfg.train.finetune_epochs} from the "
+            f"best weights (epoch {self.best_epoch}), averaging every step"
+        )
 
     def window_lengths(self) -> list[int]:
         """This epoch's BPTT window lengths: fixed, or AWD-LSTM's random ones (seeded by seed and epoch)."""

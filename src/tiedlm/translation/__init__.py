@@ -6,6 +6,16 @@ from .model import TransformerTranslator
 from .search import beam_search, greedy_search
 from .train import evaluate_translator, load_translator, train_translator, translate_lines
 
-__all__ = ["ParallelCorpus", "SubwordVocab", "TransformerTranslator", "TranslationConfig", "beam_search",
-           "evaluate_translator", "greedy_search", "load_parallel_corpus", "load_translator", "train_translator",
-           "translate_lines"]
+__all__ = [
+    "ParallelCorpus",
+    "SubwordVocab",
+    "TransformerTranslator",
+    "TranslationConfig",
+    "beam_search",
+    "evaluate_translator",
+    "greedy_search",
+    "load_parallel_corpus",
+    "load_translator",
+    "train_translator",
+    "translate_lines",
+]

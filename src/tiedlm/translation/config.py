@@ -10,26 +10,58 @@ from ..models.outputs import OUTPUTS
 from ..registry import ComponentConfig
 
 # the translator's flat keys of the output layer -> the key of the LM's [model.output] table
-OUTPUT_KEYS = {"tied_bias": "bias", "joint_size": "joint_size", "drill_depth": "depth",
-               "drill_activation": "activation", "drill_dropout": "dropout", "drill_variational": "variational",
-               "drill_init_range": "init_range"}
+OUTPUT_KEYS = {
+    "tied_bias": "bias",
+    "joint_size": "joint_size",
+    "drill_depth": "depth",
+    "drill_activation": "activation",
+    "drill_dropout": "dropout",
+    "drill_variational": "variational",
+    "drill_init_range": "init_range",
+}
 
 
 @dataclass
 class TranslationConfig(KeyValueConfig):
     label, command = "translation", "translate"
-    SECTIONS = {"data": ("source_lang", "target_lang", "vocab", "vocab_size", "subword_model", "share_embeddings",
-                         "max_pairs", "max_length", "data_dir", "own_data"),
-                "model": ("d_model", "ffn_size", "heads", "encoder_layers", "decoder_layers", "dropout",
-                          "attention_dropout", "positions", "max_positions", "output", "tied_bias", "joint_size",
-                          "drill_depth", "drill_activation", "drill_dropout", "drill_variational", "drill_init_range"),
-                "loss": ("label_smoothing", "augmented", "tau", "gamma"),
-                "train": ("epochs", "batch_tokens", "lr", "warmup_steps", "clip", "seed", "threads", "precision"),
-                "decode": ("beam", "length_penalty", "max_decode_ratio")}
+    SECTIONS = {
+        "data": (
+            "source_lang",
+            "target_lang",
+            "vocab",
+            "vocab_size",
+            "subword_model",
+            "share_embeddings",
+            "max_pairs",
+            "max_length",
+            "data_dir",
+            "own_data",
+        ),
+        "model": (
+            "d_model",
+            "ffn_size",
+            "heads",
+            "encoder_layers",
+            "decoder_layers",
+            "dropout",
+            "attention_dropout",
+            "positions",
+            "max_positions",
+            "output",
+            "tied_bias",
+            "joint_size",
+            "drill_depth",
+            "drill_activation",
+            "drill_dropout",
+            "drill_variational",
+            "drill_init_range",
+        ),
+        "loss": ("label_smoothing", "augmented", "tau", "gamma"),
+        "train": ("epochs", "batch_tokens", "lr", "warmup_steps", "clip", "seed", "threads", "precision"),
+        "decode": ("beam", "length_penalty", "max_decode_ratio"),
+    }
     # the LM's names of the output layer's keys work here too: --set model.output=drill --set model.output.depth=2
-    ALIASES = {"model.output.name": "output", **{f"model.output.{new}": old for old, new in {
-        "tied_bias": "bias", "joint_size": "joint_size", "drill_depth": "depth", "drill_activation": "activation",
-        "drill_dropout": "dropout", "drill_variational": "variational", "drill_init_range": "init_range"}.items()}}
+    ALIASES = {"model.output.name": "output", **{f"model.output.{new}": old for old, new in OUTPUT_KEYS.items()}}
 
     # data and subword units (sentencepiece)
     source_lang: str = "en"
@@ -85,12 +117,18 @@ class TranslationConfig(KeyValueConfig):
             (self.vocab in ("joint", "separate"), "vocab", "joint or separate"),
             (self.vocab_size >= 16, "vocab_size", "an integer >= 16"),
             (self.subword_model in ("bpe", "unigram"), "subword_model", "bpe or unigram"),
-            (not self.share_embeddings or self.vocab == "joint", "share_embeddings",
-             "false with vocab = separate (two vocabularies cannot share one embedding)"),
+            (
+                not self.share_embeddings or self.vocab == "joint",
+                "share_embeddings",
+                "false with vocab = separate (two vocabularies cannot share one embedding)",
+            ),
             (self.max_pairs >= 0, "max_pairs", "an integer >= 0 (0 = all)"),
             (self.max_length >= 1, "max_length", "an integer >= 1"),
-            (self.d_model >= 1 and self.heads >= 1 and self.d_model % self.heads == 0, "heads",
-             f"a divisor of d_model = {self.d_model}"),
+            (
+                self.d_model >= 1 and self.heads >= 1 and self.d_model % self.heads == 0,
+                "heads",
+                f"a divisor of d_model = {self.d_model}",
+            ),
             (self.ffn_size >= 1, "ffn_size", "an integer >= 1"),
             (self.encoder_layers >= 1, "encoder_layers", "an integer >= 1"),
             (self.decoder_layers >= 1, "decoder_layers", "an integer >= 1"),
@@ -115,15 +153,18 @@ class TranslationConfig(KeyValueConfig):
         self.require(checks)
         self.output_config()  # the output layer's own checks (the LM's [model.output] rules)
         if self.positions == "learned" and self.max_length + 2 > self.max_positions:
-            raise UsageError(f"translation max_positions = {self.max_positions} must be >= max_length + 2 = "
-                             f"{self.max_length + 2} with learned positions")
+            raise UsageError(
+                f"translation max_positions = {self.max_positions} must be >= max_length + 2 = "
+                f"{self.max_length + 2} with learned positions"
+            )
         return self
 
     def output_config(self) -> ComponentConfig:
         """The output layer's config, the registered one the LM uses (``[model.output]``): its keys from ours."""
         try:
-            return OUTPUTS.config_for(self.output, "translation",
-                                      **{new: getattr(self, old) for old, new in OUTPUT_KEYS.items()})
+            return OUTPUTS.config_for(
+                self.output, "translation", **{new: getattr(self, old) for old, new in OUTPUT_KEYS.items()}
+            )
         except UsageError as exc:  # name the translator's own key, not the LM's
             message = str(exc).replace("translation: ", "")
             for old, new in OUTPUT_KEYS.items():

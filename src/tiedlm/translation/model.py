@@ -26,15 +26,22 @@ class TransformerTranslator(nn.Module):
         self.cfg = cfg
         self.target_embedding = nn.Embedding(target_vocab, d, padding_idx=PAD)
         # shared: held in a list so that the one tensor is registered (and saved) once, as target_embedding
-        self._source = [self.target_embedding] if cfg.share_embeddings else nn.ModuleList(
-            [nn.Embedding(source_vocab, d, padding_idx=PAD)])
+        self._source = (
+            [self.target_embedding]
+            if cfg.share_embeddings
+            else nn.ModuleList([nn.Embedding(source_vocab, d, padding_idx=PAD)])
+        )
         self.positions = positional_encoding(cfg.positions, d, cfg.max_positions)
-        self.encoder = nn.ModuleList(TransformerBlock(d, cfg.heads, cfg.ffn_size, cfg.dropout,
-                                                      attention_dropout=cfg.attention_dropout)
-                                     for _ in range(cfg.encoder_layers))
-        self.decoder = nn.ModuleList(TransformerBlock(d, cfg.heads, cfg.ffn_size, cfg.dropout, cross=True,
-                                                      attention_dropout=cfg.attention_dropout)
-                                     for _ in range(cfg.decoder_layers))
+        self.encoder = nn.ModuleList(
+            TransformerBlock(d, cfg.heads, cfg.ffn_size, cfg.dropout, attention_dropout=cfg.attention_dropout)
+            for _ in range(cfg.encoder_layers)
+        )
+        self.decoder = nn.ModuleList(
+            TransformerBlock(
+                d, cfg.heads, cfg.ffn_size, cfg.dropout, cross=True, attention_dropout=cfg.attention_dropout
+            )
+            for _ in range(cfg.decoder_layers)
+        )
         self.encoder_norm, self.decoder_norm = nn.LayerNorm(d), nn.LayerNorm(d)
         self.drop = nn.Dropout(cfg.dropout)
         self.output = build_output(cfg.output_config(), self.target_embedding, d)

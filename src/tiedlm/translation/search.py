@@ -35,8 +35,9 @@ def _limits(source: torch.Tensor, ratio: float, cap: int = 0) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def greedy_search(model: TransformerTranslator, source: torch.Tensor, max_ratio: float = 1.5,
-                  max_length: int = 0) -> list[list[int]]:
+def greedy_search(
+    model: TransformerTranslator, source: torch.Tensor, max_ratio: float = 1.5, max_length: int = 0
+) -> list[list[int]]:
     """The argmax token at every step, until ``</s>`` or the length limit."""
     model.eval()
     memory, mask = model.encode(source)
@@ -59,8 +60,15 @@ def greedy_search(model: TransformerTranslator, source: torch.Tensor, max_ratio:
 
 
 @torch.inference_mode()
-def beam_search(model: TransformerTranslator, source: torch.Tensor, beam: int = 5, length_penalty: float = 1.0,
-                max_ratio: float = 1.5, max_length: int = 0, return_scores: bool = False):
+def beam_search(
+    model: TransformerTranslator,
+    source: torch.Tensor,
+    beam: int = 5,
+    length_penalty: float = 1.0,
+    max_ratio: float = 1.5,
+    max_length: int = 0,
+    return_scores: bool = False,
+):
     """The best hypothesis per source sentence (ids without ``</s>``), and optionally its normalised score."""
     model.eval()
     n, device = source.size(0), source.device
@@ -70,7 +78,7 @@ def beam_search(model: TransformerTranslator, source: torch.Tensor, beam: int = 
     max_len = int(limits.max())
 
     def norm(score, length):
-        return score / (length ** length_penalty)
+        return score / (length**length_penalty)
 
     scores = torch.full((n, beam), float("-inf"), device=device)
     scores[:, 0] = 0.0  # one live prefix (<s>) per sentence at the start

@@ -99,8 +99,9 @@ def train_translator(
     run_dir = Path(run_dir)
     files = RunDir(run_dir)
     if not resume and files.training_state().exists():
-        raise UsageError(f"{run_dir} already holds a translation run; resume it with --resume {run_dir} or pick "
-                         f"another --out")
+        raise UsageError(
+            f"{run_dir} already holds a translation run; resume it with --resume {run_dir} or pick another --out"
+        )
     run_dir.mkdir(parents=True, exist_ok=True)
     corpus = load_parallel_corpus(cfg, run_dir, train_vocab=not resume)
     if not resume:

@@ -11,8 +11,7 @@ from importlib import import_module
 
 from .configs import ENCODERS, AWDLSTMConfig, EncoderConfig, TransformerConfig, VDLSTMConfig
 
-_LAZY = {"VDLSTM": "vd_lstm", "AWDLSTM": "awd_lstm", "CausalTransformer": "transformer",
-         "build_encoder": "base"}
+_LAZY = {"VDLSTM": "vd_lstm", "AWDLSTM": "awd_lstm", "CausalTransformer": "transformer", "build_encoder": "base"}
 
 __all__ = ["ENCODERS", "AWDLSTMConfig", "EncoderConfig", "TransformerConfig", "VDLSTMConfig", *_LAZY]
 

@@ -47,9 +47,19 @@ def embedding_dropout(embedding: nn.Embedding, ids: torch.Tensor, p: float, trai
 class AWDLSTM(nn.Module):
     """Stack of LSTM layers with weight drop and locked dropout; returns the last layer's dropped outputs."""
 
-    def __init__(self, input_size: int, hidden_size: int, layers: int, output_size: int, *, dropout: float = 0.4,
-                 dropout_input: float = 0.4, dropout_hidden: float = 0.25, weight_drop: float = 0.5,
-                 sparse: SparseLayerSpec | None = None):
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        layers: int,
+        output_size: int,
+        *,
+        dropout: float = 0.4,
+        dropout_input: float = 0.4,
+        dropout_hidden: float = 0.25,
+        weight_drop: float = 0.5,
+        sparse: SparseLayerSpec | None = None,
+    ):
         super().__init__()
         sizes = [input_size] + [hidden_size] * (layers - 1) + [output_size]
         self.layers = lstm_layers(sizes, weight_drop, sparse)
@@ -62,9 +72,17 @@ class AWDLSTM(nn.Module):
 
     @classmethod
     def from_config(cls, cfg: AWDLSTMConfig, input_size: int, output_size: int) -> "AWDLSTM":
-        return cls(input_size, cfg.hidden_size, cfg.layers, output_size, dropout=cfg.dropout,
-                   dropout_input=cfg.dropout_input, dropout_hidden=cfg.dropout_hidden, weight_drop=cfg.weight_drop,
-                   sparse=sparse_spec(cfg))
+        return cls(
+            input_size,
+            cfg.hidden_size,
+            cfg.layers,
+            output_size,
+            dropout=cfg.dropout,
+            dropout_input=cfg.dropout_input,
+            dropout_hidden=cfg.dropout_hidden,
+            weight_drop=cfg.weight_drop,
+            sparse=sparse_spec(cfg),
+        )
 
     def reset_parameters(self) -> None:
         """Each LSTM layer ±1/sqrt(H) (nn.LSTM's rule, as the reference code)."""

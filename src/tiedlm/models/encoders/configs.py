@@ -46,15 +46,27 @@ class LSTMConfig(EncoderConfig):
     def validate(self, key: str) -> None:
         super().validate(key)
         self.check(0.0 <= self.dropout_input < 1.0, key, "dropout_input", "a drop probability in [0, 1)")
-        self.check(0 <= self.sparse_layer <= self.layers, key, "sparse_layer",
-                   f"a layer number in 1..{self.layers}, or 0 for none")
+        self.check(
+            0 <= self.sparse_layer <= self.layers,
+            key,
+            "sparse_layer",
+            f"a layer number in 1..{self.layers}, or 0 for none",
+        )
         self.check(self.sparse_hidden_size >= 0, key, "sparse_hidden_size", "an integer >= 0")
         self.check(self.sparse_components >= 0, key, "sparse_components", "an integer >= 0")
         self.check(0 <= self.sparse_density <= 1, key, "sparse_density", "a fraction in [0, 1] (0 = solve)")
-        self.check(0 <= self.sparse_fraction <= 1, key, "sparse_fraction",
-                   "a fraction in [0, 1] (0 = off; the authors' AWD-LSTM: 2/3)")
-        self.check(not (self.sparse_fraction and self.sparse_layer), key, "sparse_fraction",
-                   "0 when sparse_layer is set (one sparse layer, or every layer with sparse_fraction, not both)")
+        self.check(
+            0 <= self.sparse_fraction <= 1,
+            key,
+            "sparse_fraction",
+            "a fraction in [0, 1] (0 = off; the authors' AWD-LSTM: 2/3)",
+        )
+        self.check(
+            not (self.sparse_fraction and self.sparse_layer),
+            key,
+            "sparse_fraction",
+            "0 when sparse_layer is set (one sparse layer, or every layer with sparse_fraction, not both)",
+        )
 
 
 @ENCODERS.register("vd-lstm", builds="tiedlm.models.encoders.vd_lstm:VDLSTM")

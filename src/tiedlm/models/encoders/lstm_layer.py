@@ -36,7 +36,7 @@ class VDLSTMLayer(nn.Module):
 
     def reset_parameters(self, init_range: float | None = None) -> None:
         """Uniform in ±init_range (default ±1/sqrt(H), as nn.LSTM)."""
-        r = init_range if init_range is not None else self.hidden_size ** -0.5
+        r = init_range if init_range is not None else self.hidden_size**-0.5
         for p in self.parameters():
             nn.init.uniform_(p, -r, r)
 

@@ -124,7 +124,8 @@ class LSTMRecurrence(torch.autograd.Function):
         """xproj (T, *lead, 4H); h0/c0/mask (*lead, H); lead = (B,) with w_hh (4H, H), or (k, B) with (k, 4H, H)."""
         if uses_native(xproj):
             acts, cs, tcs, hs, hms = torch.ops.tiedlm.lstm_forward(
-                xproj.contiguous(), h0.contiguous(), c0.contiguous(), w_hh, mask)
+                xproj.contiguous(), h0.contiguous(), c0.contiguous(), w_hh, mask
+            )
         else:
             acts, cs, tcs, hs, hms = _forward_python(xproj, h0, c0, w_hh, mask)
         ctx.save_for_backward(acts, cs, tcs, hms, w_hh, mask if mask is not None else torch.empty(0))
@@ -144,8 +145,9 @@ class LSTMRecurrence(torch.autograd.Function):
         if w_hh.dim() == 2:
             d_w = d_gates.view(-1, 4 * H).t() @ hms.view(-1, H)
         else:  # per block, once per window: k large matmuls summing over time steps and batch rows
-            d_w = torch.stack([d_gates[:, c].reshape(-1, 4 * H).t() @ hms[:, c].reshape(-1, H)
-                               for c in range(w_hh.size(0))])
+            d_w = torch.stack(
+                [d_gates[:, c].reshape(-1, 4 * H).t() @ hms[:, c].reshape(-1, H) for c in range(w_hh.size(0))]
+            )
         return d_gates, dh, dc, d_w, None
 
 
@@ -175,10 +177,15 @@ def fused_lstm(x, h0, c0, w_ih, w_hh, bias):
     """
     dtype = h0.dtype
     with torch.autocast(device_type=x.device.type, enabled=False):
-        params = [torch_gate_order(w_ih.to(dtype)), torch_gate_order(w_hh.to(dtype)), torch_gate_order(bias.to(dtype)),
-                  bias.new_zeros(bias.shape, dtype=dtype)]
-        hs, hT, cT = torch.lstm(x.to(dtype), (h0.unsqueeze(0), c0.unsqueeze(0)), params, True, 1, 0.0, False,
-                                False, False)
+        params = [
+            torch_gate_order(w_ih.to(dtype)),
+            torch_gate_order(w_hh.to(dtype)),
+            torch_gate_order(bias.to(dtype)),
+            bias.new_zeros(bias.shape, dtype=dtype),
+        ]
+        hs, hT, cT = torch.lstm(
+            x.to(dtype), (h0.unsqueeze(0), c0.unsqueeze(0)), params, True, 1, 0.0, False, False, False
+        )
     return hs, hT.squeeze(0), cT.squeeze(0)
 
 

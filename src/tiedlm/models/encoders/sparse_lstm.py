@@ -54,18 +54,24 @@ def sparse_lstm_parameters(input_size: int, hidden_size: int, components: int, s
 
 def _check_shape(input_size: int, hidden_size: int, components: int, slice_size: int) -> None:
     if components < 1 or hidden_size % components:
-        raise UsageError(f"sparse LSTM: hidden size {hidden_size} is not divisible into {components} components; "
-                         f"choose a component count that divides it")
+        raise UsageError(
+            f"sparse LSTM: hidden size {hidden_size} is not divisible into {components} components; "
+            f"choose a component count that divides it"
+        )
     _check_slices(input_size, components, slice_size)
 
 
 def _check_slices(input_size: int, components: int, slice_size: int) -> None:
     if not 1 <= slice_size <= input_size:
-        raise UsageError(f"sparse LSTM: input slice of {slice_size} units does not fit an input of {input_size}; "
-                         f"the density must be in (0, 1]")
+        raise UsageError(
+            f"sparse LSTM: input slice of {slice_size} units does not fit an input of {input_size}; "
+            f"the density must be in (0, 1]"
+        )
     if components * slice_size < input_size:
-        raise UsageError(f"sparse LSTM: {components} slices of {slice_size} units cannot cover an input of "
-                         f"{input_size} (need density >= 1/k = {1 / components:.3f}); raise the density or k")
+        raise UsageError(
+            f"sparse LSTM: {components} slices of {slice_size} units cannot cover an input of "
+            f"{input_size} (need density >= 1/k = {1 / components:.3f}); raise the density or k"
+        )
 
 
 def equal_parameter_slice(input_size: int, dense_hidden: int, sparse_hidden: int, components: int) -> int:
@@ -79,12 +85,14 @@ def equal_parameter_slice(input_size: int, dense_hidden: int, sparse_hidden: int
             f"sparse LSTM: no input slice gives a {sparse_hidden}-unit layer with {components} components the "
             f"{target:,} parameters of a dense {input_size}->{dense_hidden} layer (it would need {w} of "
             f"{input_size} inputs per component, allowed {math.ceil(input_size / components)}..{input_size}); "
-            f"change sparse_hidden_size or sparse_components")
+            f"change sparse_hidden_size or sparse_components"
+        )
     return w
 
 
-def solve_equal_parameters(input_size: int, dense_hidden: int, sparse_hidden: int,
-                           components: int = 0) -> tuple[int, int]:
+def solve_equal_parameters(
+    input_size: int, dense_hidden: int, sparse_hidden: int, components: int = 0
+) -> tuple[int, int]:
     """(k, w) for a sparse layer of ``sparse_hidden`` units with a dense layer's parameter count.
 
     With ``components`` = 0 the smallest k ≥ 2 that divides h_s and admits a slice is chosen (fewest, widest
@@ -99,8 +107,10 @@ def solve_equal_parameters(input_size: int, dense_hidden: int, sparse_hidden: in
             return k, equal_parameter_slice(input_size, dense_hidden, sparse_hidden, k)
         except UsageError:
             continue
-    raise UsageError(f"sparse LSTM: no component count k gives a {sparse_hidden}-unit layer the parameter count of "
-                     f"a dense {input_size}->{dense_hidden} layer; choose a smaller sparse_hidden_size")
+    raise UsageError(
+        f"sparse LSTM: no component count k gives a {sparse_hidden}-unit layer the parameter count of "
+        f"a dense {input_size}->{dense_hidden} layer; choose a smaller sparse_hidden_size"
+    )
 
 
 def slice_starts(input_size: int, components: int, slice_size: int) -> list[int]:
@@ -161,15 +171,19 @@ def reduced_layer_shape(input_size: int, hidden_size: int, reduce_in: float, red
     target = dense_lstm_parameters(round(reduce_in * input_size), round(reduce_out * hidden_size))
     per_unit = target / (4 * hidden_size) - 1  # = w + h/k
     if per_unit <= 0:
-        raise UsageError(f"sparse LSTM: reductions ({reduce_in}, {reduce_out}) leave no parameters for a "
-                         f"{input_size}->{hidden_size} layer; raise model.sparse_fraction")
+        raise UsageError(
+            f"sparse LSTM: reductions ({reduce_in}, {reduce_out}) leave no parameters for a "
+            f"{input_size}->{hidden_size} layer; raise model.sparse_fraction"
+        )
     k = max(1, math.ceil((input_size + hidden_size) / per_unit - 1e-9))
     while hidden_size % k:
         k += 1
     w = min(input_size, round(per_unit - hidden_size / k))
     if k > hidden_size or w < 1 or k * w < input_size:
-        raise UsageError(f"sparse LSTM: reductions ({reduce_in}, {reduce_out}) are too strong for a "
-                         f"{input_size}->{hidden_size} layer; raise model.sparse_fraction")
+        raise UsageError(
+            f"sparse LSTM: reductions ({reduce_in}, {reduce_out}) are too strong for a "
+            f"{input_size}->{hidden_size} layer; raise model.sparse_fraction"
+        )
     return k, w
 
 
@@ -180,8 +194,7 @@ class SparseLSTMLayer(nn.Module):
     ``VDLSTMLayer``'s ([input, forget, output, cell]); :meth:`dense_weights` gives the equivalent dense layer.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, components: int, slice_size: int,
-                 weight_drop: float = 0.0):
+    def __init__(self, input_size: int, hidden_size: int, components: int, slice_size: int, weight_drop: float = 0.0):
         super().__init__()
         _check_shape(input_size, hidden_size, components, slice_size)
         self.input_size, self.hidden_size, self.weight_drop = input_size, hidden_size, weight_drop
@@ -200,7 +213,7 @@ class SparseLSTMLayer(nn.Module):
 
     def reset_parameters(self, init_range: float | None = None) -> None:
         """Uniform in ±init_range (default ±1/sqrt(h_s), nn.LSTM's rule)."""
-        r = init_range if init_range is not None else self.hidden_size ** -0.5
+        r = init_range if init_range is not None else self.hidden_size**-0.5
         for p in self.parameters():
             nn.init.uniform_(p, -r, r)
 
@@ -228,8 +241,9 @@ class SparseLSTMLayer(nn.Module):
         h0, c0 = state
         if use_fused(mask) and (x.device.type != "cpu" or self.slice_size <= 4 * m):
             return self._fused_components(x, h0, c0, w_hh)
-        hs, hT, cT = lstm_recurrence(self.input_projection(x), blocks(h0), blocks(c0), w_hh,
-                                     blocks(mask) if mask is not None else None)
+        hs, hT, cT = lstm_recurrence(
+            self.input_projection(x), blocks(h0), blocks(c0), w_hh, blocks(mask) if mask is not None else None
+        )
         hs, hT, cT = unblocks(hs), unblocks(hT), unblocks(cT)
         out = hs * mask if mask is not None else hs
         return out, (hT, cT)
@@ -244,8 +258,9 @@ class SparseLSTMLayer(nn.Module):
         outs, hs, cs = [], [], []
         for c, a in enumerate(self.slice_starts):
             units = slice(c * m, (c + 1) * m)
-            o, h, cc = fused_lstm(x[..., a : a + self.slice_size], h0[:, units], c0[:, units], self.weight_ih[c],
-                                  w_hh[c], self.bias[c])
+            o, h, cc = fused_lstm(
+                x[..., a : a + self.slice_size], h0[:, units], c0[:, units], self.weight_ih[c], w_hh[c], self.bias[c]
+            )
             outs.append(o)
             hs.append(h)
             cs.append(cc)
@@ -267,8 +282,9 @@ class SparseLSTMLayer(nn.Module):
         return w_ih.view(4 * H, self.input_size), w_hh.view(4 * H, H), bias
 
 
-def lstm_layers(sizes: list[int], weight_drop: float,
-                sparse: SparseLayerSpec | SparseStackSpec | None) -> nn.ModuleList:
+def lstm_layers(
+    sizes: list[int], weight_drop: float, sparse: SparseLayerSpec | SparseStackSpec | None
+) -> nn.ModuleList:
     """LSTM layers sizes[0]→sizes[1]→…, dense or predefined-sparse (:class:`SparseLSTMLayer`).
 
     - :class:`SparseLayerSpec`: the layer ``sparse.layer`` is sparse; ``sizes`` are the dense sizes, the sparse
@@ -292,8 +308,10 @@ def lstm_layers(sizes: list[int], weight_drop: float,
         if sparse is not None and n == sparse.layer:
             i, h, h_s = sizes[n - 1], sizes[n], sparse.hidden_size or sizes[n]
             if n == len(sizes) - 1 and h_s != h:
-                raise UsageError(f"sparse LSTM: widening the last layer ({h} -> {h_s}) changes the encoder's output "
-                                 f"size; make a middle layer sparse (model.sparse_layer) or keep its size")
+                raise UsageError(
+                    f"sparse LSTM: widening the last layer ({h} -> {h_s}) changes the encoder's output "
+                    f"size; make a middle layer sparse (model.sparse_layer) or keep its size"
+                )
             if sparse.density:
                 k = sparse.components or 3
                 w = round(sparse.density * i)

@@ -53,8 +53,16 @@ class Attention(nn.Module):
         b, t, d = x.shape
         return x.view(b, t, self.heads, d // self.heads).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor, source: torch.Tensor | None = None, *, mask: torch.Tensor | None = None,
-                causal: bool = False, cache: dict | None = None, name: str = "") -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        source: torch.Tensor | None = None,
+        *,
+        mask: torch.Tensor | None = None,
+        causal: bool = False,
+        cache: dict | None = None,
+        name: str = "",
+    ) -> torch.Tensor:
         """x (B,T,d) attends to ``source`` (B,S,d) (default: x itself).
 
         mask: boolean (B,1,1|T,S), True where attention is allowed (key padding). causal: position t
@@ -73,8 +81,9 @@ class Attention(nn.Module):
         # with a cache, the new queries are the last positions: causality holds without a mask
         is_causal = causal and cache is None and q.size(2) > 1
         with _cpu_math_kernel(q):
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal,
-                                               dropout_p=self.dropout if self.training else 0.0)
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=is_causal, dropout_p=self.dropout if self.training else 0.0
+            )
         b, h, t, dk = y.shape
         return self.out(y.transpose(1, 2).reshape(b, t, h * dk))
 
@@ -87,8 +96,15 @@ class TransformerBlock(nn.Module):
     (tokens × ffn_size) activations took ~20% of a training step.
     """
 
-    def __init__(self, d_model: int, heads: int, ffn_size: int, dropout: float, cross: bool = False,
-                 attention_dropout: float = 0.0):
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        ffn_size: int,
+        dropout: float,
+        cross: bool = False,
+        attention_dropout: float = 0.0,
+    ):
         super().__init__()
         self.norm_self = nn.LayerNorm(d_model)
         self.self_attn = Attention(d_model, heads, attention_dropout)
@@ -98,13 +114,22 @@ class TransformerBlock(nn.Module):
         self.ffn = nn.Sequential(nn.Linear(d_model, ffn_size), nn.ReLU(), nn.Linear(ffn_size, d_model))
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, *, causal: bool = False, mask: torch.Tensor | None = None,
-                memory: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
-                cache: dict | None = None, index: int = 0) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        causal: bool = False,
+        mask: torch.Tensor | None = None,
+        memory: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        cache: dict | None = None,
+        index: int = 0,
+    ) -> torch.Tensor:
         x = x + self.drop(self.self_attn(self.norm_self(x), mask=mask, causal=causal, cache=cache, name=f"self{index}"))
         if self.cross_attn is not None:
-            x = x + self.drop(self.cross_attn(self.norm_cross(x), memory, mask=memory_mask, cache=cache,
-                                              name=f"cross{index}"))
+            x = x + self.drop(
+                self.cross_attn(self.norm_cross(x), memory, mask=memory_mask, cache=cache, name=f"cross{index}")
+            )
         return x + self.drop(self.ffn(self.norm_ffn(x)))
 
     def reset_parameters(self) -> None:
@@ -126,8 +151,10 @@ class SinusoidalPositions(nn.Module):
 
     def forward(self, length: int, offset: int, like: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(offset, offset + length, device=like.device, dtype=torch.float32).unsqueeze(1)
-        freq = torch.exp(torch.arange(0, self.d_model, 2, device=like.device, dtype=torch.float32)
-                         * (-math.log(10000.0) / self.d_model))
+        freq = torch.exp(
+            torch.arange(0, self.d_model, 2, device=like.device, dtype=torch.float32)
+            * (-math.log(10000.0) / self.d_model)
+        )
         pe = torch.zeros(length, self.d_model, device=like.device)
         pe[:, 0::2] = torch.sin(pos * freq)
         pe[:, 1::2] = torch.cos(pos * freq)[:, : self.d_model // 2]
@@ -144,9 +171,11 @@ class LearnedPositions(nn.Module):
 
     def forward(self, length: int, offset: int, like: torch.Tensor) -> torch.Tensor:
         if offset + length > self.table.num_embeddings:
-            raise ValueError(f"a sequence of {offset + length} positions exceeds the {self.table.num_embeddings} "
-                             "learned positions; raise max_positions or use sinusoidal positions")
-        return self.table.weight[offset: offset + length].to(like.dtype)
+            raise ValueError(
+                f"a sequence of {offset + length} positions exceeds the {self.table.num_embeddings} "
+                "learned positions; raise max_positions or use sinusoidal positions"
+            )
+        return self.table.weight[offset : offset + length].to(like.dtype)
 
 
 def positional_encoding(kind: str, d_model: int, max_positions: int) -> nn.Module:
@@ -188,8 +217,16 @@ class CausalTransformer(nn.Module):
 
     @classmethod
     def from_config(cls, cfg: TransformerConfig, input_size: int, output_size: int) -> "CausalTransformer":
-        return cls(input_size, cfg.hidden_size, cfg.layers, cfg.heads, dropout=cfg.dropout, positions=cfg.positions,
-                   max_positions=cfg.max_positions, memory=cfg.memory)
+        return cls(
+            input_size,
+            cfg.hidden_size,
+            cfg.layers,
+            cfg.heads,
+            dropout=cfg.dropout,
+            positions=cfg.positions,
+            max_positions=cfg.max_positions,
+            memory=cfg.memory,
+        )
 
     def reset_parameters(self) -> None:
         for block in self.blocks:

@@ -25,8 +25,9 @@ class VDLSTM(nn.Module):
       ``dropout_input = dropout`` is that reading.
     """
 
-    def __init__(self, input_size: int, hidden_size: int, layers: int, dropout: float, sparse=None,
-                 dropout_input: float = 0.0):
+    def __init__(
+        self, input_size: int, hidden_size: int, layers: int, dropout: float, sparse=None, dropout_input: float = 0.0
+    ):
         super().__init__()
         self.num_layers, self.dropout, self.dropout_input = layers, dropout, dropout_input
         self.layers = lstm_layers([input_size] + [hidden_size] * layers, 0.0, sparse)
@@ -38,8 +39,9 @@ class VDLSTM(nn.Module):
 
     @classmethod
     def from_config(cls, cfg: VDLSTMConfig, input_size: int, output_size: int) -> "VDLSTM":
-        return cls(input_size, cfg.hidden_size, cfg.layers, cfg.dropout, sparse_spec(cfg),
-                   dropout_input=cfg.dropout_input)
+        return cls(
+            input_size, cfg.hidden_size, cfg.layers, cfg.dropout, sparse_spec(cfg), dropout_input=cfg.dropout_input
+        )
 
     def init_state(self, batch: int, like: torch.Tensor) -> State:
         return zero_state(self.layers, batch, like)

@@ -9,9 +9,18 @@ from importlib import import_module
 
 from .configs import OUTPUTS, BilinearConfig, DrillConfig, DualConfig, FullConfig, TiedConfig
 
-_LAZY = {"OutputLayer": "base", "SharesEmbedding": "base", "build_output": "base", "closed_form_parameters": "base",
-         "FullSoftmaxOutput": "full", "TiedOutput": "tied", "BilinearOutput": "bilinear", "DualOutput": "dual",
-         "DrillOutput": "drill", "LabelEncoder": "drill"}
+_LAZY = {
+    "OutputLayer": "base",
+    "SharesEmbedding": "base",
+    "build_output": "base",
+    "closed_form_parameters": "base",
+    "FullSoftmaxOutput": "full",
+    "TiedOutput": "tied",
+    "BilinearOutput": "bilinear",
+    "DualOutput": "dual",
+    "DrillOutput": "drill",
+    "LabelEncoder": "drill",
+}
 
 __all__ = ["OUTPUTS", "BilinearConfig", "DrillConfig", "DualConfig", "FullConfig", "TiedConfig", *_LAZY]
 

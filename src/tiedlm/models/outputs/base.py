@@ -96,8 +96,10 @@ def build_output(cfg: ComponentConfig, embedding: nn.Embedding, hidden_size: int
     """The output layer named by ``cfg`` (a registered output config) over encoder states of size ``hidden_size``."""
     d = embedding.embedding_dim
     if cfg.needs_embedding_size and hidden_size != d:
-        raise UsageError(f"output layer {cfg.name!r} needs an encoder output of size embedding_size = {d}, "
-                         f"got {hidden_size}; use output = 'bilinear' or 'dual' for other sizes")
+        raise UsageError(
+            f"output layer {cfg.name!r} needs an encoder output of size embedding_size = {d}, "
+            f"got {hidden_size}; use output = 'bilinear' or 'dual' for other sizes"
+        )
     return OUTPUTS[cfg.name].cls.from_config(cfg, embedding, hidden_size)
 
 

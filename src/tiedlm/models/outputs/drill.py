@@ -26,9 +26,17 @@ class LabelEncoder(nn.Module):
       twice.
     """
 
-    def __init__(self, dim: int, depth: int, activation: str = "sigmoid", dropout: float = 0.0,
-                 variational: bool = True, residual_embedding: bool = True, residual_previous: bool = False,
-                 init_range: float = 0.1):
+    def __init__(
+        self,
+        dim: int,
+        depth: int,
+        activation: str = "sigmoid",
+        dropout: float = 0.0,
+        variational: bool = True,
+        residual_embedding: bool = True,
+        residual_previous: bool = False,
+        init_range: float = 0.1,
+    ):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; one of {', '.join(ACTIVATIONS)}")
@@ -81,9 +89,16 @@ class DrillOutput(SharesEmbedding):
 
     @classmethod
     def from_config(cls, cfg: DrillConfig, embedding: nn.Embedding, hidden_size: int) -> "DrillOutput":
-        return cls(embedding, cfg.depth, activation=cfg.activation, dropout=cfg.dropout,
-                   variational=cfg.variational, residual_embedding=cfg.residual_embedding,
-                   residual_previous=cfg.residual_previous, init_range=cfg.init_range)
+        return cls(
+            embedding,
+            cfg.depth,
+            activation=cfg.activation,
+            dropout=cfg.dropout,
+            variational=cfg.variational,
+            residual_embedding=cfg.residual_embedding,
+            residual_previous=cfg.residual_previous,
+            init_range=cfg.init_range,
+        )
 
     @staticmethod
     def closed_form(cfg: DrillConfig, vocab: int, d: int, d_h: int) -> int:
