@@ -74,7 +74,8 @@ def cmd_reproduce(args) -> int:
     from ..paths import ensure_writable_folder
 
     if args.render_only:  # the page from the runs already there (e.g. the committed results); start nothing
-        page = rp.render(tab, args.scale, runs_dir, extra, Path(args.out))
+        how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.runs} --render-only --out {args.out}"
+        page = rp.render(tab, args.scale, runs_dir, extra, Path(args.out), command=how)
         emit(args, {"table": tab.name, "started": [], "page": str(page)}, f"wrote {page}")
         return 0
     ensure_writable_folder(runs_dir, "--runs")
