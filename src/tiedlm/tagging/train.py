@@ -10,7 +10,6 @@ the position in the epoch; written atomically, no pickle), ``metrics.jsonl`` (on
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 
@@ -18,11 +17,12 @@ import torch
 import torch.nn.functional as F
 
 from ..data.vocab import Vocabulary
-from ..errors import TiedlmError, UsageError
+from ..errors import UsageError
 from ..run_dir import RunDir, write_json_atomic, write_text_atomic
 from ..runtime import set_threads
 from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state
 from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
+from ..train.step import NonFiniteSteps, update
 from .config import TaggerConfig
 from .data import TaggingCorpus, load_tagging_corpus
 from .model import BiLSTMTagger
@@ -39,6 +39,20 @@ def accuracy(model: BiLSTMTagger, corpus: TaggingCorpus, split: str, batch_size:
         correct += int((pred[keep] == tags[keep]).sum())
         total += int(keep.sum())
     return correct / total
+
+
+MAX_NONFINITE = 10  # consecutive non-finite steps tolerated (skipped) before the run stops
+
+
+def _diverged(what: str, run_dir: Path, cfg: TaggerConfig) -> str:
+    done = RunDir(run_dir).checkpoint("last").is_file()
+    fix = (
+        f"resume from the last epoch's checkpoint with a lower rate: tiedlm tag train --resume {run_dir} "
+        f"(after lowering lr in its config.toml)"
+        if done
+        else "start a new run with a lower --set train.lr"
+    )
+    return f"tagger training diverged: {what}; the learning rate (now {cfg.lr:g}) is too high: {fix}"
 
 
 class TaggerInterrupted(RunInterrupted):
@@ -141,6 +155,7 @@ def _train_epoch(
     model.train()
     start = time.perf_counter() - state.get("epoch_seconds", 0.0)
     total, seen = state.get("sums", [0.0, 0])
+    skipped = NonFiniteSteps(MAX_NONFINITE, lambda what: _diverged(what, run_dir, cfg), log)
     with tqdm(
         total=n_train,
         initial=seen,
@@ -158,15 +173,9 @@ def _train_epoch(
             stop.check()
             logits = model(ids, lengths)
             loss = F.cross_entropy(logits.flatten(0, 1), tags.flatten(), ignore_index=-100)
-            if not math.isfinite(loss.item()):
-                raise TiedlmError(
-                    f"non-finite tagging loss at epoch {epoch}; lower --set lr (now {cfg.lr}) in a new run"
-                )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-            opt.step()
+            if not skipped(update(loss, model.parameters(), opt, cfg.clip), f"at epoch {epoch}, batch {b}"):
+                state["batch"] = b + 1
+                continue
             n = int(lengths.sum())
             total, seen = total + loss.item() * n, seen + n
             state["batch"], state["sums"] = b + 1, [total, seen]

@@ -54,6 +54,7 @@ from .cuda_graph import GraphedStep, unsupported_reason
 from .distributed import DistributedContext
 from .interrupts import RunInterrupted, StopRequest, StopRequested
 from .nt_asgd import NTASGD, make_optimizer
+from .step import NonFiniteSteps, update
 
 
 class Interrupted(RunInterrupted):
@@ -250,7 +251,7 @@ class Trainer:
             dynamic_ncols=True,
             mininterval=0.5 if sys.stderr.isatty() else 30,
         )
-        bad_in_a_row = 0
+        skipped = NonFiniteSteps(t.max_nonfinite, self._diverged, bar.write)
         start = time.perf_counter() - self.sums["time"]
         with bar:
             for k, x, y in scheduled_windows(self.train_data, lengths, start=self.window):
@@ -262,20 +263,10 @@ class Trainer:
                     ce, aug, finite, new_state = self._graphed_step(x, y, step_lr)
                 else:
                     ce, aug, finite, new_state = self._eager_step(x, y, step_lr, params)
-                if not finite:  # the update was skipped: keep the last good weights and state
-                    bad_in_a_row += 1
-                    self.sums["skipped"] += 1
-                    bar.write(
-                        f"warning: non-finite loss/gradient at epoch {self.epoch} window {k}; step skipped "
-                        f"({bad_in_a_row} in a row)"
-                    )
-                    if bad_in_a_row >= t.max_nonfinite:
-                        raise TiedlmError(
-                            self._diverged(f"{bad_in_a_row} non-finite steps in a row at epoch {self.epoch}")
-                        )
+                if not skipped(finite, f"at epoch {self.epoch} window {k}"):  # raises after max_nonfinite in a row
+                    self.sums["skipped"] += 1  # no update was made: the last good weights and state stay
                     self.window = k + 1
                     continue
-                bad_in_a_row = 0
                 self.updates += 1
                 self.nt_asgd.after_step(self.model)
                 self.state, self.window = new_state, k + 1
@@ -329,14 +320,7 @@ class Trainer:
             loss = loss + reg
         if t.loss_reduction == "sum_over_time":
             loss = loss * y.size(0)  # sum over time steps, mean over the batch
-        self.optimizer.zero_grad(set_to_none=True)
-        finite = self.dist.all_true(bool(torch.isfinite(loss)))  # every rank backpropagates, or none
-        if finite:
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(params, t.clip if t.clip > 0 else math.inf)
-            finite = bool(torch.isfinite(norm))
-        if finite:
-            self.optimizer.step()
+        finite = update(loss, params, self.optimizer, t.clip, self.dist.all_true)
         return ce, aug, finite, new_state
 
     def _graphed_step(self, x, y, lr: float):

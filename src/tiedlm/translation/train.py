@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..errors import TiedlmError, UsageError
+from ..errors import UsageError
 from ..evaluation import perplexity
 from ..losses import AugmentedLoss
 from ..losses.fused import at_least_fp32
@@ -31,10 +31,13 @@ from ..run_dir import RunDir, write_json_atomic, write_text_atomic
 from ..runtime import autocast, resolve_precision, set_threads
 from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state
 from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
+from ..train.step import NonFiniteSteps, update
 from .config import TranslationConfig
 from .data import PAD, ParallelCorpus, SubwordVocab, encode_source, load_parallel_corpus
 from .model import TransformerTranslator
 from .search import beam_search, greedy_search
+
+MAX_NONFINITE = 10  # consecutive non-finite steps tolerated (skipped) before the run stops
 
 
 class TranslationInterrupted(RunInterrupted):
@@ -185,6 +188,14 @@ def _train_epoch(
     from tqdm import tqdm
 
     epoch = state["epoch"]
+    skipped = NonFiniteSteps(
+        MAX_NONFINITE,
+        lambda what: (
+            f"translation training diverged: {what}; lower lr (now {cfg.lr:g}) or raise warmup_steps "
+            f"(now {cfg.warmup_steps}) in a new run"
+        ),
+        log,
+    )
     batches = corpus.batches("train", cfg.batch_tokens, shuffle_seed=cfg.seed * 1000 + epoch, max_length=cfg.max_length)
     model.train()
     start = time.perf_counter() - state.get("epoch_seconds", 0.0)
@@ -206,16 +217,9 @@ def _train_epoch(
                 group["lr"] = inverse_sqrt_lr(cfg, step)
             with autocast(device, precision):
                 loss, nll, n = translation_loss(model, cfg, src, tin, tout, aug)
-            if not torch.isfinite(loss):
-                raise TiedlmError(
-                    f"non-finite translation loss at epoch {epoch}, batch {b}; lower --set lr "
-                    f"(now {cfg.lr}) or raise warmup_steps, then resume with --resume"
-                )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-            opt.step()
+            if not skipped(update(loss, model.parameters(), opt, cfg.clip), f"at epoch {epoch}, batch {b}"):
+                state["batch"] = b + 1
+                continue
             state["step"], state["batch"] = step, b + 1
             state["sums"][0] += float(nll)
             state["sums"][1] += n
