@@ -137,3 +137,50 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
     assert page.count("| finished |") == 2 and page.count("| missing |") == 4
     assert "| 90.00 / 86.50 |" in page and "| 90.00 / 85.12; 86.50 (10 streams) |" in page
     assert not any((table_dir / n).exists() for n in ("full", "bilinear", "dual", "drill-1"))  # nothing started
+
+
+def test_publish_copies_finished_runs_and_never_overwrites_other_results(tmp_path, capsys):
+    from tiedlm.config import Config
+
+    runs, published = tmp_path / "runs", tmp_path / "results"
+    run = runs / "pappas2019-table4-small" / "bilinear"
+    run.mkdir(parents=True)
+    (run / "config.toml").write_text(Config.load("ptb-small-re").with_overrides(["model.output=bilinear"]).to_toml())
+    (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "valid_ppl": 99.0}) + "\n")
+    (run.parent / "bilinear.log").write_text("epoch 1 ...\n")
+    unfinished = runs / "pappas2019-table4-small" / "dual"
+    unfinished.mkdir()
+    (unfinished / "config.toml").write_text((run / "config.toml").read_text())
+    summary = {
+        "valid_ppl": 94.0,
+        "test_ppl": 90.1,
+        "test_protocol": "batch 1",
+        "parameters": {"total": 2_700_000},
+        "wall_time_s": 600,
+        "device": "cpu",
+        "tokens_per_s": 1000,
+        "command": "tiedlm train x",
+        "seed": 1111,
+    }
+    (run / "summary.json").write_text(json.dumps(summary))
+    args = [
+        "reproduce",
+        "pappas2019-table4-small",
+        "--runs",
+        str(runs),
+        "--publish",
+        str(published),
+        "--out",
+        str(tmp_path / "pages"),
+        "--json",
+    ]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["published"] == ["bilinear"]  # the unfinished run stays out
+    dst = published / "pappas2019-table4-small" / "bilinear"
+    assert sorted(p.name for p in dst.iterdir()) == ["config.toml", "metrics.jsonl", "summary.json", "train.log"]
+    assert "| 94.00 / 90.10 |" in (tmp_path / "pages" / "pappas2019-table4-small.md").read_text()
+    assert main(args) == 0  # publishing again changes nothing
+    (run / "summary.json").write_text(json.dumps(summary | {"test_ppl": 80.0}))
+    assert main(args) == 2  # other results under the same name: refused, the committed file kept
+    assert "never overwritten" in capsys.readouterr().err
+    assert json.loads((dst / "summary.json").read_text())["test_ppl"] == 90.1

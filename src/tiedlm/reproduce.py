@@ -249,6 +249,39 @@ def _test_ppl(files: RunDir, summary: dict) -> str:
     return streams
 
 
+PUBLISHED = ("config.toml", "metrics.jsonl", "summary.json", "test_batch1.json")
+
+
+def publish(rows: list[dict], into: Path, log=print) -> list[str]:
+    """Copy each finished run's small files (config, metrics, summary, a later batch-1 test) and its log into
+    ``into/TABLE/RUN/``, for committing; returns the runs copied. A file already there with other content is
+    never overwritten (a one-line error: committed results stay as they are); an identical one is left."""
+    import shutil
+
+    copied = []
+    for r in rows:
+        if r["status"] != "finished":
+            continue
+        src, dst = r["dir"], into / r["dir"].parent.name / r["dir"].name
+        files = [(src / name, dst / name) for name in PUBLISHED if (src / name).is_file()]
+        log_file = src.parent / f"{src.name}.log"
+        if log_file.is_file():
+            files.append((log_file, dst / "train.log"))
+        for a, b in files:
+            if b.exists() and b.read_bytes() != a.read_bytes():
+                raise UsageError(
+                    f"{b} already holds other results; published results are never overwritten "
+                    f"(move it away first if this run replaces it)"
+                )
+        dst.mkdir(parents=True, exist_ok=True)
+        for a, b in files:
+            if not b.exists():
+                shutil.copyfile(a, b)
+        copied.append(r["spec"].name)
+        log(f"{r['spec'].name}: published to {dst}")
+    return copied
+
+
 def render(tab: Table, scale: str, runs_dir: Path, extra: list[str], out: Path, command: str = "") -> Path:
     """Write ``out/<table>.md`` (and ``<table>-valid.png``): paper vs ours per run, what we ran, and how."""
     import os

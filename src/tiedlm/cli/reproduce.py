@@ -73,6 +73,17 @@ def cmd_reproduce(args) -> int:
         return 0
     from ..paths import ensure_writable_folder
 
+    if args.publish:  # copy the finished runs' small files into the results folder, then render from there
+        published = Path(args.publish)
+        copied = rp.publish(rows, published, log=log)
+        how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
+        page = rp.render(tab, args.scale, published, extra, Path(args.out), command=how)
+        emit(
+            args,
+            {"table": tab.name, "published": copied, "page": str(page)},
+            f"published {len(copied)} run(s); wrote {page}",
+        )
+        return 0
     if args.render_only:  # the page from the runs already there (e.g. the committed results); start nothing
         how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.runs} --render-only --out {args.out}"
         page = rp.render(tab, args.scale, runs_dir, extra, Path(args.out), command=how)
@@ -127,6 +138,12 @@ def register(add) -> None:
         help="override applied to every run of the table (e.g. train.epochs=2)",
     )
     r.add_argument("--data", metavar="NAME|FOLDER", help="train every run on this corpus instead")
+    r.add_argument(
+        "--publish",
+        metavar="DIR",
+        help="start nothing: copy every finished run's config, metrics, summary and log from --runs into "
+        "DIR/TABLE/RUN (never overwriting other results), then write the page from DIR",
+    )
     r.add_argument("--only", nargs="+", metavar="RUN", help="only these runs of the table (the page still shows all)")
     r.add_argument("--dry-run", action="store_true", help="print the plan and an estimated time on this machine")
     r.add_argument("--no-page", action="store_true", help="run, but do not render the page")
