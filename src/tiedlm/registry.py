@@ -45,10 +45,12 @@ class ComponentConfig:
 class Entry:
     name: str
     config: type[ComponentConfig]
-    builds: str  # "package.module:Class", imported on first use
+    builds: str | type  # "package.module:Class", imported on first use, or the class itself
 
     @property
     def cls(self) -> type:
+        if isinstance(self.builds, type):
+            return self.builds
         module, _, attr = self.builds.partition(":")
         return getattr(importlib.import_module(module), attr)
 
@@ -65,8 +67,9 @@ class Registry:
         self.kind, self.key = kind, key  # e.g. "output layer", "model.output" (the config key it is chosen by)
         self._entries: dict[str, Entry] = {}
 
-    def register(self, name: str, builds: str) -> Callable[[type[ComponentConfig]], type[ComponentConfig]]:
-        """Decorator of a component's config dataclass; ``builds`` is "module:Class" of the component."""
+    def register(self, name: str, builds: str | type) -> Callable[[type[ComponentConfig]], type[ComponentConfig]]:
+        """Decorator of a component's config dataclass; ``builds`` is "module:Class" of the component (imported
+        when first used, so that configs load without torch) or the class itself (a component of your own)."""
 
         def add(config: type[ComponentConfig]) -> type[ComponentConfig]:
             if name in self._entries:

@@ -95,14 +95,7 @@ class ModelConfig:
     # ----- derived sizes and checks ---------------------------------------------------------
     def encoder_output_size(self) -> int:
         """Size of h_t that reaches the output layer."""
-        e = self.encoder
-        if e.name == "vd-lstm":
-            return e.hidden_size
-        if e.name == "transformer":
-            return self.embedding_size
-        if e.last_hidden_size:
-            return e.last_hidden_size
-        return e.hidden_size if self.output.name == "full" else self.embedding_size
+        return self.encoder.output_size(self.embedding_size, self.output.name)
 
     def validate(self) -> None:
         """One-line UsageError for the first model setting that is out of range or contradicts another."""
@@ -121,32 +114,18 @@ class ModelConfig:
             "a drop probability in [0, 1)",
         )
         _check(
-            not (e.name == "vd-lstm" and m.dropout_embedding),
-            "model.dropout_embedding",
-            m.dropout_embedding,
-            "0 with the vd-lstm encoder (it is an awd-lstm setting)",
-        )
-        _check(
             1 / m.embedding_size <= m.embedding_density <= 1,
             "model.embedding_density",
             m.embedding_density,
             f"a fraction in [1/embedding_size, 1] = [{1 / m.embedding_size:.4f}, 1] (every word keeps a dimension)",
         )
         e.validate("model.encoder")
+        e.check_model(m.embedding_size, m.dropout_embedding)
         m.output.validate("model.output")
-        if e.name == "transformer":
-            _check(
-                m.embedding_size % e.heads == 0,
-                "model.encoder.heads",
-                e.heads,
-                f"a divisor of model.embedding_size = {m.embedding_size}",
-            )
-        size_key = {"vd-lstm": "encoder.hidden_size", "awd-lstm": "encoder.last_hidden_size"}.get(
-            e.name, "embedding_size"
-        )
         if m.output.needs_embedding_size and m.embedding_size != m.encoder_output_size():
             raise UsageError(
-                f"model.output = {m.output.name!r} scores h_t against the embeddings, so it needs model.{size_key} "
+                f"model.output = {m.output.name!r} scores h_t against the embeddings, so it needs "
+                f"model.{e.output_size_key} "
                 f"== model.embedding_size, got {m.encoder_output_size()} != {m.embedding_size}; set them equal or "
                 f"use output = 'bilinear' or 'dual' (any sizes)"
             )

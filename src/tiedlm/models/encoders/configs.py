@@ -8,7 +8,9 @@ its config here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
+from ...errors import UsageError
 from ...registry import ComponentConfig, Registry
 
 ENCODERS = Registry("encoder", "model.encoder")
@@ -23,10 +25,19 @@ class EncoderConfig(ComponentConfig):
     layers: int = 2  # LSTM layers; transformer: blocks
     dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015); awd-lstm: on the output
 
+    output_size_key: ClassVar[str] = "encoder.hidden_size"  # the [model] key that sets h_t's size (for messages)
+
     def validate(self, key: str) -> None:
         self.check(self.hidden_size >= 1, key, "hidden_size", "an integer >= 1")
         self.check(self.layers >= 1, key, "layers", "an integer >= 1")
         self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
+
+    def output_size(self, embedding_size: int, output: str) -> int:
+        """Size of h_t that reaches the output layer (``output``: the output layer's name)."""
+        return self.hidden_size
+
+    def check_model(self, embedding_size: int, dropout_embedding: float) -> None:
+        """Checks against the rest of [model] (one-line UsageError); none by default."""
 
 
 @dataclass
@@ -74,6 +85,13 @@ class LSTMConfig(EncoderConfig):
 class VDLSTMConfig(LSTMConfig):
     """VD-LSTM: LSTM layers with variational dropout, one mask per sequence on every connection (Inan et al. §6)."""
 
+    def check_model(self, embedding_size: int, dropout_embedding: float) -> None:
+        if dropout_embedding:
+            raise UsageError(
+                f"model.dropout_embedding = {dropout_embedding!r} is not allowed; expected 0 with the "
+                f"vd-lstm encoder (it is an awd-lstm setting)"
+            )
+
 
 @ENCODERS.register("awd-lstm", builds="tiedlm.models.encoders.awd_lstm:AWDLSTM")
 @dataclass
@@ -83,6 +101,15 @@ class AWDLSTMConfig(LSTMConfig):
     last_hidden_size: int = 0  # size of the last LSTM layer; 0: embedding_size, or hidden_size for output = full
     dropout_hidden: float = 0.0  # locked dropout between LSTM layers (AWD dropouth)
     weight_drop: float = 0.0  # DropConnect on the hidden-to-hidden weights (AWD wdrop)
+
+    output_size_key: ClassVar[str] = "encoder.last_hidden_size"
+
+    def output_size(self, embedding_size: int, output: str) -> int:
+        """The last layer's size: ``last_hidden_size``, or the embedding size (hidden_size for the full softmax,
+        as DRILL's Table 4 parameter count implies)."""
+        if self.last_hidden_size:
+            return self.last_hidden_size
+        return self.hidden_size if output == "full" else embedding_size
 
     def validate(self, key: str) -> None:
         super().validate(key)
@@ -100,6 +127,18 @@ class TransformerConfig(EncoderConfig):
     positions: str = "sinusoidal"  # sinusoidal | learned
     max_positions: int = 512  # learned positions only: memory + window length must fit
     memory: int = 0  # earlier tokens of the stream re-read in front of each window (0: windows independent)
+
+    output_size_key: ClassVar[str] = "embedding_size"
+
+    def output_size(self, embedding_size: int, output: str) -> int:
+        return embedding_size  # d_model
+
+    def check_model(self, embedding_size: int, dropout_embedding: float) -> None:
+        if embedding_size % self.heads:
+            raise UsageError(
+                f"model.encoder.heads = {self.heads!r} is not allowed; expected a divisor of "
+                f"model.embedding_size = {embedding_size}"
+            )
 
     def validate(self, key: str) -> None:
         super().validate(key)
