@@ -127,3 +127,33 @@ def test_unsupported_runs_say_why(tiny_corpus):
     )
     with pytest.raises(Exception, match="train.cuda_graph"):
         cfg.with_overrides(["train.cuda_graph=sometimes"])
+
+
+def test_the_captured_computation_is_the_eager_step_on_the_cpu(tiny_corpus, tmp_path):
+    """GraphedStep._step (what the graph captures: the shared window_loss and backward_and_clip, then its own
+    foreach SGD with weight decay and the device-side finite flag), run uncaptured on the CPU, gives the weights
+    the eager step gives with torch.optim.SGD: the hand-written update is SGD."""
+    cfg = Config.load("ptb-small-vd").with_overrides(
+        tiny_overrides(tiny_corpus, **{"model.dropout": "0", "train.weight_decay": "0.01", "train.clip": "0.5"})
+    )
+    tr = Trainer(cfg, tmp_path / "run", progress=False, log=lambda *a: None)
+    tr.setup(False)
+    x, y = tr.train_data[:8], tr.train_data[1:9]
+    tr.state = tr.model.init_state(x.size(1))
+    start = {k: v.clone() for k, v in tr.model.state_dict().items()}
+    ce_eager, _, finite, _ = tr._eager_step(x, y, 0.7, [p for p in tr.model.parameters() if p.requires_grad])
+    eager = {k: v.clone() for k, v in tr.model.state_dict().items()}
+    assert finite and any(not torch.equal(start[k], eager[k]) for k in start)
+
+    tr.model.load_state_dict(start)
+    graph = GraphedStep.__new__(GraphedStep)  # the captured computation without a graph (no CUDA here)
+    graph.model, graph.loss_fn, graph.precision = tr.model, tr.loss_fn, "fp32"
+    graph.clip, graph.weight_decay, graph.time_scale = 0.5, 0.01, float(y.size(0))
+    graph.params = [p for p in tr.model.parameters() if p.requires_grad]
+    graph.x, graph.y, graph.state, graph.lr = x, y, tr.model.init_state(x.size(1)), torch.tensor(0.7)
+    graph.backup = [p.detach().clone() for p in graph.params]
+    ce_graph, _, finite_graph, _ = graph._step()
+    assert bool(finite_graph) and torch.equal(ce_graph, ce_eager)
+    for k, v in tr.model.state_dict().items():
+        assert torch.allclose(v, eager[k], rtol=1e-6, atol=1e-7), k
+    assert all(torch.equal(b, start[k]) for b, k in zip(graph.backup, [n for n, _ in tr.model.named_parameters()]))

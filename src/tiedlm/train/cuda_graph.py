@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from ..runtime import autocast
+from .step import backward_and_clip, window_loss
 
 
 def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | None:
@@ -96,16 +96,20 @@ class GraphedStep:
 
     def _step(self):
         """The captured computation; everything stays on the device."""
-        model = self.model
-        with autocast(self.x.device, self.precision, cache_enabled=False):
-            logits, new_state = model(self.x, self.state)
-            loss, ce, aug = self.loss_fn(logits, self.y, model.input_embeddings, model.output_bias)
-        loss = loss * self.time_scale
+        loss, ce, aug, new_state = window_loss(
+            self.model,
+            self.loss_fn,
+            self.x,
+            self.y,
+            self.state,
+            self.precision,
+            time_scale=self.time_scale,
+            cache_enabled=False,
+        )
         for p in self.params:
             p.grad = None
-        loss.backward()
+        norm = backward_and_clip(loss, self.params, self.clip, foreach=True)  # the eager step's own
         grads = [p.grad for p in self.params]
-        norm = torch.nn.utils.clip_grad_norm_(self.params, self.clip, foreach=True)
         finite = torch.isfinite(loss) & torch.isfinite(norm)
         with torch.no_grad():
             torch._foreach_copy_(self.backup, self.params)

@@ -1,9 +1,13 @@
-"""The update every trainer shares (language model, tagger, translator): backward, clipping, the optimiser's step,
-and what happens when a loss or gradient is not finite.
+"""The training step every trainer shares (language model, tagger, translator) and the CUDA graph captures.
 
-:func:`update` makes no update at all when the loss or the clipped gradient norm is not finite, so the last
-good weights stay; :class:`NonFiniteSteps` counts such skipped steps and stops the run, with the fix in one
-line, after ``limit`` in a row (a diverged run must not burn hours of compute).
+- :func:`window_loss`: forward and loss of one language-model window (the eager step and the CUDA graph of
+  :mod:`tiedlm.train.cuda_graph` both call it, so the two cannot compute different losses);
+- :func:`backward_and_clip`: backward and global-norm clipping (also shared with the graph);
+- :func:`update`: the eager update around them: no update at all when the loss or the clipped gradient norm
+  is not finite, so the last good weights stay (the graph makes the same decision on the device and undoes
+  its update);
+- :class:`NonFiniteSteps` counts skipped steps and stops the run, with the fix in one line, after ``limit``
+  in a row (a diverged run must not burn hours of compute).
 """
 
 from __future__ import annotations
@@ -14,6 +18,48 @@ from typing import Callable, Iterable
 import torch
 
 from ..errors import TiedlmError
+from ..losses import encoder_regularization
+from ..runtime import autocast
+
+
+def window_loss(
+    model,
+    loss_fn,
+    x,
+    y,
+    state,
+    precision: str,
+    *,
+    ar: float = 0.0,
+    tar: float = 0.0,
+    time_scale: float = 1.0,
+    cache_enabled: bool = True,
+    forward=None,
+):
+    """Forward and loss of one BPTT window: ``(loss to backpropagate, ce, aug, new_state)``.
+
+    The loss is the language-model loss (cross-entropy, + γτ·J_aug), + AR/TAR of the AWD-LSTM, times
+    ``time_scale`` (the window length for ``loss_reduction = "sum_over_time"``). ``forward`` is what runs the
+    model (its DDP wrapper under torchrun); ``cache_enabled=False`` inside a CUDA graph.
+    """
+    with autocast(x.device, precision, cache_enabled=cache_enabled):
+        logits, new_state = (forward or model)(x, state)
+        loss, ce, aug = loss_fn(logits, y, model.input_embeddings, model.output_bias)
+        reg = encoder_regularization(model, ar, tar)
+    if reg is not None:
+        loss = loss + reg
+    if time_scale != 1.0:
+        loss = loss * time_scale  # sum over time steps, mean over the batch
+    return loss, ce, aug, new_state
+
+
+def backward_and_clip(
+    loss: torch.Tensor, params: list[torch.Tensor], clip: float, foreach: bool | None = None
+) -> torch.Tensor:
+    """``loss.backward()`` and clipping of the global gradient norm to ``clip`` (0: none); returns the norm (a
+    device tensor: no host synchronisation, so a CUDA graph can capture it, with ``foreach=True``)."""
+    loss.backward()
+    return torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else math.inf, foreach=foreach)
 
 
 def update(
@@ -31,8 +77,7 @@ def update(
     optimizer.zero_grad(set_to_none=True)
     if not all_true(bool(torch.isfinite(loss))):
         return False
-    loss.backward()
-    norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else math.inf)
+    norm = backward_and_clip(loss, list(params), clip)
     if not bool(torch.isfinite(norm)):
         return False
     optimizer.step()

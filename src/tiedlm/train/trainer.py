@@ -37,12 +37,12 @@ from ..data.batching import fixed_window_lengths, scheduled_windows, variable_wi
 from ..data.corpus import check_split_sizes
 from ..errors import TiedlmError, UsageError
 from ..evaluation import evaluate, perplexity
-from ..losses import LanguageModelLoss, encoder_regularization
+from ..losses import LanguageModelLoss
 from ..models import LanguageModel
 from ..models.encoders.state import detach_state
 from ..paths import ensure_writable_folder, refuse_committed
 from ..run_dir import RunDir, write_json_atomic, write_text_atomic
-from ..runtime import autocast, resolve_device, resolve_precision, set_threads
+from ..runtime import resolve_device, resolve_precision, set_threads
 from .checkpoint import (
     load_checkpoint,
     load_optimizer,
@@ -54,7 +54,7 @@ from .cuda_graph import GraphedStep, unsupported_reason
 from .distributed import DistributedContext
 from .interrupts import RunInterrupted, StopRequest, StopRequested
 from .nt_asgd import NTASGD, make_optimizer
-from .step import NonFiniteSteps, update
+from .step import NonFiniteSteps, update, window_loss
 
 
 class Interrupted(RunInterrupted):
@@ -312,14 +312,18 @@ class Trainer:
         t, ls = self.cfg.train, self.cfg.loss
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        with autocast(self.device, self.precision):
-            logits, new_state = self.step_model(x, detach_state(self.state))
-            loss, ce, aug = self.loss_fn(logits, y, self.model.input_embeddings, self.model.output_bias)
-            reg = encoder_regularization(self.model, ls.ar, ls.tar)
-        if reg is not None:
-            loss = loss + reg
-        if t.loss_reduction == "sum_over_time":
-            loss = loss * y.size(0)  # sum over time steps, mean over the batch
+        loss, ce, aug, new_state = window_loss(
+            self.model,
+            self.loss_fn,
+            x,
+            y,
+            detach_state(self.state),
+            self.precision,
+            ar=ls.ar,
+            tar=ls.tar,
+            time_scale=y.size(0) if t.loss_reduction == "sum_over_time" else 1.0,
+            forward=self.step_model,
+        )
         finite = update(loss, params, self.optimizer, t.clip, self.dist.all_true)
         return ce, aug, finite, new_state
 
