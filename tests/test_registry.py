@@ -170,3 +170,39 @@ def test_old_flat_files_with_every_key_convert_exactly():
             model[old] = getattr(component, key) if mine else getattr(owners[0].config(), key)
         raw["model"] = model
         assert Config.from_dict(raw) == cfg, preset
+
+
+def test_an_interrupted_run_with_an_old_flat_config_resumes_exactly(tiny_corpus, tmp_path):
+    """A run folder written before [model.encoder] / [model.output] (every key flat in [model]) resumes, through
+    the converted config, to the numbers of an uninterrupted run."""
+    import tomli_w
+
+    from tiedlm.train import Interrupted, Trainer
+    from tiedlm.train.trainer import read_metrics
+
+    from conftest import tiny_overrides
+
+    cfg = Config.load("ptb-small-re").with_overrides(
+        tiny_overrides(tiny_corpus, **{"train.epochs": "2", "model.output": "drill", "model.output.depth": "2"})
+    )
+    quiet = dict(progress=False, log=lambda *a: None)
+    full = Trainer(cfg, tmp_path / "full", **quiet)
+    full.setup(False)
+    s_full = full.fit()
+    part = Trainer(cfg, tmp_path / "part", **quiet)
+    part.setup(False)
+    with pytest.raises(Interrupted):
+        part.fit(budget_windows=5)
+    raw = cfg.to_dict()  # the old flat form, every key of every component listed, as old runs wrote it
+    model = {k: v for k, v in raw["model"].items() if k not in ("encoder", "output")}
+    model |= {k: v for k, v in raw["model"]["encoder"].items() if k != "name"} | {"encoder": "vd-lstm"}
+    model |= {"output": "drill", "drill_depth": 2, "tied_bias": False, "joint_size": 0, "weight_drop": 0.0}
+    raw["model"] = model
+    (tmp_path / "part" / "config.toml").write_text(tomli_w.dumps(raw))
+    resumed = Trainer(Config.load(tmp_path / "part" / "config.toml"), tmp_path / "part", **quiet)
+    resumed.setup(True)
+    s_res = resumed.fit()
+    assert [m["valid_ppl"] for m in read_metrics(tmp_path / "full")] == [
+        m["valid_ppl"] for m in read_metrics(tmp_path / "part")
+    ]
+    assert s_full["test_ppl"] == s_res["test_ppl"]
