@@ -34,6 +34,7 @@ from ..losses import LanguageModelLoss
 from ..models import LanguageModel
 from ..models.encoders.state import detach_state
 from ..runtime import autocast, resolve_precision, set_threads
+from ..train.step import NonFiniteSteps, update
 from .subspace import subspace_distance
 from .subspace_config import SubspaceExperimentConfig
 
@@ -110,19 +111,19 @@ def train_point(
     data = batchify(tokens, cfg.batch_size)
     device = torch.device("cpu")
     t0 = time.perf_counter()
+    skipped = NonFiniteSteps(
+        10, lambda what: f"the subspace run at beta {beta:g}, tau {tau:g} diverged: {what}; lower --lr (now {cfg.lr:g})"
+    )
     for epoch in range(cfg.epochs):
         model.train()
         state = model.init_state(cfg.batch_size)
-        for _, x, y in bptt_windows(data, cfg.bptt):
+        for k, x, y in bptt_windows(data, cfg.bptt):
             state = detach_state(state)
             with autocast(device, precision):
                 logits, state = model(x, state)
             total, _, _ = loss_fn(logits, y, model.input_embeddings)
-            opt.zero_grad(set_to_none=True)
-            (total * scale).backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-            opt.step()
-            renormalise_rows_(model.embedding.weight)
+            if skipped(update(total * scale, model.parameters(), opt, cfg.clip), f"at epoch {epoch + 1} window {k}"):
+                renormalise_rows_(model.embedding.weight)
         if on_epoch:
             on_epoch()
     ce, aug = _fit(model, tokens, cfg.batch_size, cfg.bptt, tau, precision)
