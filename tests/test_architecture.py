@@ -16,7 +16,7 @@ LAYERS = [
     ("base", ["tiedlm.errors", "tiedlm.paths", "tiedlm.runtime", "tiedlm.native", "tiedlm.registry", "tiedlm.run_dir"]),
     ("data", ["tiedlm.data"]),
     ("models", ["tiedlm.models"]),  # each with its own typed config (models.config: the [model] table)
-    ("config", ["tiedlm.config"]),  # the run: [data] [model] [loss] [train]
+    ("config", ["tiedlm.config", "tiedlm.optimizers"]),  # the run: [data] [model] [loss] [train]
     ("losses", ["tiedlm.losses"]),
     ("evaluation", ["tiedlm.evaluation"]),  # perplexity over a split (the trainer validates with it), dynamic eval
     ("train", ["tiedlm.train", "tiedlm.tagging", "tiedlm.translation"]),

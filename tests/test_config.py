@@ -27,7 +27,7 @@ def test_all_presets_load_and_validate():
             continue
         if "-transformer-" in n:
             assert c.model.encoder.name == "transformer" and c.model.output.name == n.split("-")[2]
-            assert c.train.optimizer == "adam" and c.model.embedding_size % c.model.encoder.heads == 0
+            assert c.train.optimizer.name == "adam" and c.model.embedding_size % c.model.encoder.heads == 0
             continue
         if n == "ptb-small-real-bias":  # our deviation: ptb-small-real plus a learnable output bias, ỹ fixed
             base = Config.load("ptb-small-real")

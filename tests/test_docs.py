@@ -23,14 +23,15 @@ def test_every_setting_is_in_the_reference_with_its_default():
     from tiedlm.config import Config
     from tiedlm.models.encoders import ENCODERS
     from tiedlm.models.outputs import OUTPUTS
+    from tiedlm.optimizers import OPTIMIZERS
 
     text = (ROOT / "docs" / "config-keys.md").read_text()
     cfg = Config()
     for section in ("data", "model", "loss", "train"):
         for key, value in vars(getattr(cfg, section)).items():
-            shown = f"`name = {value.name!r}`" if key in ("encoder", "output") else f"`{value!r}`"
+            shown = f"`name = {value.name!r}`" if key in ("encoder", "output", "optimizer") else f"`{value!r}`"
             assert f"| `{section}.{key}` | " in text and shown in text, (section, key)
-    for registry in (ENCODERS, OUTPUTS):  # every encoder and output layer, and each of its own keys
+    for registry in (ENCODERS, OUTPUTS, OPTIMIZERS):  # every registered component and each of its own keys
         for entry in registry:
             assert f"[{registry.key}]` name = `{entry.name}`" in text, entry.name
             for key, value in vars(entry.config()).items():

@@ -111,7 +111,7 @@ def test_committed_old_run_folders_load():
 def test_list_command_shows_every_component_and_its_keys(capsys):
     assert main(["list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["name"] for r in rows] == ENCODERS.names() + OUTPUTS.names()
+    assert [r["name"] for r in rows] == ENCODERS.names() + OUTPUTS.names() + ["sgd", "nt-asgd", "adam"]
     awd = next(r for r in rows if r["name"] == "awd-lstm")
     assert awd["key"] == "model.encoder" and awd["keys"]["weight_drop"] == 0.0 and "heads" not in awd["keys"]
     drill = next(r for r in rows if r["name"] == "drill")
@@ -206,3 +206,35 @@ def test_an_interrupted_run_with_an_old_flat_config_resumes_exactly(tiny_corpus,
         m["valid_ppl"] for m in read_metrics(tmp_path / "part")
     ]
     assert s_full["test_ppl"] == s_res["test_ppl"]
+
+
+def test_optimizer_table_and_its_old_flat_keys():
+    from tiedlm.optimizers import AdamConfig, NTASGDConfig, SGDConfig
+
+    awd = Config.load("ptb-awd-drill")
+    assert awd.train.optimizer == NTASGDConfig(nonmono=5, finetune_epochs=500) and awd.train.total_epochs == 1000
+    assert "[train.optimizer]" in awd.to_toml() and Config.from_dict(tomllib.loads(awd.to_toml())) == awd
+    old = awd.with_overrides(["train.nonmono=3", "train.finetune_epochs=0"])  # the old flat keys still work
+    assert old.train.optimizer == NTASGDConfig(nonmono=3, finetune_epochs=0) and old.train.total_epochs == 500
+    assert old == awd.with_overrides(["train.optimizer.nonmono=3", "train.optimizer.finetune_epochs=0"])
+    vd = Config.load("ptb-small-vd")
+    assert vd.train.optimizer == SGDConfig() and vd.train.total_epochs == vd.train.epochs
+    with pytest.raises(UsageError, match="train.nonmono belongs to optimizer 'nt-asgd'"):
+        vd.with_overrides(["train.nonmono=3"])
+    adam = vd.with_overrides(["train.optimizer=adam", "train.optimizer.beta2=0.999"])
+    assert adam.train.optimizer == AdamConfig(beta2=0.999)
+    with pytest.raises(UsageError, match="train.optimizer.beta1 = 1.5 is not allowed"):
+        vd.with_overrides(["train.optimizer=adam", "train.optimizer.beta1=1.5"])
+
+
+def test_the_optimizer_built_is_the_one_named():
+    import torch
+
+    from tiedlm.train.nt_asgd import make_optimizer
+
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    adam = Config.load("ptb-small-vd").with_overrides(["train.optimizer=adam", "train.optimizer.beta2=0.999"])
+    opt = make_optimizer(adam.train.optimizer, params, 0.1, 0.01)
+    assert isinstance(opt, torch.optim.AdamW) and opt.defaults["betas"] == (0.9, 0.999)
+    sgd = make_optimizer(Config.load("ptb-awd-drill").train.optimizer, params, 30.0, 1.2e-6)
+    assert type(sgd) is torch.optim.SGD and sgd.defaults["weight_decay"] == 1.2e-6

@@ -80,6 +80,7 @@ def page() -> str:
     from tiedlm.config import Config
     from tiedlm.models.encoders import ENCODERS
     from tiedlm.models.outputs import OUTPUTS
+    from tiedlm.optimizers import OPTIMIZERS
     from tiedlm.tagging.config import TaggerConfig
     from tiedlm.translation.config import TranslationConfig
 
@@ -102,6 +103,8 @@ def page() -> str:
         out += table(type(getattr(cfg, section.name)), f"{section.name}.") + [""]
         if section.name == "model":
             out += components(ENCODERS) + components(OUTPUTS)
+        if section.name == "train":
+            out += components(OPTIMIZERS)
     for title, cls, cmd in (
         ("POS tagger", TaggerConfig, "tiedlm tag train --set KEY=VALUE"),
         ("Translator", TranslationConfig, "tiedlm translate train --set KEY=VALUE"),

@@ -21,9 +21,11 @@ import tomllib
 
 from .errors import UsageError
 from .models.config import COMPONENTS, LEGACY_KEYS, ModelConfig  # noqa: F401  (ModelConfig re-exported)
-from .registry import assign_typed, field_names, parse_text
+from .optimizers import LEGACY_TRAIN_KEYS, OPTIMIZERS, SGDConfig, convert_legacy_train
+from .registry import ComponentConfig, assign_typed, field_names, parse_text
 from .run_dir import RunDir
 
+SECTION_COMPONENTS = {"model": COMPONENTS, "train": {"optimizer": OPTIMIZERS}}  # the component tables of a config
 PRESET_DIR = Path(__file__).parent / "presets"
 
 
@@ -67,12 +69,9 @@ class TrainConfig:
     # batch (Zaremba et al.'s TensorFlow code, which Inan et al. follow; lr = 1 assumes it). mean: per token.
     loss_reduction: str = "sum_over_time"
     seed: int = 1111  # seed of every random draw (weights, dropout masks, window lengths)
-    optimizer: str = "sgd"  # sgd | nt-asgd (non-monotonically triggered averaged SGD, Merity et al. 2017) | adam
     warmup_steps: int = 0  # linear lr warm-up over the first N updates (Transformers with adam)
-    nonmono: int = 5  # nt-asgd: average once valid has not improved on the value `nonmono` epochs back
     weight_decay: float = 0.0  # L2 weight decay (sgd / nt-asgd) or decoupled decay (adam)
     variable_bptt: bool = False  # AWD-LSTM's random window lengths around bptt (lr scaled by length / bptt)
-    finetune_epochs: int = 0  # nt-asgd: after `epochs`, restart averaging from the best weights for N epochs
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto | cpu | cuda
     # auto: on a GPU, capture the training step of full-length windows once as a CUDA graph and replay it
@@ -85,6 +84,22 @@ class TrainConfig:
     # al. re-train their small PTB models this way (arXiv footnote 4, ICLR footnote 5). Same architecture and
     # vocabulary required.
     init_from: str = ""
+    # the optimiser: a table [train.optimizer] with name = sgd | nt-asgd (non-monotonically triggered averaged SGD,
+    # Merity et al. 2017) | adam and that optimiser's own keys (`tiedlm list` shows them)
+    optimizer: ComponentConfig = field(default_factory=SGDConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.optimizer, (str, dict)):  # TrainConfig(optimizer="nt-asgd") or a table
+            self.optimizer = OPTIMIZERS.config(self.optimizer, "TrainConfig")
+
+    @property
+    def finetune_epochs(self) -> int:
+        """Epochs of NT-ASGD's finetune stage after ``epochs`` (0 for the other optimisers)."""
+        return getattr(self.optimizer, "finetune_epochs", 0)
+
+    @property
+    def total_epochs(self) -> int:
+        return self.epochs + self.finetune_epochs
 
 
 @dataclass
@@ -105,7 +120,12 @@ class Config:
             if section == "model":
                 cfg.model = ModelConfig.from_dict(values, origin)
                 continue
+            if section == "train":
+                values = convert_legacy_train(values, strict=origin == "--set", origin=origin)
             for key, value in values.items():
+                if section == "train" and key == "optimizer":
+                    cfg.train.optimizer = OPTIMIZERS.config(value, origin)
+                    continue
                 assign_typed(sub, section, key, value, origin)
         cfg.validate()
         return cfg
@@ -126,14 +146,21 @@ class Config:
             if "=" not in item or "." not in item.split("=", 1)[0]:
                 raise UsageError(f"--set {item!r}: expected section.key=value, e.g. --set train.epochs=3")
         # a switch of encoder or output layer first, so that its keys may be given in any order around it
-        switches = tuple(f"model.{c}{s}=" for c in COMPONENTS for s in ("", ".name"))
+        switches = tuple(
+            f"{sec}.{c}{s}=" for sec, comps in SECTION_COMPONENTS.items() for c in comps for s in ("", ".name")
+        )
         for item in sorted(overrides, key=lambda item: not item.startswith(switches)):
             dotted, text = item.split("=", 1)
             section, key = dotted.split(".", 1)
             sub = _section(self, section, "--set")
             component = key.partition(".")[0]
-            if section == "model" and component in COMPONENTS:
-                _set_component(raw["model"], component, key.partition(".")[2] or "name", text, dotted)
+            if component in SECTION_COMPONENTS.get(section, {}):
+                registry = SECTION_COMPONENTS[section][component]
+                _set_component(raw[section], registry, component, key.partition(".")[2] or "name", text, dotted)
+                continue
+            if section == "train" and key in LEGACY_TRAIN_KEYS:  # an old flat key; from_dict moves it
+                name, new_key = LEGACY_TRAIN_KEYS[key]
+                raw["train"][key] = parse_text(text, get_type_hints(OPTIMIZERS[name].config)[new_key], dotted)
                 continue
             if section == "model" and key in LEGACY_KEYS:  # an old flat key; ModelConfig.from_dict moves it
                 table, layer, new_key = LEGACY_KEYS[key]
@@ -148,10 +175,12 @@ class Config:
         return Config.from_dict(raw, origin="--set")
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        return {
+        out = {
             f.name: (self.model.to_dict() if f.name == "model" else dataclasses.asdict(getattr(self, f.name)))
             for f in fields(self)
         }
+        out["train"]["optimizer"] = self.train.optimizer.to_dict()
+        return out
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.to_dict())
@@ -159,7 +188,7 @@ class Config:
     # ----- validation ---------------------------------------------------------------------
     def validate(self) -> None:
         m, ls, t = self.model, self.loss, self.train
-        for name, section in (("loss", ls), ("train", t)):
+        for name, section in (("loss", ls), ("train", t), ("train.optimizer", t.optimizer)):
             for f in fields(section):
                 value = getattr(section, f.name)
                 if isinstance(value, float) and not math.isfinite(value):
@@ -205,17 +234,9 @@ class Config:
         )
         _check(t.threads >= 0, "train.threads", t.threads, "an integer >= 0 (0 = all cores)")
         _check(t.cuda_graph in ("auto", "off"), "train.cuda_graph", t.cuda_graph, "one of: auto, off")
-        _check(t.optimizer in ("sgd", "nt-asgd", "adam"), "train.optimizer", t.optimizer, "one of: sgd, nt-asgd, adam")
+        t.optimizer.validate("train.optimizer")
         _check(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "an integer >= 0")
-        _check(t.nonmono >= 1, "train.nonmono", t.nonmono, "an integer >= 1")
         _check(t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "a number >= 0")
-        _check(t.finetune_epochs >= 0, "train.finetune_epochs", t.finetune_epochs, "an integer >= 0")
-        _check(
-            not t.finetune_epochs or t.optimizer == "nt-asgd",
-            "train.finetune_epochs",
-            t.finetune_epochs,
-            "0 unless train.optimizer = 'nt-asgd' (the finetune stage restarts averaged SGD)",
-        )
         _check(t.max_nonfinite >= 1, "train.max_nonfinite", t.max_nonfinite, "an integer >= 1")
 
     def lr_at(self, epoch: int) -> float:
@@ -229,14 +250,15 @@ def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
         raise UsageError(f"{key} = {value!r} is not allowed; expected {allowed}")
 
 
-def _set_component(model: dict[str, Any], component: str, field: str, text: str, dotted: str) -> None:
+def _set_component(section: dict[str, Any], registry, component: str, field: str, text: str, dotted: str) -> None:
     """``--set model.output=NAME`` / ``model.output.name=NAME`` (switch to another layer, keeping the keys it
-    shares with the old one, the others at its defaults) or ``model.output.KEY=VALUE``; the same for the encoder."""
-    registry, table = COMPONENTS[component], model[component]
+    shares with the old one, the others at its defaults) or ``model.output.KEY=VALUE``; the same for the encoder
+    and ``train.optimizer``."""
+    table = section[component]
     if field == "name":
         if text != table["name"]:
             own = field_names(registry[text].config)
-            model[component] = {"name": text, **{k: v for k, v in table.items() if k in own}}
+            section[component] = {"name": text, **{k: v for k, v in table.items() if k in own}}
         return
     config = registry[table["name"]].config
     ftypes = {k: v for k, v in get_type_hints(config).items() if k in field_names(config)}

@@ -199,7 +199,7 @@ def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, step
         opt.step()
         times.append(time.perf_counter() - start)
     per_token = min(times[1:]) / x.numel()  # the first step warms caches and kernels up
-    return 1.1 * per_token * train_tokens * (t.epochs + t.finetune_epochs)
+    return 1.1 * per_token * train_tokens * t.total_epochs
 
 
 def execute(rows: list[dict], extra_for: dict[str, list[str]], jobs: int, threads: int, log=print) -> list[dict]:
@@ -328,7 +328,7 @@ def render(tab: Table, scale: str, runs_dir: Path, extra: list[str], out: Path, 
             best = min((m["valid_ppl"] for m in metrics), default=None)
             ours = f"{best:.2f} / –" if best is not None else "–"
             params = wall = device = tps = "–"
-        epochs = f"{len(metrics)}/{r['config'].train.epochs + r['config'].train.finetune_epochs}"
+        epochs = f"{len(metrics)}/{r['config'].train.total_epochs}"
         note = f" ({spec.note})" if spec.note else ""
         lines.append(
             f"| {spec.name}{note} | {paper} | {ours} | {params} | {epochs} | {wall} | {device} | {tps} | {status} |"

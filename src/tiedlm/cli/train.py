@@ -38,6 +38,7 @@ def cmd_train(args) -> int:
         allowed = (
             "train.epochs=",
             "train.finetune_epochs=",
+            "train.optimizer.finetune_epochs=",
             "train.threads=",
             "train.lr=",
             "train.clip=",
@@ -110,10 +111,10 @@ def cmd_list(args) -> int:
     """The registered components, each with its summary and its own keys (and their defaults)."""
     import dataclasses
 
-    from ..models.config import COMPONENTS
+    from ..config import SECTION_COMPONENTS
 
     rows, lines = [], []
-    for registry in COMPONENTS.values():
+    for registry in [r for components in SECTION_COMPONENTS.values() for r in components.values()]:
         lines.append(f"{registry.kind}s ([{registry.key}] name = ..., --set {registry.key}.KEY=VALUE):")
         for e in registry:
             keys = {f.name: getattr(e.config(), f.name) for f in dataclasses.fields(e.config)}
@@ -145,4 +146,8 @@ def register(add) -> None:
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     add("presets", cmd_presets, "list the built-in presets")
-    add("list", cmd_list, "list the registered components (encoders, output layers) with their keys and defaults")
+    add(
+        "list",
+        cmd_list,
+        "list the registered components (encoders, output layers, optimisers) with their keys and defaults",
+    )

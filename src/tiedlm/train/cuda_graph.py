@@ -41,8 +41,8 @@ def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | No
         return "data-parallel training (DDP) runs eagerly"
     if m.encoder.name != "vd-lstm":
         return f"model.encoder = {m.encoder.name!r} (only the VD-LSTM step is captured)"
-    if t.optimizer != "sgd":
-        return f"train.optimizer = {t.optimizer!r} (only plain SGD is captured)"
+    if t.optimizer.name != "sgd":
+        return f"train.optimizer = {t.optimizer.name!r} (only plain SGD is captured)"
     if t.variable_bptt:
         return "train.variable_bptt: windows of varying length"
     if ls.augmented and ls.target_grad:

@@ -122,7 +122,8 @@ class Trainer:
         t = cfg.train
         self.optimizer = make_optimizer(t.optimizer, self.model.parameters(), t.lr, t.weight_decay)
         self.updates = 0  # optimizer steps taken (linear warm-up)
-        self.nt_asgd = NTASGD(t.optimizer == "nt-asgd", t.nonmono, self.log)  # the iterate average, once triggered
+        # the iterate average of NT-ASGD, once triggered (inert for the other optimisers)
+        self.nt_asgd = NTASGD(t.optimizer.name == "nt-asgd", getattr(t.optimizer, "nonmono", 1), self.log)
         self.train_data = self.dist.shard(batchify(self.corpus.train, cfg.train.batch_size)).to(self.device)
         self.graphed = None  # the CUDA-graph step (tiedlm.train.cuda_graph), captured at the first full window
         self.graph_reason = unsupported_reason(cfg, self.device, self.dist.enabled)
@@ -157,7 +158,7 @@ class Trainer:
                 )
             )
         with StopRequest(budget_windows) as self.stop:
-            while self.epoch <= t.epochs + t.finetune_epochs and not self.nt_asgd.stopped:
+            while self.epoch <= t.total_epochs and not self.nt_asgd.stopped:
                 try:
                     self._run_epoch()
                 except StopRequested:  # between two steps, or between two validation windows
@@ -219,7 +220,7 @@ class Trainer:
         self.model.load_state_dict(model_state(tensors))
         self.nt_asgd.start_finetune(self.model)
         self.log(
-            f"finetune: epochs {self.epoch}-{self.cfg.train.epochs + self.cfg.train.finetune_epochs} from the "
+            f"finetune: epochs {self.epoch}-{self.cfg.train.total_epochs} from the "
             f"best weights (epoch {self.best_epoch}), averaging every step"
         )
 
@@ -246,7 +247,7 @@ class Trainer:
             initial=int(self.sums["all_tokens"]),
             unit="tok",
             unit_scale=True,
-            desc=f"epoch {self.epoch}/{t.epochs + t.finetune_epochs}",
+            desc=f"epoch {self.epoch}/{t.total_epochs}",
             disable=not self.progress,
             dynamic_ncols=True,
             mininterval=0.5 if sys.stderr.isatty() else 30,
@@ -537,7 +538,7 @@ def train(
             raise
         if (
             resume
-            and (trainer.epoch > cfg.train.epochs + cfg.train.finetune_epochs or trainer.nt_asgd.stopped)
+            and (trainer.epoch > cfg.train.total_epochs or trainer.nt_asgd.stopped)
             and RunDir(out_dir).summary.exists()
         ):
             raise UsageError(

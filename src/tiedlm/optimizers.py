@@ -1,0 +1,75 @@
+"""The optimisers' typed configs, one registered dataclass each (``[train.optimizer]`` in a run's TOML).
+
+Torch-free, like the encoders' and output layers' configs; each names the function that builds the optimiser
+(:mod:`tiedlm.train.nt_asgd`). ``lr``, ``weight_decay`` and the schedule stay in ``[train]``: every optimiser
+has them. Runs written before the table (``optimizer = "nt-asgd"``, ``nonmono``, ``finetune_epochs`` flat in
+``[train]``) still load (:func:`convert_legacy_train`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import UsageError
+from .registry import ComponentConfig, Registry, field_names
+
+OPTIMIZERS = Registry("optimizer", "train.optimizer")
+
+
+@OPTIMIZERS.register("sgd", builds="tiedlm.train.nt_asgd:sgd")
+@dataclass
+class SGDConfig(ComponentConfig):
+    """SGD (Inan et al.: lr 1 on the loss summed over time, decayed per epoch)."""
+
+
+@OPTIMIZERS.register("nt-asgd", builds="tiedlm.train.nt_asgd:sgd")
+@dataclass
+class NTASGDConfig(ComponentConfig):
+    """NT-ASGD: SGD, then the average of the iterates once validation stalls (Merity et al. 2017, Alg. 1)."""
+
+    nonmono: int = 5  # average once valid has not improved on the value `nonmono` epochs back
+    finetune_epochs: int = 0  # after `train.epochs`, restart averaging from the best weights for N epochs
+
+    def validate(self, key: str) -> None:
+        self.check(self.nonmono >= 1, key, "nonmono", "an integer >= 1")
+        self.check(self.finetune_epochs >= 0, key, "finetune_epochs", "an integer >= 0")
+
+
+@OPTIMIZERS.register("adam", builds="tiedlm.train.nt_asgd:adamw")
+@dataclass
+class AdamConfig(ComponentConfig):
+    """AdamW (decoupled weight decay), for Transformers with train.warmup_steps (Vaswani et al. §5.3)."""
+
+    beta1: float = 0.9  # Vaswani et al.'s betas
+    beta2: float = 0.98
+
+    def validate(self, key: str) -> None:
+        self.check(0.0 <= self.beta1 < 1.0, key, "beta1", "a number in [0, 1)")
+        self.check(0.0 <= self.beta2 < 1.0, key, "beta2", "a number in [0, 1)")
+
+
+# the flat keys of the old [train] table -> (the optimiser they belonged to, its key)
+LEGACY_TRAIN_KEYS = {"nonmono": ("nt-asgd", "nonmono"), "finetune_epochs": ("nt-asgd", "finetune_epochs")}
+
+
+def convert_legacy_train(raw: dict[str, Any], strict: bool = False, origin: str = "config") -> dict[str, Any]:
+    """A ``[train]`` table with ``optimizer = "NAME"`` and the flat ``nonmono`` / ``finetune_epochs`` rewritten
+    into the ``optimizer`` table. Keys of another optimiser had no effect: dropped from a file, an error from
+    ``--set`` (``strict``)."""
+    raw = dict(raw)
+    value = raw.get("optimizer", "sgd")
+    table = {"name": value} if isinstance(value, str) else dict(value)
+    for old, (name, key) in LEGACY_TRAIN_KEYS.items():
+        if old not in raw:
+            continue
+        value = raw.pop(old)
+        if table.get("name") == name and key in field_names(OPTIMIZERS[name].config):
+            table[key] = value
+        elif strict and value != getattr(OPTIMIZERS[name].config(), key):
+            raise UsageError(
+                f"{origin}: train.{old} belongs to optimizer {name!r}, but train.optimizer is "
+                f"{table.get('name')!r}; set train.optimizer.name first, then train.optimizer.{key}"
+            )
+    raw["optimizer"] = table
+    return raw
