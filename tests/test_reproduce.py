@@ -184,3 +184,38 @@ def test_publish_copies_finished_runs_and_never_overwrites_other_results(tmp_pat
     assert main(args) == 2  # other results under the same name: refused, the committed file kept
     assert "never overwritten" in capsys.readouterr().err
     assert json.loads((dst / "summary.json").read_text())["test_ppl"] == 90.1
+
+
+@pytest.mark.slow
+def test_a_tagging_table_runs_and_renders_end_to_end(tmp_path, capsys):
+    """demeester2018-pos on a tiny treebank of one's own: tag train runs started by reproduce, then the page."""
+    rows = "1\tdogs\tdog\tNOUN\t_\t_\t0\troot\t_\t_\n2\tbark\tbark\tVERB\t_\t_\t1\tdep\t_\t_\n\n"
+    data = tmp_path / "tb"
+    data.mkdir()
+    for split in ("train", "dev", "test"):
+        (data / f"xx_mine-ud-{split}.conllu").write_text(rows * 8)
+    args = [
+        "reproduce",
+        "demeester2018-pos",
+        "--data",
+        str(data),
+        "--runs",
+        str(tmp_path / "runs"),
+        "--out",
+        str(tmp_path / "pages"),
+        "--only",
+        "dense-8",
+        "sparse-128-0.5",
+        "--set",
+        "train.epochs=1",
+        "--set",
+        "model.hidden_size=4",
+        "--set",
+        "data.min_count=1",
+    ]
+    assert main(args) == 0
+    page = (tmp_path / "pages" / "demeester2018-pos.md").read_text()
+    assert page.count("| finished |") == 2 and page.count("| missing |") == 7
+    assert "dev / test accuracy (%)" in page and "%" in page.split("| dense-8 |")[1].split("\n")[0]
+    summary = json.loads((tmp_path / "runs" / "demeester2018-pos" / "dense-8" / "summary.json").read_text())
+    assert summary["epochs"] == 1 and summary["embedding_size"] == 8

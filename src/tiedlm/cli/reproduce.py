@@ -31,7 +31,7 @@ def cmd_reproduce(args) -> int:
     runs_dir = Path(args.runs)
     extra = list(args.set)
     if args.data:
-        extra.append(f"data.name={Path(args.data).expanduser().resolve()}")
+        extra += rp.data_settings(tab.runs[args.scale][0].task, str(Path(args.data).expanduser().resolve()))
     rows = rp.plan(tab, args.scale, runs_dir, extra)
     if args.only:
         names = [r["spec"].name for r in rows]
@@ -48,22 +48,28 @@ def cmd_reproduce(args) -> int:
     if args.dry_run:
         plan_rows, total = [], 0.0
         for r in rows:
-            cfg = r["config"]
-            vocab, tokens = _corpus_size(cfg.data.name)
-            seconds = 0.0 if r["status"] == "finished" else rp.estimate_seconds(cfg, vocab, tokens, args.threads)
-            total += seconds
+            cfg, seconds = r["config"], None  # the tagger's and translator's runs are not estimated
+            if r["status"] == "finished":
+                seconds = 0.0
+            elif r["spec"].task == "lm":
+                vocab, tokens = _corpus_size(cfg.data.name)
+                seconds = rp.estimate_seconds(cfg, vocab, tokens, args.threads)
+            total += seconds or 0.0
             args_ = rp.train_command(r["spec"], r["dir"], extra, args.threads)
             plan_rows.append(
                 {
                     "run": r["spec"].name,
                     "status": r["status"],
                     "dir": str(r["dir"]),
-                    "estimated_s": round(seconds, 1),
+                    "estimated_s": round(seconds, 1) if seconds is not None else None,
                     "command": "tiedlm " + " ".join(args_),
                 }
             )
         text = [
-            f"{p['run']:22s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}" for p in plan_rows
+            f"{p['run']:22s} {p['status']:11s} "
+            + (f"~{p['estimated_s'] / 3600:6.2f} h" if p["estimated_s"] is not None else "   (no estimate)")
+            + f"  {p['command']}"
+            for p in plan_rows
         ]
         text.append(
             f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "
