@@ -1,5 +1,8 @@
 """Output-layer comparison on PTB (Pappas & Henderson 2019, Table 4 / Figure 3) at an equal training budget.
 
+Superseded by ``tiedlm reproduce pappas2019-table4-small`` (40 epochs; ``--set train.epochs=1`` gives this
+script's budget); kept because it produced the committed one-epoch ``experiments/results/output_layers``.
+
 One fixed encoder (the VD-LSTM of ``ptb-small-re``: 2x200, embeddings 200, dropout 0.3, SGD lr 1) and the
 same number of epochs for every output layer: full, tied (learnable bias, as DRILL's "tied"), bilinear,
 dual (d_j = 200) and DRILL with 1-4 layers (DRILL's PTB settings: sigmoid, dropout 0.6 variational,

@@ -1,5 +1,8 @@
 """POS tagging with dense vs frequency-sparse embeddings (Demeester et al. 2018, §4.2) on UD English-EWT.
 
+Superseded by ``tiedlm reproduce demeester2018-pos`` (the same runs as a table of that command, with its
+resume, publish and page); kept because it produced the committed ``experiments/results/pos_tagging``.
+
 Dense embeddings of size k ∈ {8, 16, 32, 64, 128} against sparse embeddings of size 128 at densities
 δ_E ∈ {1/2, 1/4, 1/8, 1/16} (the same trainable-parameter counts as dense 64, 32, 16 and 8), every other
 setting equal (BiLSTM 100 per direction, Adam, dropout 0.3, the same epochs and seed). Each point is one

@@ -1,5 +1,8 @@
 """Multi30k En→De: Transformer-tied vs Transformer-DRILL at the same encoder size and training budget.
 
+Superseded by ``tiedlm reproduce pappas2019-mt``; kept because it produced the committed
+``experiments/results/translation``.
+
 Pappas & Henderson (2019) Table 5 saw +0.8 BLEU for DRILL on WMT14 En–De (Transformer base). This runs
 the same comparison at CPU scale: the default `tiedlm translate train` model (d 256, 3+3 layers, joint
 8k BPE, 12 epochs), once with a tied output layer and once with DRILL (the paper's NMT setting: depth 2,
