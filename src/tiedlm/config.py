@@ -145,7 +145,7 @@ class Config:
         for item in overrides:
             if "=" not in item or "." not in item.split("=", 1)[0]:
                 raise UsageError(f"--set {item!r}: expected section.key=value, e.g. --set train.epochs=3")
-        # a switch of encoder or output layer first, so that its keys may be given in any order around it
+        # a switch of component (encoder, output layer, optimiser) first, so its keys may come in any order
         switches = tuple(
             f"{sec}.{c}{s}=" for sec, comps in SECTION_COMPONENTS.items() for c in comps for s in ("", ".name")
         )
