@@ -219,3 +219,25 @@ def test_a_tagging_table_runs_and_renders_end_to_end(tmp_path, capsys):
     assert "dev / test accuracy (%)" in page and "%" in page.split("| dense-8 |")[1].split("\n")[0]
     summary = json.loads((tmp_path / "runs" / "demeester2018-pos" / "dense-8" / "summary.json").read_text())
     assert summary["epochs"] == 1 and summary["embedding_size"] == 8
+
+
+@pytest.mark.parametrize("name", ["inan2017-table1-small", "pappas2019-table4-small"])
+def test_the_committed_results_pages_are_what_the_committed_runs_render(name, tmp_path):
+    """docs/results/TABLE.md is exactly what its stated command renders from experiments/results/reproduce: no
+    number on the page that the committed run folders do not hold (re-render after publishing a run)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    how = (
+        f"tiedlm reproduce {name} --scale budget --runs experiments/results/reproduce --render-only --out docs/results"
+    )
+    page = rp.render(
+        rp.table(name),
+        "budget",
+        root / "experiments/results/reproduce",
+        [],
+        tmp_path,
+        command=how,
+        links_from=root / "docs/results",
+    )
+    assert page.read_text() == (root / "docs/results" / f"{name}.md").read_text(), f"re-run: {how}"

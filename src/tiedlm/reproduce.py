@@ -361,8 +361,18 @@ def publish(rows: list[dict], into: Path, log=print) -> list[str]:
     return copied
 
 
-def render(tab: Table, scale: str, runs_dir: Path, extra: list[str], out: Path, command: str = "") -> Path:
-    """Write ``out/<table>.md`` (and ``<table>-valid.png``): paper vs ours per run, what we ran, and how."""
+def render(
+    tab: Table,
+    scale: str,
+    runs_dir: Path,
+    extra: list[str],
+    out: Path,
+    command: str = "",
+    links_from: Path | None = None,
+) -> Path:
+    """Write ``out/<table>.md`` (and ``<table>-valid.png``): paper vs ours per run, what we ran, and how.
+
+    Links to the run folders are relative to ``links_from`` (default ``out``, where the page is read)."""
     import os
 
     from .analysis.report import plot_curves, read_run
@@ -401,7 +411,7 @@ def render(tab: Table, scale: str, runs_dir: Path, extra: list[str], out: Path, 
             wall = f"{seconds / 60:.1f} min" if seconds is not None else "–"
             device = summary.get("device", "cpu" if task == "tag" else "–")
             tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
-            folder = Path(os.path.relpath(r["dir"], out)).as_posix()
+            folder = Path(os.path.relpath(r["dir"], links_from or out)).as_posix()
             how = f"`{summary['command']}` " if "command" in summary else ""
             commands.append(
                 f"- {spec.name}: {how}(seed {summary['seed']}); the full config: "
