@@ -130,7 +130,14 @@ def cmd_list(args) -> int:
 def register(add) -> None:
     t = add("train", cmd_train, "train a language model from a preset or a TOML config")
     t.add_argument("config", nargs="?", help="preset name (see `tiedlm presets`) or CONFIG.toml")
-    t.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override a config value")
+    t.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config value, e.g. --set train.epochs=5 or --set model.output.depth=4 (docs/config-keys.md "
+        "lists every key; `tiedlm list` each component's)",
+    )
     t.add_argument("--out", help="run directory (default: runs/PRESET)")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run exactly where it stopped")
     t.add_argument(
