@@ -151,3 +151,54 @@ def test_threaded_recurrence_keeps_the_callers_modes(monkeypatch):
         torch.testing.assert_close(*grads)
     finally:
         torch.set_num_threads(previous)
+
+
+@needs_native
+def test_a_stale_build_lock_left_by_a_killed_process_does_not_hang_the_next_run(tmp_path):
+    """pytorch/pytorch#189245: ``cpp_extension.load`` waits forever on a ``lock`` file that a killed process left.
+
+    The built folder is copied (no rebuild), a 0-byte ``lock`` is put in it as a killed process leaves it, and a new
+    process must load the kernels, remove the file and say so in one line, well within its time limit.
+    """
+    assert native.available()
+    name = f"tiedlm_native_{torch.backends.cpu.get_cpu_capability().lower()}"
+    root = tmp_path / "native"
+    copy = root / native.build_dir(name).relative_to(native.build_dir(name).parents[1])
+    shutil.copytree(native.build_dir(name), copy, ignore=shutil.ignore_patterns("lock", "*.flock"))
+    (copy / "lock").touch()
+    code = "from tiedlm import native; print(native.available())"
+    env = {**os.environ, "TIEDLM_NATIVE_DIR": str(root)}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=240)
+    assert r.stdout.strip() == "True", r.stderr
+    assert not (copy / "lock").exists()
+    assert [ln for ln in r.stderr.splitlines() if "stale build lock" in ln] == [
+        f"tiedlm: removed a stale build lock left by an interrupted process ({copy / 'lock'})"
+    ]
+
+
+_HOLD = (
+    "import sys, time; from pathlib import Path; from tiedlm import native\n"
+    "with native.build_lock(Path(sys.argv[1])):\n"
+    "    print('held', flush=True); time.sleep(60)\n"
+)
+
+
+def _holder(folder):
+    p = subprocess.Popen([sys.executable, "-c", _HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_the_build_lock_excludes_a_live_builder_and_frees_itself_when_its_holder_is_killed(tmp_path):
+    holder = _holder(tmp_path)
+    try:
+        (tmp_path / "lock").touch()  # the live holder's own torch lock file: left alone while it lives
+        with pytest.raises(TimeoutError, match="building the C\\+\\+ kernels"):
+            with native.build_lock(tmp_path, wait_s=0.5):
+                pass
+        assert (tmp_path / "lock").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    with native.build_lock(tmp_path, wait_s=5):  # SIGKILL released the flock; its lock file is now stale
+        assert not (tmp_path / "lock").exists()

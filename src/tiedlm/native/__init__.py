@@ -55,6 +55,51 @@ def _put_ninja_on_path() -> None:
             os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
 
 
+LOCK_WAIT_S = 600.0  # a build takes 30-70 s; a holder alive for 10 minutes is stuck, and the Python code takes over
+
+
+@contextlib.contextmanager
+def build_lock(folder: Path, wait_s: float | None = None):
+    """Hold the build folder for this process: an OS lock (``flock``) that the kernel drops when its holder dies.
+
+    ``cpp_extension.load`` guards its build with a lock *file* (``FileBaton``) that is removed only by the process
+    that made it: a process killed while holding it (Ctrl-C at the wrong moment, the OOM killer, a machine
+    restarted) leaves the file behind, and every later ``load`` of that folder then waits forever, silently
+    (pytorch/pytorch#189245; fixed upstream by an flock, not in the torch we pin). Every tiedlm process loads
+    the kernels under this flock, so a ``lock`` file found while holding it belongs to no live tiedlm process:
+    it is removed, with one line on stderr. Waits at most ``wait_s`` for another process's build, then raises
+    (the caller falls back to the Python code).
+    """
+    import fcntl
+    import time
+
+    wait_s = LOCK_WAIT_S if wait_s is None else wait_s
+    with open(folder / "tiedlm-build.flock", "a") as f:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        f"another process has been building the C++ kernels in {folder} for over {wait_s:.0f} s"
+                    ) from None
+                time.sleep(0.2)
+        try:
+            stale = folder / "lock"
+            if stale.exists():
+                stale.unlink(missing_ok=True)
+                print(
+                    f"tiedlm: removed a stale build lock left by an interrupted process ({stale})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @functools.cache
 def available() -> bool:
     """True once the ``torch.ops.tiedlm`` kernels are registered (building them if needed)."""
@@ -68,16 +113,19 @@ def available() -> bool:
         name = f"tiedlm_native_{capability.lower()}"
         folder = build_dir(name)
         folder.mkdir(parents=True, exist_ok=True)
-        if not (folder / f"{name}.so").exists():
-            print("tiedlm: compiling the C++ kernels (once per machine, about 30 s)...", file=sys.stderr, flush=True)
-        cpp_extension.load(
-            name=name,
-            sources=[str(s) for s in SOURCES],
-            build_directory=str(folder),
-            is_python_module=False,
-            extra_cflags=compiler_flags(capability),
-            verbose=False,
-        )
+        with build_lock(folder):
+            if not (folder / f"{name}.so").exists():
+                print(
+                    "tiedlm: compiling the C++ kernels (once per machine, about 30 s)...", file=sys.stderr, flush=True
+                )
+            cpp_extension.load(
+                name=name,
+                sources=[str(s) for s in SOURCES],
+                build_directory=str(folder),
+                is_python_module=False,
+                extra_cflags=compiler_flags(capability),
+                verbose=False,
+            )
         return hasattr(torch.ops.tiedlm, "lstm_forward") and hasattr(torch.ops.tiedlm, "lm_loss_forward")
     except Exception as e:  # no compiler / ninja, a failed build: the Python loop computes the same thing
         lines = str(e).strip().splitlines() or [type(e).__name__]
