@@ -19,6 +19,12 @@ layer called with a weight-dropped ``weight_hh_l0``, embedding and locked dropou
 ``F.cross_entropy``, AR/TAR, SGD. The DRILL baseline puts tiedlm's DRILL output layer on that encoder, so
 its ratio is the encoder's; the sparse rows have no baseline (the reference runs its own loop over components).
 
+Suite ``vd-encoder``: where the VD-LSTM's time goes against the baseline. In one process, blocks interleaved: the
+forward + backward of the two-layer encoder alone (tiedlm's VD-LSTM with its per-sequence masks against
+``nn.LSTM(h, h, 2, dropout=0.3)``, the baseline's fused kernel), and of each whole training step, so that the
+step's share outside the encoder (embedding, the 10k-word softmax layer and loss, clipping, SGD: the same code
+in both) is measured too.
+
     python benchmarks/throughput.py                          # all cores, both suites
     python benchmarks/throughput.py --suite vd --sizes small --steps 10 --blocks 5 --threads 1
     python benchmarks/throughput.py --suite awd --awd ptb-awd-tied ptb-awd-tied-budget --threads 1
@@ -162,6 +168,61 @@ class FusedLSTMLM(nn.Module):
         return self.out(self.drop(y)), state
 
 
+def encoder_suite(size: str, steps: int, blocks: int, threads: int) -> dict[str, float]:
+    """Milliseconds per call (median of interleaved blocks) of both encoders' forward + backward and both steps."""
+    from common import interleaved_medians
+
+    from tiedlm.config import ModelConfig
+    from tiedlm.losses import LanguageModelLoss
+    from tiedlm.models import LanguageModel
+    from tiedlm.runtime import set_threads
+
+    set_threads(threads)
+    torch.manual_seed(0)
+    h = HIDDEN[size]
+    ours = LanguageModel(
+        ModelConfig(
+            embedding_size=h,
+            init_range=0.1,
+            output="full",
+            encoder={"name": "vd-lstm", "hidden_size": h, "layers": 2, "dropout": 0.3},
+        ),
+        VOCAB,
+    )
+    base = FusedLSTMLM(h)
+    loss_fn = LanguageModelLoss(augmented=False)
+    x = torch.randn(BPTT, BATCH, h, requires_grad=True)
+    data = torch.randint(0, VOCAB, (BPTT + 1, BATCH))
+    z = torch.zeros(2, BATCH, h)
+    states = {"tiedlm": ours.init_state(BATCH), "baseline": (z, z)}
+
+    def encoder(name):
+        run = (lambda: ours.encoder(x, states["tiedlm"])[0]) if name == "tiedlm" else (lambda: base.lstm(x, (z, z))[0])
+        return lambda: [run().sum().backward() for _ in range(steps)]
+
+    def step(name):
+        model, emb = (ours, lambda: ours.input_embeddings) if name == "tiedlm" else (base, lambda: base.emb.weight)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def one():
+            logits, _ = model(data[:-1], states[name])
+            loss, _, _ = loss_fn(logits, data[1:], emb())
+            opt.zero_grad(set_to_none=True)
+            (loss * BPTT).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+
+        return lambda: [one() for _ in range(steps)]
+
+    variants = {
+        f"{part} {name}": make(name)
+        for part, make in (("encoder", encoder), ("step", step))
+        for name in ("tiedlm", "baseline")
+    }
+    seconds = interleaved_medians(variants, blocks)
+    return {name: 1e3 * s / steps for name, s in seconds.items()}
+
+
 def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int, threads: int, blocks: int) -> dict:
     """Tokens/s of one configuration: the median over ``blocks`` blocks of ``steps`` SGD steps (after 3 warm-up
     steps)."""
@@ -222,7 +283,7 @@ def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--suite", nargs="+", default=["vd", "awd"], choices=["vd", "awd"])
+    p.add_argument("--suite", nargs="+", default=["vd", "awd"], choices=["vd", "vd-encoder", "awd"])
     p.add_argument("--sizes", nargs="+", default=["small", "medium"], choices=list(HIDDEN), help="VD-LSTM sizes")
     p.add_argument("--awd", nargs="+", default=AWD_PRESETS, choices=AWD_PRESETS, help="AWD-LSTM presets")
     p.add_argument("--steps", type=int, default=10, help="training steps per timed block (AWD: a tenth, at least 1)")
@@ -234,6 +295,9 @@ def main() -> None:
     if args._one:  # child process: one configuration
         if args._one.startswith("awd:"):
             print(json.dumps(awd_suite(args._one[4:], max(1, args.steps // 10), args.blocks, args.threads)))
+            return
+        if args._one.startswith("encoder:"):
+            print(json.dumps(encoder_suite(args._one[8:], args.steps, args.blocks, args.threads)))
             return
         size, impl, precision, aug = args._one.split(",")
         print(json.dumps(run_config(size, impl, precision, aug == "al", args.steps, args.threads, args.blocks)))
@@ -253,6 +317,8 @@ def main() -> None:
     report = {"matmul_peak_gflops": {"fp32": peak32, "bf16": peak16}, "threads": threads, "native_kernels": kernels}
     if "vd" in args.suite:
         report["results"] = vd_suite(args, threads, peak16)
+    if "vd-encoder" in args.suite:
+        report["vd_encoder"] = encoder_report(args, threads)
     if "awd" in args.suite:
         report["awd"] = awd_report(args, threads)
     if args.json:
@@ -286,6 +352,22 @@ def awd_report(args, threads: int) -> dict:
         if "baseline" in r:
             ratios += f", tiedlm / baseline {r['tiedlm'] / r['baseline']:.2f}x"
         print(f"  {preset:22s} {line}   {ratios}", flush=True)
+    return results
+
+
+def encoder_report(args, threads: int) -> dict:
+    print("\nVD-LSTM encoder alone and whole step (ms per call, median of interleaved blocks; one process per size):")
+    results = {}
+    for size in args.sizes:
+        r = results[size] = _child(f"encoder:{size}", args, threads)
+        enc, step = r["encoder baseline"] / r["encoder tiedlm"], r["step baseline"] / r["step tiedlm"]
+        rest = r["step baseline"] - r["encoder baseline"]
+        print(
+            f"  {size:6s} encoder fwd+bwd: tiedlm {r['encoder tiedlm']:6.1f}  nn.LSTM {r['encoder baseline']:6.1f}"
+            f"  ({enc:.2f}x)   step: tiedlm {r['step tiedlm']:6.1f}  baseline {r['step baseline']:6.1f} ({step:.2f}x);"
+            f"  the baseline's step outside its encoder: {rest:.1f} ms ({rest / r['step baseline']:.0%})",
+            flush=True,
+        )
     return results
 
 
