@@ -2,6 +2,7 @@
 resume), and rendered as a page beside the paper's numbers."""
 
 import json
+import shlex
 
 import pytest
 
@@ -82,6 +83,13 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     assert "model.output.depth=4" in drill["command"]
     page = (tmp_path / "pages" / "pappas2019-table4-small.md").read_text()
     assert page.count("| finished |") == 6 and "`tiedlm train ptb-small-re" in page
+    # each finished run names the command that runs it again: the same --set arguments it was started with
+    line = next(ln for ln in page.splitlines() if ln.startswith("- drill-4: "))
+    assert "`tiedlm reproduce pappas2019-table4-small --scale budget --only drill-4`" in line
+    rerun = shlex.split(line.split("that is `")[1].split("`")[0])
+    started = shlex.split(drill["command"])
+    sets = lambda argv: [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]  # noqa: E731
+    assert rerun[:3] == ["tiedlm", "train", "ptb-small-re"] and sets(rerun) == sets(started)
     assert (tmp_path / "pages" / "pappas2019-table4-small-valid.png").stat().st_size > 0
     capsys.readouterr()
 

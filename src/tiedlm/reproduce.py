@@ -205,20 +205,23 @@ def run_status(run_dir: Path) -> str:
 
 def train_command(spec: RunSpec, run_dir: Path, extra: list[str], threads: int) -> list[str]:
     """The ``tiedlm train`` (``tag train``, ``translate train``) arguments that start or resume ``spec``."""
-    command = ["train"] if spec.task == "lm" else [spec.task, "train"]
     if run_status(run_dir) == "interrupted":
+        command = ["train"] if spec.task == "lm" else [spec.task, "train"]
         return [*command, "--resume", str(run_dir), "--no-progress", "--threads", str(threads)]
-    sets = [*spec.overrides, *extra]
-    start = [*command, spec.preset] if spec.task == "lm" else command
-    return [
-        *start,
-        "--out",
-        str(run_dir),
-        "--no-progress",
-        "--threads",
-        str(threads),
-        *[a for s in sets for a in ("--set", s)],
-    ]
+    start, sets = _start(spec, extra)
+    return [*start, "--out", str(run_dir), "--no-progress", "--threads", str(threads), *sets]
+
+
+def _start(spec: RunSpec, extra: list[str]) -> tuple[list[str], list[str]]:
+    """The command that starts ``spec`` (``train PRESET``, ``tag train``, ...) and its ``--set`` arguments."""
+    command = ["train", spec.preset] if spec.task == "lm" else [spec.task, "train"]
+    return command, [a for s in (*spec.overrides, *extra) for a in ("--set", s)]
+
+
+def rerun_command(spec: RunSpec, extra: list[str]) -> str:
+    """The command line that starts ``spec`` afresh (``RUN`` for its folder; thread count left to the default)."""
+    start, sets = _start(spec, extra)
+    return shlex.join(["tiedlm", *start, "--out", "RUN", *sets])
 
 
 def run_config(spec: RunSpec, extra: list[str]):
@@ -412,10 +415,11 @@ def render(
             device = summary.get("device", "cpu" if task == "tag" else "–")
             tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
             folder = Path(os.path.relpath(r["dir"], links_from or out)).as_posix()
-            how = f"`{summary['command']}` " if "command" in summary else ""
+            last = f"; this run's last invocation: `{summary['command']}`" if "command" in summary else ""
             commands.append(
-                f"- {spec.name}: {how}(seed {summary['seed']}); the full config: "
-                f"[{folder}/config.toml]({folder}/config.toml)"
+                f"- {spec.name}: to run it again, `tiedlm reproduce {tab.name} --scale {scale} --only {spec.name}`, "
+                f"that is `{rerun_command(spec, extra)}` (seed {summary['seed']}){last}; the config it trained "
+                f"with: [{folder}/config.toml]({folder}/config.toml)"
             )
         else:
             best = min((m["valid_ppl"] for m in metrics if "valid_ppl" in m), default=None)
