@@ -62,3 +62,30 @@ def shared_data() -> Path:
     if not (root / "ptb" / "train.txt").is_file():
         pytest.skip("the shared PTB copy is not available")
     return root
+
+
+def write_tiny_parallel(tmp_path: Path) -> Path:
+    """A tiny word-for-word xx -> yy parallel corpus (train 300, valid 20, test 20 pairs) in tmp_path/para."""
+    words_en = ["a", "man", "dog", "runs", "sits", "the", "woman", "cat", "red", "blue"]
+    words_de = ["ein", "mann", "hund", "läuft", "sitzt", "der", "frau", "katze", "rot", "blau"]
+    rng = torch.Generator().manual_seed(0)
+    folder = tmp_path / "para"
+    folder.mkdir()
+    for split, n in (("train", 300), ("valid", 20), ("test", 20)):
+        en, de = [], []
+        for _ in range(n):
+            idx = torch.randint(0, 10, (int(torch.randint(3, 7, (1,), generator=rng)),), generator=rng).tolist()
+            en.append(" ".join(words_en[i] for i in idx))
+            de.append(" ".join(words_de[i] for i in idx))
+        (folder / f"{split}.xx").write_text("\n".join(en) + "\n")
+        (folder / f"{split}.yy").write_text("\n".join(de) + "\n")
+    return folder
+
+
+def write_tiny_treebank(folder: Path, sentences: int = 8) -> Path:
+    """A tiny CoNLL-U treebank of one's own (train, dev and test alike: "dogs bark" a sentence)."""
+    rows = "1\tdogs\tdog\tNOUN\t_\t_\t0\troot\t_\t_\n2\tbark\tbark\tVERB\t_\t_\t1\tdep\t_\t_\n\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev", "test"):
+        (folder / f"xx_mine-ud-{split}.conllu").write_text(rows * sentences)
+    return folder

@@ -9,6 +9,8 @@ import pytest
 from tiedlm import reproduce as rp
 from tiedlm.cli import main
 
+from conftest import write_tiny_parallel, write_tiny_treebank
+
 TINY = [
     "--set",
     "model.embedding_size=16",
@@ -194,14 +196,41 @@ def test_publish_copies_finished_runs_and_never_overwrites_other_results(tmp_pat
     assert json.loads((dst / "summary.json").read_text())["test_ppl"] == 90.1
 
 
+def test_dry_run_estimates_tagger_and_translator_runs_from_timed_batches(tmp_path, capsys, monkeypatch):
+    """Every run of the POS table gets an estimate (timed batches of its tagger on the treebank given); the
+    translator's estimate counts the target tokens it trains on, per epoch."""
+    data = write_tiny_treebank(tmp_path / "tb")
+    dry = ["reproduce", "demeester2018-pos", "--dry-run", "--json", "--data", str(data), "--runs", str(tmp_path)]
+    assert main([*dry, "--set", "data.min_count=1"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert len(plan["runs"]) == 9 and all(r["estimated_s"] > 0 for r in plan["runs"])
+    assert plan["estimated_s"] == pytest.approx(sum(r["estimated_s"] for r in plan["runs"]), abs=0.01)
+
+    from tiedlm.translation import TranslationConfig
+
+    seen = []
+    monkeypatch.setattr(rp, "_seconds_per_token", lambda step, batches, steps: seen.append(steps) or 1e-3)
+    cfg = TranslationConfig(
+        source_lang="xx", target_lang="yy", data_dir=str(write_tiny_parallel(tmp_path)), vocab_size=40, epochs=3
+    ).validate()
+    pairs = [ln.split() for ln in (tmp_path / "para" / "train.yy").read_text().splitlines()]
+    seconds = rp.estimate_task_seconds("translate", cfg, threads=1)
+    tokens = sum(len(ids) + 1 for ids in _subword_ids(cfg, tmp_path))  # targets plus </s>
+    assert seen == [3] and seconds == pytest.approx(1.1 * 1e-3 * tokens * 3)
+    assert tokens >= sum(len(p) + 1 for p in pairs)  # at least one subword a word
+
+
+def _subword_ids(cfg, tmp_path):
+    from tiedlm.translation.data import load_parallel_corpus
+
+    corpus = load_parallel_corpus(cfg, tmp_path / "spm", train_vocab=True)
+    return [t for _, t in corpus.ids["train"]]
+
+
 @pytest.mark.slow
 def test_a_tagging_table_runs_and_renders_end_to_end(tmp_path, capsys):
     """demeester2018-pos on a tiny treebank of one's own: tag train runs started by reproduce, then the page."""
-    rows = "1\tdogs\tdog\tNOUN\t_\t_\t0\troot\t_\t_\n2\tbark\tbark\tVERB\t_\t_\t1\tdep\t_\t_\n\n"
-    data = tmp_path / "tb"
-    data.mkdir()
-    for split in ("train", "dev", "test"):
-        (data / f"xx_mine-ud-{split}.conllu").write_text(rows * 8)
+    data = write_tiny_treebank(tmp_path / "tb")
     args = [
         "reproduce",
         "demeester2018-pos",

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +19,8 @@ from tiedlm.models import ENCODERS, OUTPUTS, LanguageModel
 from tiedlm.models.encoders.transformer import Attention, CausalTransformer
 from tiedlm.translation import TransformerTranslator, TranslationConfig, beam_search, greedy_search
 from tiedlm.translation.data import BOS, EOS, PAD
+
+from conftest import write_tiny_parallel
 
 
 def lm_config(output: str = "tied", **model) -> Config:
@@ -173,29 +174,12 @@ def test_translation_config_errors():
         TranslationConfig().with_overrides(["no_such_key=1"])
 
 
-def _parallel_folder(tmp_path: Path) -> Path:
-    words_en = ["a", "man", "dog", "runs", "sits", "the", "woman", "cat", "red", "blue"]
-    words_de = ["ein", "mann", "hund", "läuft", "sitzt", "der", "frau", "katze", "rot", "blau"]
-    rng = torch.Generator().manual_seed(0)
-    folder = tmp_path / "para"
-    folder.mkdir()
-    for split, n in (("train", 300), ("valid", 20), ("test", 20)):
-        en, de = [], []
-        for _ in range(n):
-            idx = torch.randint(0, 10, (int(torch.randint(3, 7, (1,), generator=rng)),), generator=rng).tolist()
-            en.append(" ".join(words_en[i] for i in idx))
-            de.append(" ".join(words_de[i] for i in idx))
-        (folder / f"{split}.xx").write_text("\n".join(en) + "\n")
-        (folder / f"{split}.yy").write_text("\n".join(de) + "\n")
-    return folder
-
-
 @pytest.mark.slow
 def test_train_save_load_translate_round_trip(tmp_path):
     """A tiny word-for-word task: train, resume from an interrupted epoch, evaluate, translate via the CLI."""
     from tiedlm.translation import evaluate_translator, load_translator, train_translator, translate_lines
 
-    folder = _parallel_folder(tmp_path)
+    folder = write_tiny_parallel(tmp_path)
     cfg = TranslationConfig(
         source_lang="xx",
         target_lang="yy",
@@ -252,7 +236,7 @@ def test_interrupted_translation_resumes_exactly(tmp_path, monkeypatch):
     from tiedlm.translation import train as tr
     from tiedlm.translation.train import TranslationInterrupted
 
-    folder = _parallel_folder(tmp_path)
+    folder = write_tiny_parallel(tmp_path)
     cfg = TranslationConfig(
         source_lang="xx",
         target_lang="yy",
@@ -327,7 +311,7 @@ def test_own_en_de_data_and_vocab_size_messages(tmp_path):
     from tiedlm.errors import DataError
     from tiedlm.translation.data import SubwordVocab, resolve_parallel_dir
 
-    folder = _parallel_folder(tmp_path)
+    folder = write_tiny_parallel(tmp_path)
     for split in ("train", "valid", "test"):
         (folder / f"{split}.xx").rename(folder / f"{split}.en")
         (folder / f"{split}.yy").rename(folder / f"{split}.de")

@@ -253,6 +253,20 @@ def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]
     return rows
 
 
+def _seconds_per_token(step, batches, steps: int) -> float:
+    """The least seconds per token over ``steps`` timed calls of ``step(batch) -> tokens`` (after one warm-up;
+    ``batches`` is gone through again where it holds fewer)."""
+    import itertools
+
+    rates = []
+    for i, batch in enumerate(itertools.islice(itertools.cycle(batches), steps + 1)):
+        start = time.perf_counter()
+        tokens = step(batch)
+        if i:  # the first call warms caches and kernels up
+            rates.append((time.perf_counter() - start) / tokens)
+    return min(rates)
+
+
 def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, steps: int = 2) -> float:
     """Wall-time estimate of a whole run on this machine: the seconds per token of ``steps`` timed training
     steps (forward, loss, backward, SGD) of the run's model on random ids, times its training tokens and
@@ -269,18 +283,73 @@ def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, step
     model = LanguageModel(cfg.model, vocab_size).train()
     loss_fn = LanguageModelLoss.from_config(cfg.loss)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randint(0, vocab_size, (t.bptt, t.batch_size))
-    times = []
-    for _ in range(steps + 1):
-        start = time.perf_counter()
+
+    def step(x):
         logits, _ = model(x, model.init_state(t.batch_size))
         loss = loss_fn(logits, x, model.input_embeddings, model.output_bias)[0]
         opt.zero_grad()
         loss.backward()
         opt.step()
-        times.append(time.perf_counter() - start)
-    per_token = min(times[1:]) / x.numel()  # the first step warms caches and kernels up
-    return 1.1 * per_token * train_tokens * t.total_epochs
+        return x.numel()
+
+    batches = (torch.randint(0, vocab_size, (t.bptt, t.batch_size)) for _ in range(steps + 1))
+    return 1.1 * _seconds_per_token(step, batches, steps) * train_tokens * t.total_epochs
+
+
+def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float:
+    """The same estimate for a tagger (``tag``) or translator (``translate``) run: ``steps`` timed training batches
+    of its model on the first batches of its real training data (the translator's subword model trained in a
+    temporary folder, as the run does), times its training tokens (target tokens for the translator) and epochs,
+    plus 10% for evaluation. The translator's test decoding (beam search) is not included."""
+    import tempfile
+
+    import torch
+    import torch.nn.functional as F
+
+    from .runtime import autocast, set_threads
+
+    set_threads(threads)
+    torch.manual_seed(0)
+    if task == "tag":
+        from .tagging.data import load_tagging_corpus
+        from .tagging.model import BiLSTMTagger
+
+        corpus = load_tagging_corpus(cfg.data_dir, cfg.min_count, own_data=cfg.own_data)
+        model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags)).train()
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+
+        def step(batch):
+            ids, tags, lengths = batch
+            loss = F.cross_entropy(model(ids, lengths).flatten(0, 1), tags.flatten(), ignore_index=-100)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return int(lengths.sum())
+
+        per_token = _seconds_per_token(step, corpus.batches("train", cfg.batch_size, shuffle_seed=0), steps)
+        return 1.1 * per_token * corpus.tokens("train") * cfg.epochs
+    from .runtime import resolve_precision
+    from .translation.data import load_parallel_corpus
+    from .translation.model import TransformerTranslator
+    from .translation.train import translation_loss
+
+    with tempfile.TemporaryDirectory() as folder:
+        corpus = load_parallel_corpus(cfg, Path(folder), train_vocab=True)
+    model = TransformerTranslator(cfg, len(corpus.source_vocab), len(corpus.target_vocab)).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    device, precision = torch.device("cpu"), resolve_precision(cfg.precision, torch.device("cpu"))
+
+    def step(index):
+        with autocast(device, precision):
+            loss, _, n = translation_loss(model, cfg, *corpus.tensors("train", index))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return n
+
+    batches = corpus.batches("train", cfg.batch_tokens, shuffle_seed=0, max_length=cfg.max_length)
+    tokens = sum(len(t) + 1 for _, t in corpus.ids["train"])
+    return 1.1 * _seconds_per_token(step, batches, steps) * tokens * cfg.epochs
 
 
 def execute(rows: list[dict], extra_for: dict[str, list[str]], jobs: int, threads: int, log=print) -> list[dict]:

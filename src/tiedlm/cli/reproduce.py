@@ -48,27 +48,27 @@ def cmd_reproduce(args) -> int:
     if args.dry_run:
         plan_rows, total = [], 0.0
         for r in rows:
-            cfg, seconds = r["config"], None  # the tagger's and translator's runs are not estimated
+            cfg, task = r["config"], r["spec"].task
             if r["status"] == "finished":
                 seconds = 0.0
-            elif r["spec"].task == "lm":
+            elif task == "lm":
                 vocab, tokens = _corpus_size(cfg.data.name)
                 seconds = rp.estimate_seconds(cfg, vocab, tokens, args.threads)
-            total += seconds or 0.0
+            else:
+                seconds = rp.estimate_task_seconds(task, cfg, args.threads)
+            total += seconds
             args_ = rp.train_command(r["spec"], r["dir"], extra, args.threads)
             plan_rows.append(
                 {
                     "run": r["spec"].name,
                     "status": r["status"],
                     "dir": str(r["dir"]),
-                    "estimated_s": round(seconds, 1) if seconds is not None else None,
+                    "estimated_s": round(seconds, 3),
                     "command": "tiedlm " + " ".join(args_),
                 }
             )
         text = [
-            f"{p['run']:22s} {p['status']:11s} "
-            + (f"~{p['estimated_s'] / 3600:6.2f} h" if p["estimated_s"] is not None else "   (no estimate)")
-            + f"  {p['command']}"
+            f"{p['run']:22s} {p['status']:11s} " + f"~{p['estimated_s'] / 3600:6.2f} h" + f"  {p['command']}"
             for p in plan_rows
         ]
         text.append(
