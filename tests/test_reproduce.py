@@ -258,7 +258,7 @@ def test_a_tagging_table_runs_and_renders_end_to_end(tmp_path, capsys):
     assert summary["epochs"] == 1 and summary["embedding_size"] == 8
 
 
-@pytest.mark.parametrize("name", ["inan2017-table1-small", "pappas2019-table4-small"])
+@pytest.mark.parametrize("name", ["inan2017-table1-small", "pappas2019-table4-small", "demeester2018-pos"])
 def test_the_committed_results_pages_are_what_the_committed_runs_render(name, tmp_path):
     """docs/results/TABLE.md is exactly what its stated command renders from experiments/results/reproduce: no
     number on the page that the committed run folders do not hold (re-render after publishing a run)."""
