@@ -168,27 +168,31 @@ class FusedLSTMLM(nn.Module):
         return self.out(self.drop(y)), state
 
 
+def vd_lstm_lm(h: int):
+    """tiedlm's two-layer VD-LSTM LM of width h (dropout 0.3, untied softmax layer), as both VD suites time it."""
+    from tiedlm.config import ModelConfig
+    from tiedlm.models import LanguageModel
+
+    cfg = ModelConfig(
+        embedding_size=h,
+        init_range=0.1,
+        output="full",
+        encoder={"name": "vd-lstm", "hidden_size": h, "layers": 2, "dropout": 0.3},
+    )
+    return LanguageModel(cfg, VOCAB)
+
+
 def encoder_suite(size: str, steps: int, blocks: int, threads: int) -> dict[str, float]:
     """Milliseconds per call (median of interleaved blocks) of both encoders' forward + backward and both steps."""
     from common import interleaved_medians
 
-    from tiedlm.config import ModelConfig
     from tiedlm.losses import LanguageModelLoss
-    from tiedlm.models import LanguageModel
     from tiedlm.runtime import set_threads
 
     set_threads(threads)
     torch.manual_seed(0)
     h = HIDDEN[size]
-    ours = LanguageModel(
-        ModelConfig(
-            embedding_size=h,
-            init_range=0.1,
-            output="full",
-            encoder={"name": "vd-lstm", "hidden_size": h, "layers": 2, "dropout": 0.3},
-        ),
-        VOCAB,
-    )
+    ours = vd_lstm_lm(h)
     base = FusedLSTMLM(h)
     loss_fn = LanguageModelLoss(augmented=False)
     x = torch.randn(BPTT, BATCH, h, requires_grad=True)
@@ -226,9 +230,7 @@ def encoder_suite(size: str, steps: int, blocks: int, threads: int) -> dict[str,
 def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int, threads: int, blocks: int) -> dict:
     """Tokens/s of one configuration: the median over ``blocks`` blocks of ``steps`` SGD steps (after 3 warm-up
     steps)."""
-    from tiedlm.config import ModelConfig
     from tiedlm.losses import LanguageModelLoss
-    from tiedlm.models import LanguageModel
     from tiedlm.runtime import autocast, set_threads
 
     set_threads(threads)
@@ -237,13 +239,7 @@ def run_config(size: str, impl: str, precision: str, augmented: bool, steps: int
     dev = torch.device("cpu")
     loss_fn = LanguageModelLoss(augmented=augmented, tau=20.0, gamma=0.65)
     if impl in ("tiedlm", "tiedlm-py"):
-        mcfg = ModelConfig(
-            embedding_size=h,
-            init_range=0.1,
-            output="full",
-            encoder={"name": "vd-lstm", "hidden_size": h, "layers": 2, "dropout": 0.3},
-        )
-        model = LanguageModel(mcfg, VOCAB)  # same output layer with and without AL
+        model = vd_lstm_lm(h)  # same output layer with and without AL
         state0 = model.init_state(BATCH)
         emb = lambda: model.input_embeddings  # noqa: E731
     else:

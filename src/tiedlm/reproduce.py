@@ -317,7 +317,6 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
     import tempfile
 
     import torch
-    import torch.nn.functional as F
 
     from .runtime import autocast, set_threads
 
@@ -326,6 +325,7 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
     if task == "tag":
         from .tagging.data import load_tagging_corpus
         from .tagging.model import BiLSTMTagger
+        from .tagging.train import tagging_loss
 
         corpus = load_tagging_corpus(cfg.data_dir, cfg.min_count, own_data=cfg.own_data)
         model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags)).train()
@@ -333,7 +333,7 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
 
         def step(batch):
             ids, tags, lengths = batch
-            loss = F.cross_entropy(model(ids, lengths).flatten(0, 1), tags.flatten(), ignore_index=-100)
+            loss = tagging_loss(model, ids, tags, lengths)
             opt.zero_grad()
             loss.backward()
             opt.step()

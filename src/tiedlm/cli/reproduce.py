@@ -68,8 +68,7 @@ def cmd_reproduce(args) -> int:
                 }
             )
         text = [
-            f"{p['run']:22s} {p['status']:11s} " + f"~{p['estimated_s'] / 3600:6.2f} h" + f"  {p['command']}"
-            for p in plan_rows
+            f"{p['run']:22s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}" for p in plan_rows
         ]
         text.append(
             f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "

@@ -59,7 +59,7 @@ LOCK_WAIT_S = 600.0  # a build takes 30-70 s; a holder alive for 10 minutes is s
 
 
 @contextlib.contextmanager
-def build_lock(folder: Path, wait_s: float | None = None):
+def build_lock(folder: Path, wait_s: float = LOCK_WAIT_S):
     """Hold the build folder for this process: an OS lock (``flock``) that the kernel drops when its holder dies.
 
     ``cpp_extension.load`` guards its build with a lock *file* (``FileBaton``) that is removed only by the process
@@ -73,7 +73,6 @@ def build_lock(folder: Path, wait_s: float | None = None):
     import fcntl
     import time
 
-    wait_s = LOCK_WAIT_S if wait_s is None else wait_s
     with open(folder / "tiedlm-build.flock", "a") as f:
         deadline = time.monotonic() + wait_s
         while True:

@@ -44,6 +44,11 @@ def accuracy(model: BiLSTMTagger, corpus: TaggingCorpus, split: str, batch_size:
 MAX_NONFINITE = 10  # consecutive non-finite steps tolerated (skipped) before the run stops
 
 
+def tagging_loss(model: BiLSTMTagger, ids: torch.Tensor, tags: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of the tag scores over the real (unpadded, tag ≠ -100) tokens of a batch."""
+    return F.cross_entropy(model(ids, lengths).flatten(0, 1), tags.flatten(), ignore_index=-100)
+
+
 def _diverged(what: str, run_dir: Path, cfg: TaggerConfig) -> str:
     done = RunDir(run_dir).checkpoint("last").is_file()
     fix = (
@@ -171,8 +176,7 @@ def _train_epoch(
                 continue
             state["epoch_seconds"] = time.perf_counter() - start
             stop.check()
-            logits = model(ids, lengths)
-            loss = F.cross_entropy(logits.flatten(0, 1), tags.flatten(), ignore_index=-100)
+            loss = tagging_loss(model, ids, tags, lengths)
             if not skipped(update(loss, model.parameters(), opt, cfg.clip), f"at epoch {epoch}, batch {b}"):
                 state["batch"] = b + 1
                 continue
