@@ -79,8 +79,11 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     ]
     assert main(args) == 0
     table_dir = tmp_path / "runs" / "pappas2019-table4-small"
-    names = ["full", "tied", "bilinear", "dual", "drill-1", "drill-4"]
+    names = ["tied", "bilinear", "dual", "drill-1", "drill-4"]
     assert all((table_dir / n / "summary.json").is_file() for n in names)
+    # "full" is Inan's "vd" (the same config): trained once, in that table's folder
+    assert (tmp_path / "runs" / "inan2017-table1-small" / "vd" / "summary.json").is_file()
+    assert not (table_dir / "full").exists()
     drill = json.loads((table_dir / "drill-4" / "summary.json").read_text())
     assert "model.output.depth=4" in drill["command"]
     page = (tmp_path / "pages" / "pappas2019-table4-small.md").read_text()
@@ -278,3 +281,40 @@ def test_the_committed_results_pages_are_what_the_committed_runs_render(name, tm
         links_from=root / "docs/results",
     )
     assert page.read_text() == (root / "docs/results" / f"{name}.md").read_text(), f"re-run: {how}"
+
+
+def test_a_row_that_is_another_tables_run_has_its_config_and_shares_its_folder(tmp_path, capsys):
+    """Pappas's "full" on the small encoder is Inan's "vd": every ``same_as`` row resolves to the very config of
+    the row it names, and both tables read, render and publish that one folder (nothing is trained twice)."""
+    from tiedlm.config import Config
+
+    shared = [(t, s) for t in rp.TABLES.values() for scale in t.runs for s in t.runs[scale] if s.same_as]
+    assert any(s.name == "full" and t.name == "pappas2019-table4-small" for t, s in shared)
+    for t, spec in shared:
+        other_table, other_name = spec.same_as.split("/")
+        (other,) = [s for s in rp.table(other_table).runs["budget"] if s.name == other_name]
+        assert rp.run_config(spec, []).to_toml() == rp.run_config(other, []).to_toml(), (t.name, spec.name)
+
+    run = tmp_path / "runs" / "inan2017-table1-small" / "vd"
+    run.mkdir(parents=True)
+    (run / "config.toml").write_text(Config.load("ptb-small-vd").to_toml())
+    (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "valid_ppl": 99.0}) + "\n")
+    summary = {
+        "valid_ppl": 92.08,
+        "test_ppl": 87.51,
+        "test_protocol": "batch 1",
+        "parameters": {"total": 4_650_000},
+        "wall_time_s": 600,
+        "device": "cpu",
+        "tokens_per_s": 1000,
+        "command": "tiedlm train ptb-small-vd",
+        "seed": 1111,
+    }
+    (run / "summary.json").write_text(json.dumps(summary))
+    rows = rp.plan(rp.table("pappas2019-table4-small"), "budget", tmp_path / "runs", [])
+    assert [r["dir"] for r in rows if r["status"] == "finished"] == [run]
+    page = rp.render(rp.table("pappas2019-table4-small"), "budget", tmp_path / "runs", [], tmp_path / "pages")
+    assert "| full | – / – | 92.08 / 87.51 |" in page.read_text()
+    assert rp.publish(rows, tmp_path / "results", log=lambda *a: None) == ["full"]
+    assert (tmp_path / "results" / "inan2017-table1-small" / "vd" / "summary.json").is_file()
+    assert not (tmp_path / "results" / "pappas2019-table4-small").exists()

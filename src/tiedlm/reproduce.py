@@ -32,6 +32,13 @@ class RunSpec:
     paper: tuple[float | None, float | None] = (None, None)  # the paper's (valid, test) figure for this row
     note: str = ""
     task: str = "lm"  # lm (tiedlm train) | tag (tiedlm tag train) | translate (tiedlm translate train)
+    # "TABLE/RUN": this row is that row of another table (the same config, checked by a test), so both read,
+    # train and publish one run folder, RUNS/TABLE/RUN, instead of training the same model twice
+    same_as: str = ""
+
+    def folder(self, table_name: str) -> Path:
+        """This row's run folder under a ``--runs`` folder (its own, or the row it is the same as)."""
+        return Path(self.same_as) if self.same_as else Path(table_name) / self.name
 
 
 # what each task's page shows from a run's summary.json: (column title, summary keys of the valid and test figure,
@@ -55,8 +62,8 @@ class Table:
 BUDGET_AWD_EPOCHS = 40  # the CPU-budget AWD-LSTM comparisons: a stated epoch count both models reach
 
 
-def _family(base: str, layers: dict[str, tuple[str, ...]], paper: dict[str, tuple]) -> tuple[RunSpec, ...]:
-    return tuple(RunSpec(name, base, sets, paper.get(name, (None, None))) for name, sets in layers.items())
+def _family(base: str, layers: dict[str, tuple[str, ...]], same_as: dict[str, str]) -> tuple[RunSpec, ...]:
+    return tuple(RunSpec(name, base, sets, same_as=same_as.get(name, "")) for name, sets in layers.items())
 
 
 _DRILL = (
@@ -125,12 +132,12 @@ TABLES: dict[str, Table] = {
             "pappas2019-table4-small",
             "Output layers on the small VD-LSTM encoder (Pappas & Henderson Table 4 ordering)",
             "Pappas & Henderson (2019), Table 4 (AWD-LSTM there; the small encoder here)",
-            {s: _family("ptb-small-re", _OUTPUT_LAYERS, {}) for s in SCALES},
+            {s: _family("ptb-small-re", _OUTPUT_LAYERS, {"full": "inan2017-table1-small/vd"}) for s in SCALES},
             "The paper's Table 4 uses the AWD-LSTM; its test ordering there is full 66.8 > bilinear 58.5 > tied 57.3 "
             "> dual 56.4 > DRILL-1 56.2 > DRILL-4 55.7. These rows put the same output layers on the small 2x200 "
             "VD-LSTM of Inan et al., 40 epochs each, seed 1111, to compare their order at convergence; the paper "
-            "has no numbers for this encoder. The full row is the VD run of "
-            "[inan2017-table1-small](inan2017-table1-small.md) (87.51 test, in [results.md](../results.md)).",
+            "has no numbers for this encoder. The full row is the vd row of "
+            "[inan2017-table1-small](inan2017-table1-small.md): the same config, so both pages read one run folder.",
         ),
         Table(
             "pappas2019-table4-awd",
@@ -261,7 +268,7 @@ def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]
     """One row per run: its folder, status and config (with the table's and the caller's overrides)."""
     rows = []
     for spec in tab.runs[scale]:
-        run_dir = runs_dir / tab.name / spec.name
+        run_dir = runs_dir / spec.folder(tab.name)
         rows.append({"spec": spec, "dir": run_dir, "status": run_status(run_dir), "config": run_config(spec, extra)})
     return rows
 
@@ -383,7 +390,7 @@ def execute(rows: list[dict], extra_for: dict[str, list[str]], jobs: int, thread
                 f"{r['spec'].name}: {'resume' if r['status'] == 'interrupted' else 'start'}: tiedlm "
                 + " ".join(shlex.quote(a) for a in args)
             )
-            with open(r["dir"].parent / f"{r['spec'].name}.log", "a") as out:
+            with open(r["dir"].parent / f"{r['dir'].name}.log", "a") as out:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "tiedlm.cli", *args], stdout=out, stderr=subprocess.STDOUT
                 )
