@@ -2,6 +2,9 @@
 
 import json
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +41,57 @@ def test_atomic_write_replaces_whole_file_and_leaves_nothing_on_failure(tmp_path
     with pytest.raises(TypeError):  # a failure mid-write: the old file stays whole, no temporary is left
         write_text_atomic(path, 12345)
     assert path.read_text() == "a = 1\n" and sorted(p.name for p in tmp_path.iterdir()) == ["config.toml"]
+
+
+def _hold(folder: Path) -> subprocess.Popen:
+    """Another process that holds ``folder``'s training lock until killed (it prints one line once it does)."""
+    code = (
+        "import sys, time\n"
+        "from tiedlm.run_dir import RunDir\n"
+        "with RunDir(sys.argv[1]).training_lock():\n"
+        "    print('held', flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_second_process_cannot_train_in_a_held_run_folder(tiny_corpus, tmp_path, capsys):
+    """Two processes resuming one run would interleave checkpoints and metrics: while one trains in a folder,
+    `tiedlm train` (new or resumed), `tag train` and `translate train` there stop with a one-line error and
+    change nothing; once the holder dies (even by SIGKILL, which runs no clean-up) the run resumes."""
+    from tiedlm.cli import main
+    from tiedlm.tagging import TaggerConfig
+    from tiedlm.tagging.train import train_tagger
+    from tiedlm.translation import TranslationConfig
+    from tiedlm.translation.train import train_translator
+
+    from conftest import tiny_overrides
+
+    run = tmp_path / "run"
+    sets = [a for o in tiny_overrides(tiny_corpus, **{"train.epochs": "1"}) for a in ("--set", o)]
+    assert main(["train", "ptb-small-re", "--out", str(run), "--no-progress", *sets]) == 0
+    (run / "summary.json").unlink()  # as if stopped during its final evaluation: resumable
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    holder = _hold(run)
+    try:
+        capsys.readouterr()
+        for argv in (["train", "--resume", str(run), "--no-progress"], ["train", "ptb-small-re", "--out", str(run)]):
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1, err
+        assert "another process is training in" in err  # a new run there is refused too, before anything else
+        for train_fn, config in ((train_tagger, TaggerConfig()), (train_translator, TranslationConfig())):
+            with pytest.raises(UsageError, match="another process is training in"):
+                train_fn(config, run, resume=True, progress=False)
+        assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+        fresh = tmp_path / "fresh"
+        with RunDir(fresh).training_lock():  # a new folder is held as well, and left out if nothing is written
+            assert fresh.is_dir()
+        assert not fresh.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["train", "--resume", str(run), "--no-progress"]) == 0
+    assert (run / "summary.json").is_file()

@@ -18,7 +18,9 @@ model, the optimiser, RNG and position), plus their own files (``tags.txt``; the
 ``metrics.json``) are still read.
 
 Text files are replaced atomically (write a temporary file, then rename), so an interrupted write never
-leaves a half-written config or summary behind.
+leaves a half-written config or summary behind. One process at a time trains in a run folder
+(:meth:`RunDir.training_lock`): a second ``--resume`` of the same folder, or a second ``reproduce`` naming it,
+stops with a one-line error instead of interleaving its checkpoints and metrics with the first one's.
 """
 
 from __future__ import annotations
@@ -26,11 +28,18 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; the folder is not guarded there
+    fcntl = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,29 @@ class RunDir:
 
     def read_summary(self) -> dict[str, Any] | None:
         return json.loads(self.summary.read_text()) if self.summary.is_file() else None
+
+    @contextmanager
+    def training_lock(self) -> Iterator[None]:
+        """Hold this run folder for one training process (created if missing; left out again if nothing was
+        written in it). The lock is the kernel's ``flock`` on the folder itself: no lock file to go stale, and a
+        killed holder releases it. Raises :class:`UsageError` at once when another process holds it."""
+        created = not self.path.exists()
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise UsageError(
+                        f"another process is training in {self.path}; wait for it to end (or stop it) before "
+                        f"starting or resuming this run there"
+                    ) from None
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+            if created and self.path.is_dir() and not any(self.path.iterdir()):
+                self.path.rmdir()
 
     # ----- writing --------------------------------------------------------------------------------
     def write_text(self, path: Path, text: str) -> None:

@@ -68,6 +68,11 @@ class TaggerInterrupted(RunInterrupted):
 
 def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print) -> dict:
     """Train (or continue) a tagger in ``run_dir``; returns the summary written to ``summary.json``."""
+    with RunDir(run_dir).training_lock():  # one process trains in a folder at a time
+        return _train_tagger(cfg, Path(run_dir), resume, progress, log)
+
+
+def _train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print) -> dict:
     cfg.validate()
     threads = set_threads(cfg.threads)
     run_dir = Path(run_dir)

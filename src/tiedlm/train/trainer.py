@@ -21,6 +21,7 @@ import contextlib
 import copy
 import json
 import math
+import os
 import platform
 import signal
 import sys
@@ -526,26 +527,31 @@ def train(
         refuse_committed(out_dir)
     created = not out_dir.exists()
     ensure_writable_folder(out_dir, "--resume" if resume else "--out")
-    if not resume and RunDir(out_dir).checkpoint("last").exists():
-        raise UsageError(f"{out_dir} already holds a run; resume it with --resume {out_dir} or choose another --out")
-    trainer = Trainer(cfg, out_dir, command=command, progress=progress, log=log)
-    try:
-        try:
-            trainer.setup(resume)
-        except Exception:  # bad data or settings: leave no empty run folder behind
-            if created and out_dir.is_dir() and not any(out_dir.iterdir()):
-                out_dir.rmdir()
-            raise
-        if (
-            resume
-            and (trainer.epoch > cfg.train.total_epochs or trainer.nt_asgd.stopped)
-            and RunDir(out_dir).summary.exists()
-        ):
+    # one process trains in a folder at a time; under torchrun, rank 0 holds it for all ranks
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    with RunDir(out_dir).training_lock() if rank0 else contextlib.nullcontext():
+        if not resume and RunDir(out_dir).checkpoint("last").exists():
             raise UsageError(
-                f"{out_dir} finished all {cfg.train.epochs} epochs; to train longer resume with "
-                f"--set train.epochs=N (N > {cfg.train.epochs})"
+                f"{out_dir} already holds a run; resume it with --resume {out_dir} or choose another --out"
             )
-        return trainer.fit(budget_windows)
-    finally:
-        trainer.step_model = None  # release DDP (its reducer holds the process group) before the group goes
-        trainer.dist.shutdown()
+        trainer = Trainer(cfg, out_dir, command=command, progress=progress, log=log)
+        try:
+            try:
+                trainer.setup(resume)
+            except Exception:  # bad data or settings: leave no empty run folder behind
+                if created and out_dir.is_dir() and not any(out_dir.iterdir()):
+                    out_dir.rmdir()
+                raise
+            if (
+                resume
+                and (trainer.epoch > cfg.train.total_epochs or trainer.nt_asgd.stopped)
+                and RunDir(out_dir).summary.exists()
+            ):
+                raise UsageError(
+                    f"{out_dir} finished all {cfg.train.epochs} epochs; to train longer resume with "
+                    f"--set train.epochs=N (N > {cfg.train.epochs})"
+                )
+            return trainer.fit(budget_windows)
+        finally:
+            trainer.step_model = None  # release DDP (its reducer holds the process group) before the group goes
+            trainer.dist.shutdown()

@@ -94,7 +94,13 @@ def train_translator(
     cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print
 ) -> dict:
     """Train (or continue) a translator in ``run_dir``; returns the summary written to ``summary.json``."""
+    with RunDir(run_dir).training_lock():  # one process trains in a folder at a time
+        return _train_translator(cfg, Path(run_dir), resume, progress, log)
 
+
+def _train_translator(
+    cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print
+) -> dict:
     cfg.validate()
     threads = set_threads(cfg.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
