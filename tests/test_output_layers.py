@@ -86,6 +86,41 @@ def test_bilinear_and_dual_follow_their_formulas():
     assert torch.allclose(labels, g_out) and torch.allclose(logits, g_in @ g_out.t() + dual.bias, atol=1e-6)
 
 
+def test_dual_with_residuals_and_dropout_is_drill_table_4s_dual_row():
+    """Footnote 6 of DRILL's Table 4 (the authors' code with a dual encoder of depth 1), written out:
+    logits = (σ(δ(E) U + b_u) + E)(σ(V h + b_v) + h)ᵀ + b, δ on E only, one variational mask for all labels;
+    the weights uniform in ±init_range; d_j = d = d_h is required, in one line."""
+    from tiedlm.errors import UsageError
+
+    torch.manual_seed(0)
+    emb = nn.Embedding(40, 6)
+    dual = DualOutput(emb, 6, joint_size=6, residual=True, dropout=0.5, variational=True, init_range=0.1)
+    assert dual.label_proj.weight.abs().max() <= 0.1 and dual.context_proj.weight.abs().max() <= 0.1
+    assert dual.label_proj.weight.abs().max() > 0.09  # uniform in ±0.1, not nn.Linear's ±1/sqrt(6) = ±0.41
+    nn.init.normal_(dual.bias)
+    e, h = emb.weight, torch.randn(3, 5, 6)
+    (u, b_u), (v, b_v) = (
+        (dual.label_proj.weight, dual.label_proj.bias),
+        (dual.context_proj.weight, dual.context_proj.bias),
+    )
+    dual.eval()
+    logits, labels = dual(h)
+    g_out = torch.sigmoid(e @ u.t() + b_u) + e
+    g_in = torch.sigmoid(h @ v.t() + b_v) + h
+    assert torch.allclose(labels, g_out, atol=1e-6) and torch.allclose(logits, g_in @ g_out.t() + dual.bias, atol=1e-5)
+    dual.train()
+    torch.manual_seed(1)
+    _, labels = dual(h)
+    torch.manual_seed(1)
+    keep = torch.empty(1, 6).bernoulli_(0.5) * 2  # the one mask over d, drawn as the layer draws it
+    assert keep.min() == 0 and torch.allclose(labels, torch.sigmoid((e * keep) @ u.t() + b_u) + e, atol=1e-6)
+    assert torch.allclose(dual.encode_context(h), g_in)  # no dropout on the context side
+    with pytest.raises(UsageError, match="joint_size, embedding_size and the encoder's output size must be equal"):
+        DualOutput(emb, 6, joint_size=8, residual=True)
+    with pytest.raises(UsageError, match="embedding"):
+        ModelConfig(embedding_size=6, encoder=dict(VD8), output={"name": "dual", "residual": True}).validate()
+
+
 @pytest.mark.parametrize("depth", [1, 3])
 @pytest.mark.parametrize("res_e,res_prev", [(True, False), (False, False), (True, True), (False, True)])
 def test_drill_label_encoder_follows_eqs_8_to_10(depth, res_e, res_prev):
@@ -145,7 +180,8 @@ def _steps(encoder: str, output: str, augmented: bool, n: int = 4) -> list[float
         embedding_size=12,
         dropout_embedding=0.1 if awd else 0.0,
         encoder={"name": encoder, "hidden_size": 20 if awd else 12, "layers": 2, "dropout": 0.2, **extra},
-        output=OUTPUTS.config_for(output, joint_size=10, depth=2, dropout=0.3),
+        # DRILL's label dropout (the dual layer's, off by default, is tested on its own above)
+        output=OUTPUTS.config_for(output, joint_size=10, depth=2, **({"dropout": 0.3} if output == "drill" else {})),
     )
     model = LanguageModel(cfg, 60)
     loss_fn = LanguageModelLoss(augmented=augmented, tau=5.0, gamma=0.5)

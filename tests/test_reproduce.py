@@ -40,6 +40,7 @@ def test_list_names_every_table(capsys):
         "tied",
         "bilinear",
         "dual",
+        "dual-res",
         "drill-1",
         "drill-4",
     ]
@@ -79,7 +80,7 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     ]
     assert main(args) == 0
     table_dir = tmp_path / "runs" / "pappas2019-table4-small"
-    names = ["tied", "bilinear", "dual", "drill-1", "drill-4"]
+    names = ["tied", "bilinear", "dual", "dual-res", "drill-1", "drill-4"]
     assert all((table_dir / n / "summary.json").is_file() for n in names)
     # "full" is Inan's "vd" (the same config): trained once, in that table's folder
     assert (tmp_path / "runs" / "inan2017-table1-small" / "vd" / "summary.json").is_file()
@@ -87,7 +88,7 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     drill = json.loads((table_dir / "drill-4" / "summary.json").read_text())
     assert "model.output.depth=4" in drill["command"]
     page = (tmp_path / "pages" / "pappas2019-table4-small.md").read_text()
-    assert page.count("| finished |") == 6 and "`tiedlm train ptb-small-re" in page
+    assert page.count("| finished |") == 7 and "`tiedlm train ptb-small-re" in page
     # each finished run names the command that runs it again: the same --set arguments it was started with
     line = next(ln for ln in page.splitlines() if ln.startswith("- drill-4: "))
     assert "`tiedlm reproduce pappas2019-table4-small --scale budget --only drill-4`" in line
@@ -147,7 +148,7 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
         == 0
     )
     page = (out / "pappas2019-table4-small.md").read_text()
-    assert page.count("| finished |") == 2 and page.count("| missing |") == 4
+    assert page.count("| finished |") == 2 and page.count("| missing |") == 5
     assert "| 90.00 / 86.50 |" in page and "| 90.00 / 85.12; 86.50 (10 streams) |" in page
     assert not any((table_dir / n).exists() for n in ("full", "bilinear", "dual", "drill-1"))  # nothing started
 

@@ -69,6 +69,17 @@ class OutputLayer(nn.Module):
             nn.init.zeros_(self.bias)
 
 
+def label_dropout(x: torch.Tensor, p: float, variational: bool, training: bool) -> torch.Tensor:
+    """DRILL's dropout δ on a (|V|, d) table of label embeddings (eq. 12): ``variational`` samples one mask over
+    the d dimensions per forward pass, shared by all labels (the authors' "locked" dropout); otherwise a new mask
+    per label and dimension."""
+    if not training or p == 0:
+        return x
+    if not variational:
+        return F.dropout(x, p, training=True)
+    return x * x.new_empty(1, x.size(1)).bernoulli_(1 - p).div_(1 - p)
+
+
 def reset_fan_in(weight: torch.Tensor, bias: torch.Tensor) -> None:
     """Weight uniform in ±1/sqrt(fan_in), bias 0."""
     r = weight.size(1) ** -0.5

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .base import SharesEmbedding
+from .base import SharesEmbedding, label_dropout
 from .configs import DrillConfig
 
 ACTIVATIONS = {"sigmoid": torch.sigmoid, "relu": torch.relu, "tanh": torch.tanh, "identity": lambda x: x}
@@ -55,19 +54,11 @@ class LabelEncoder(nn.Module):
         for p in self.parameters():
             nn.init.uniform_(p, -self.init_range, self.init_range)
 
-    def _drop(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.training or self.dropout == 0:
-            return x
-        if not self.variational:
-            return F.dropout(x, self.dropout, training=True)
-        keep = x.new_empty(1, x.size(1)).bernoulli_(1 - self.dropout).div_(1 - self.dropout)
-        return x * keep
-
     def forward(self, embeddings: torch.Tensor) -> torch.Tensor:
         act = ACTIVATIONS[self.activation]
         x = embeddings
         for i, layer in enumerate(self.layers):
-            y = act(layer(self._drop(x)))
+            y = act(layer(label_dropout(x, self.dropout, self.variational, self.training)))
             if self.residual_embedding:
                 y = y + embeddings
             if self.residual_previous and i > 0:  # the residual to the previous layer starts at layer 2
