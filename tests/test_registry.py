@@ -77,7 +77,16 @@ def _legacy(raw_model: dict) -> dict:
     [
         ("ptb-awd-drill", []),
         ("ptb-small-re", ["model.output.bias=true"]),
-        ("ptb-awd-dual", ["model.output.joint_size=300"]),
+        # the flat format knew only the dual layer's joint_size (its residual setting came later)
+        (
+            "ptb-awd-dual",
+            [
+                "model.output.joint_size=300",
+                "model.output.residual=false",
+                "model.output.dropout=0",
+                "model.output.init_range=0",
+            ],
+        ),
         ("ptb-small-vd", []),
     ],
 )

@@ -109,12 +109,15 @@ AWD = {
         drill_variational="false",
     ),
 }
-AWD_OUTPUTS = {
-    "tied": 'output = "tied"\ntied_bias = true',
-    "full": 'output = "full"',
-    "bilinear": 'output = "bilinear"',
-    "dual": 'output = "dual"\njoint_size = 400',
-    "drill": 'output = "drill"',
+AWD_OUTPUTS = {  # the [model.output] table of each
+    "tied": 'name = "tied"\nbias = true',
+    "full": 'name = "full"',
+    "bilinear": 'name = "bilinear"',
+    # Table 4's dual figure used "dropout and residual connections to E and h" (its footnote 6), as the authors'
+    # code runs a dual encoder of depth 1 (--joint_emb_dual): the DRILL rows' dropout and initialisation
+    "dual": 'name = "dual"\njoint_size = 400\nresidual = true\ndropout = 0.6\nvariational = {variational}\n'
+    "init_range = 0.1",
+    "drill": 'name = "drill"',
 }
 # CPU budget: the same recipe, narrower (hidden 400, embedding 200) and short (epochs sized to ~1 h here)
 BUDGET = dict(embedding=200, hidden=400, epochs=6, bptt=35, finetune=0)
@@ -132,15 +135,13 @@ def awd_preset(corpus_key: str, output: str, budget: bool, sparse: bool = False)
     epochs, bptt = (BUDGET["epochs"], BUDGET["bptt"]) if budget else (a["epochs"], 70)
     finetune = BUDGET["finetune"] if budget else a["epochs"]
     joint = AWD_OUTPUTS[output].replace("joint_size = 400", f"joint_size = {emb}")
-    drill = (
-        (
-            f'drill_depth = 4\ndrill_activation = "{a["drill_activation"]}"\ndrill_dropout = 0.6\n'
-            f"drill_variational = {a['drill_variational']}\ndrill_residual_embedding = true\n"
-            f"drill_init_range = 0.1\n"
+    joint = joint.replace("{variational}", a["drill_variational"])
+    if output == "drill":
+        joint += (
+            f'\ndepth = 4\nactivation = "{a["drill_activation"]}"\ndropout = 0.6\n'
+            f"variational = {a['drill_variational']}\nresidual_embedding = true\ninit_range = 0.1"
         )
-        if output == "drill"
-        else ""
-    )
+    drill = ""  # the encoder's own keys after the shared ones
     if sparse:
         drill += (
             f"sparse_fraction = 0.6666666666666666  # every layer: the parameters of the dense {dense_hidden}-unit "
@@ -175,8 +176,10 @@ dropout_hidden = {a["dropout_hidden"]}
 dropout_embedding = 0.1
 weight_drop = 0.5
 init_range = 0.1
-{joint}
 {drill}
+[model.output]
+{joint}
+
 [loss]
 ar = 2.0
 tar = 1.0
