@@ -62,6 +62,26 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys)
     assert main(["reproduce", "transformer-lm", "--dry-run", "--only", "drill-9"]) == 2
     assert "its runs are tied, drill" in capsys.readouterr().err
 
+    # an interrupted run is estimated for the epochs it has left: 9 of 12 here
+    run = tmp_path / "runs" / "transformer-lm" / "drill"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.safetensors").write_bytes(b"")
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"epoch": e}) + "\n" for e in (1, 2, 3)))
+    assert (
+        rp.fraction_left(
+            {
+                "status": "interrupted",
+                "dir": run,
+                "spec": rp.table("transformer-lm").runs["budget"][1],
+                "config": rp.run_config(rp.table("transformer-lm").runs["budget"][1], []),
+            }
+        )
+        == 9 / 12
+    )
+    assert main([*dry, "--only", "drill"]) == 0
+    left = json.loads(capsys.readouterr().out)["runs"][0]
+    assert left["status"] == "interrupted" and left["command"].startswith("tiedlm train --resume")
+
 
 @pytest.mark.slow
 def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys):
@@ -80,11 +100,11 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     ]
     assert main(args) == 0
     table_dir = tmp_path / "runs" / "pappas2019-table4-small"
-    names = ["tied", "bilinear", "dual", "dual-res", "drill-1", "drill-4"]
+    names = ["bilinear", "dual", "dual-res", "drill-1", "drill-4"]
     assert all((table_dir / n / "summary.json").is_file() for n in names)
-    # "full" is Inan's "vd" (the same config): trained once, in that table's folder
-    assert (tmp_path / "runs" / "inan2017-table1-small" / "vd" / "summary.json").is_file()
-    assert not (table_dir / "full").exists()
+    # "full" and "tied" are Inan's "vd" and "re-bias" (the same configs): trained once, in that table's folders
+    assert all((tmp_path / "runs" / "inan2017-table1-small" / n / "summary.json").is_file() for n in ("vd", "re-bias"))
+    assert not (table_dir / "full").exists() and not (table_dir / "tied").exists()
     drill = json.loads((table_dir / "drill-4" / "summary.json").read_text())
     assert "model.output.depth=4" in drill["command"]
     page = (tmp_path / "pages" / "pappas2019-table4-small.md").read_text()
@@ -100,12 +120,12 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     capsys.readouterr()
 
     (table_dir / "dual" / "summary.json").unlink()  # as if stopped during its final evaluation
-    before = (table_dir / "tied" / "summary.json").read_text()
+    before = (table_dir / "bilinear" / "summary.json").read_text()
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "tied: finished, skipped" in out and "dual: resume: tiedlm train --resume" in out
+    assert "bilinear: finished, skipped" in out and "dual: resume: tiedlm train --resume" in out
     assert (table_dir / "dual" / "summary.json").is_file()
-    assert (table_dir / "tied" / "summary.json").read_text() == before
+    assert (table_dir / "bilinear" / "summary.json").read_text() == before
 
 
 def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_protocols(tmp_path, capsys):
@@ -114,7 +134,7 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
 
     table_dir = tmp_path / "runs" / "pappas2019-table4-small"
     for name, protocol in (("tied", True), ("drill-4", False)):
-        run = table_dir / name
+        run = table_dir / name if name == "drill-4" else tmp_path / "runs" / "inan2017-table1-small" / "re-bias"
         run.mkdir(parents=True)
         (run / "config.toml").write_text(Config.load("ptb-small-re").to_toml())
         (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "valid_ppl": 99.0}) + "\n")

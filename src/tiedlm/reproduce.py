@@ -149,14 +149,20 @@ TABLES: dict[str, Table] = {
             "Output layers on the small VD-LSTM encoder (Pappas & Henderson Table 4 ordering)",
             "Pappas & Henderson (2019), Table 4 (AWD-LSTM there; the small encoder here)",
             {
-                s: _family("ptb-small-re", _OUTPUT_LAYERS, {"full": "inan2017-table1-small/vd"}, _OUTPUT_NOTES)
+                s: _family(
+                    "ptb-small-re",
+                    _OUTPUT_LAYERS,
+                    {"full": "inan2017-table1-small/vd", "tied": "inan2017-table1-small/re-bias"},
+                    _OUTPUT_NOTES,
+                )
                 for s in SCALES
             },
             "The paper's Table 4 uses the AWD-LSTM; its test ordering there is full 66.8 > bilinear 58.5 > tied 57.3 "
             "> dual 56.4 > DRILL-1 56.2 > DRILL-4 55.7. These rows put the same output layers on the small 2x200 "
             "VD-LSTM of Inan et al., 40 epochs each, seed 1111, to compare their order at convergence; the paper "
-            "has no numbers for this encoder. The full row is the vd row of "
-            "[inan2017-table1-small](inan2017-table1-small.md): the same config, so both pages read one run folder. "
+            "has no numbers for this encoder. The full and tied rows are the vd and re-bias rows "
+            "of [inan2017-table1-small](inan2017-table1-small.md): the same configs, so both pages read one run "
+            "folder each. "
             "Two dual rows: `dual` is eqs. 4-5 as the paper writes them; `dual-res` is the setting behind Table 4's "
             'dual figure, which its footnote 6 states ("we also used dropout and residual connections to E and '
             "h\"): g_out(E) = σ(δ(E) U + b_u) + E, g_in(h) = σ(V h + b_v) + h, as the authors' code runs a dual "
@@ -295,6 +301,16 @@ def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]
         run_dir = runs_dir / spec.folder(tab.name)
         rows.append({"spec": spec, "dir": run_dir, "status": run_status(run_dir), "config": run_config(spec, extra)})
     return rows
+
+
+def fraction_left(row: dict) -> float:
+    """The share of a planned run's epochs still to train: 1 for a missing run, 0 for a finished one, and for an
+    interrupted one its epochs without a metrics record over all (the epoch it stopped in counts as whole)."""
+    if row["status"] != "interrupted":
+        return float(row["status"] == "missing")
+    cfg = row["config"]
+    total = cfg.train.total_epochs if row["spec"].task == "lm" else cfg.epochs
+    return max(total - len(RunDir(row["dir"]).read_metrics()), 1) / total
 
 
 def _seconds_per_token(step, batches, steps: int) -> float:
