@@ -2,6 +2,7 @@
 resume), and rendered as a page beside the paper's numbers."""
 
 import json
+import math
 import shlex
 
 import pytest
@@ -117,6 +118,15 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     sets = lambda argv: [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]  # noqa: E731
     assert rerun[:3] == ["tiedlm", "train", "ptb-small-re"] and sets(rerun) == sets(started)
     assert (tmp_path / "pages" / "pappas2019-table4-small-valid.png").stat().st_size > 0
+    # Figure 3 of the finished runs, tied first: its overall cross-entropy is the streamed test perplexity's log
+    bands = json.loads((table_dir / "bands.json").read_text())
+    assert bands["runs"] == ["tied", "full", "bilinear", "dual", "dual-res", "drill-1", "drill-4"]
+    inan = tmp_path / "runs" / "inan2017-table1-small"
+    for name, folder in (("tied", inan / "re-bias"), ("drill-4", table_dir / "drill-4")):
+        streams = json.loads((folder / "summary.json").read_text())["test_ppl_streams"]
+        assert math.exp(bands["overall_ce"][name]) == pytest.approx(streams, rel=1e-4)
+    assert "## Cross-entropy by training-frequency band (Figure 3)" in page
+    assert (tmp_path / "pages" / "pappas2019-table4-small-bands.png").stat().st_size > 0
     capsys.readouterr()
 
     (table_dir / "dual" / "summary.json").unlink()  # as if stopped during its final evaluation
@@ -339,3 +349,35 @@ def test_a_row_that_is_another_tables_run_has_its_config_and_shares_its_folder(t
     assert rp.publish(rows, tmp_path / "results", log=lambda *a: None) == ["full"]
     assert (tmp_path / "results" / "inan2017-table1-small" / "vd" / "summary.json").is_file()
     assert not (tmp_path / "results" / "pappas2019-table4-small").exists()
+
+
+def test_published_bands_grow_with_the_runs_but_never_change_a_published_figure(tmp_path):
+    tab = rp.table("pappas2019-table4-small")
+    runs, into = tmp_path / "runs", tmp_path / "results"
+    (runs / tab.name).mkdir(parents=True)
+
+    def bands(ce: dict) -> dict:
+        return {
+            "baseline": "tied",
+            "runs": list(ce),
+            "rows": [{"band": "1-10", "ce": dict(ce)}],
+            "overall_ce": dict(ce),
+            "split": "test",
+            "data": "ptb",
+        }
+
+    src, dst = runs / tab.name / rp.BANDS, into / tab.name / rp.BANDS
+    src.write_text(json.dumps(bands({"tied": 5.0, "bilinear": 5.1})))
+    assert rp.publish_bands(tab, runs, into, log=lambda *a: None) and json.loads(dst.read_text())["runs"] == [
+        "tied",
+        "bilinear",
+    ]
+    assert not rp.publish_bands(tab, runs, into, log=lambda *a: None)  # the same analysis again: left as it is
+    src.write_text(json.dumps(bands({"tied": 5.0000001, "bilinear": 5.1, "drill-4": 4.9})))  # a run more
+    assert rp.publish_bands(tab, runs, into, log=lambda *a: None)
+    assert json.loads(dst.read_text())["runs"] == ["tied", "bilinear", "drill-4"]
+    before = dst.read_text()
+    src.write_text(json.dumps(bands({"tied": 5.0, "bilinear": 5.3, "drill-4": 4.9, "dual": 5.2})))  # bilinear changed
+    with pytest.raises(rp.UsageError, match="never overwritten"):
+        rp.publish_bands(tab, runs, into, log=lambda *a: None)
+    assert dst.read_text() == before

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UsageError
-from .run_dir import RunDir
+from .run_dir import RunDir, write_json_atomic
 
 SCALES = ("budget", "paper")
 
@@ -57,6 +57,7 @@ class Table:
     source: str
     runs: dict[str, tuple[RunSpec, ...]] = field(default_factory=dict)  # scale -> runs
     notes: str = ""  # where ours differs from the paper and what was tried (rendered under the table)
+    bands_baseline: str = ""  # a run's name: the page shows Figure 3's bands of the finished runs against it
 
 
 BUDGET_AWD_EPOCHS = 40  # the CPU-budget AWD-LSTM comparisons: a stated epoch count both models reach
@@ -168,6 +169,7 @@ TABLES: dict[str, Table] = {
             "h\"): g_out(E) = σ(δ(E) U + b_u) + E, g_in(h) = σ(V h + b_v) + h, as the authors' code runs a dual "
             "encoder of depth 1 (`--joint_emb_dual`), with the DRILL rows' dropout (0.6, variational) and "
             "initialisation (uniform ±0.1).",
+            bands_baseline="tied",
         ),
         Table(
             "pappas2019-table4-awd",
@@ -212,6 +214,7 @@ TABLES: dict[str, Table] = {
             "Transformer LM on PTB: tied vs DRILL",
             "Pappas & Henderson (2019) §4 output layers",
             {s: (RunSpec("tied", "ptb-transformer-tied"), RunSpec("drill", "ptb-transformer-drill")) for s in SCALES},
+            bands_baseline="tied",
         ),
         Table(
             "demeester2018-pos",
@@ -493,6 +496,88 @@ def publish(rows: list[dict], into: Path, log=print) -> list[str]:
     return copied
 
 
+BANDS = "bands.json"  # a table's Figure-3 analysis of its finished runs: RUNS/TABLE/bands.json
+
+
+def band_analysis(tab: Table, rows: list[dict], runs_dir: Path, threads: int, log=print) -> Path | None:
+    """Figure 3 of Pappas & Henderson (2019) over a table's finished runs: cross-entropy per training-frequency
+    band of the test targets, each run's best checkpoint, against ``tab.bands_baseline``; written to
+    ``RUNS/TABLE/bands.json``. Only runs whose checkpoints are there count (a published folder has none); None
+    where the baseline and one other run are not both there."""
+    ready = [r for r in rows if r["status"] == "finished" and RunDir(r["dir"]).checkpoint("best").is_file()]
+    ready.sort(key=lambda r: r["spec"].name != tab.bands_baseline)  # stable: the baseline first, then table order
+    if not tab.bands_baseline or len(ready) < 2 or ready[0]["spec"].name != tab.bands_baseline:
+        return None
+    from .analysis.bands import bands_of_runs
+    from .run import load_run
+    from .runtime import set_threads
+
+    set_threads(threads)
+    names = [r["spec"].name for r in ready]
+    table = bands_of_runs([load_run(r["dir"], which="best") for r in ready], names, "test")
+    table.update(checkpoint="best")
+    path = runs_dir / tab.name / BANDS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, table)
+    log(f"bands (Figure 3) of {', '.join(names)}: {path}")
+    return path
+
+
+def publish_bands(tab: Table, runs_dir: Path, into: Path, log=print) -> bool:
+    """Copy ``RUNS/TABLE/bands.json`` into ``into/TABLE/``. One already there is replaced only by an analysis that
+    holds each of its runs with the same cross-entropies (to 1e-5, relative) and more runs; anything else is a
+    one-line error (published results are never overwritten)."""
+    src, dst = runs_dir / tab.name / BANDS, into / tab.name / BANDS
+    if not src.is_file():
+        return False
+    new = json.loads(src.read_text())
+    if dst.is_file():
+        old = json.loads(dst.read_text())
+
+        def same(a, b):
+            return (a is None and b is None) or (a is not None and b is not None and abs(a - b) <= 1e-5 * abs(a))
+
+        kept = set(old["runs"]) <= set(new["runs"]) and all(
+            same(o["ce"][n], w["ce"][n]) for o, w in zip(old["rows"], new["rows"]) for n in old["runs"]
+        )
+        if not kept or old["baseline"] != new["baseline"]:
+            raise UsageError(
+                f"{dst} holds other band figures than {src}; published results are never overwritten "
+                f"(move it away first if this analysis replaces it)"
+            )
+        if len(new["runs"]) == len(old["runs"]):
+            return False
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(dst, new)
+    log(f"bands of {', '.join(new['runs'])}: published to {dst}")
+    return True
+
+
+def _bands_section(tab: Table, runs_dir: Path, out: Path) -> list[str]:
+    """The page's Figure 3: the plot and the table of ``RUNS/TABLE/bands.json``, where there is one."""
+    path = runs_dir / tab.name / BANDS
+    if not path.is_file():
+        return []
+    from .analysis.bands import band_report_lines, plot_bands
+
+    table = json.loads(path.read_text())
+    plot_bands(table, out / f"{tab.name}-bands.png")
+    return [
+        "",
+        "## Cross-entropy by training-frequency band (Figure 3)",
+        "",
+        f"The test targets binned by how often the word occurs in the training data; mean cross-entropy per band of "
+        f"each finished run's best checkpoint, over {table['data']} {table['split']} (streams of each run's "
+        f"evaluation batch), and its difference from `{table['baseline']}`: Δ% = (CE_run − CE_{table['baseline']}) "
+        f"/ CE_{table['baseline']} × 100, negative where the run predicts that band's words better. Computed by "
+        f"`tiedlm reproduce {tab.name} --publish` from the runs' checkpoints, kept in {BANDS} beside the runs.",
+        "",
+        f"![relative cross-entropy by frequency band]({tab.name}-bands.png)",
+        "",
+        *band_report_lines(table),
+    ]
+
+
 def render(
     tab: Table,
     scale: str,
@@ -562,6 +647,8 @@ def render(
         )
     if tab.notes:
         lines += ["", "## Notes", "", tab.notes]
+    if task == "lm":
+        lines += _bands_section(tab, runs_dir, out)
     lines += ["", "## Commands", "", *(commands or ["(no run has finished yet)"]), ""]
     path = out / f"{tab.name}.md"
     path.write_text("\n".join(lines) + "\n")

@@ -65,15 +65,41 @@ def band_table(train_counts: torch.Tensor, targets: torch.Tensor, ces: dict[str,
     return {"baseline": base, "runs": names, "rows": rows, "overall_ce": overall}
 
 
-def write_band_report(table: dict, out: Path, title: str = "") -> Path:
-    """bands.json, bands.md (table) and bands.png (relative CE difference per band, one bar per run)."""
-    import matplotlib
+def bands_of_runs(
+    runs: list, names: list[str], split: str, batch_size: int | None = None, precision=None, progress: bool = False
+) -> dict:
+    """:func:`band_table` of loaded runs (``tiedlm.run.load_run``) on one split of their corpus, the first run
+    the baseline; ``batch_size`` defaults to each run's ``eval_batch_size``, ``precision`` to its own."""
+    from ..data import load_corpus
+    from ..errors import UsageError
+    from ..runtime import run_precision
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    base = runs[0]
+    for r in runs[1:]:
+        if r.vocab.words != base.vocab.words:
+            raise UsageError(
+                f"{r.path} and {base.path} have different vocabularies; compare runs trained on the same corpus"
+            )
+    data = base.config.data
+    corpus = load_corpus(data.name, data.data_dir, vocab=base.vocab)
+    counts = torch.bincount(corpus.train, minlength=len(base.vocab))
+    ces, targets = {}, None
+    for name, r in zip(names, runs):
+        ces[name], targets = token_cross_entropy(
+            r.model,
+            corpus.splits[split],
+            batch_size or r.config.train.eval_batch_size,
+            r.config.train.bptt,
+            run_precision(r.config.train.precision, r.model.embedding.weight.device, precision),
+            progress=progress,
+        )
+    table = band_table(counts, targets, ces)
+    table.update(split=split, data=data.name)
+    return table
 
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bands.json").write_text(json.dumps(table, indent=1))
+
+def band_report_lines(table: dict) -> list[str]:
+    """The markdown table of :func:`band_table`'s result: CE per band and run, Δ% against the baseline."""
     base, others = table["baseline"], table["runs"][1:]
     head = (
         "| band | word types | tokens | "
@@ -82,14 +108,7 @@ def write_band_report(table: dict, out: Path, title: str = "") -> Path:
         + " | ".join(f"Δ% {n}" for n in others)
         + " |"
     )
-    lines = [
-        f"# Cross-entropy by training-frequency band{': ' + title if title else ''}",
-        "",
-        f"Baseline: `{base}`. Δ% = (CE_run − CE_baseline) / CE_baseline × 100, negative = better than the baseline.",
-        "",
-        head,
-        "|" + "---|" * (3 + len(table["runs"]) + len(others)),
-    ]
+    lines = [head, "|" + "---|" * (3 + len(table["runs"]) + len(others))]
     fmt = lambda v, p="{:.3f}": p.format(v) if v is not None else "–"  # noqa: E731
     for r in table["rows"]:
         lines.append(
@@ -108,7 +127,17 @@ def write_band_report(table: dict, out: Path, title: str = "") -> Path:
         + " | ".join(fmt((table["overall_ce"][n] / table["overall_ce"][base] - 1) * 100, "{:+.2f}") for n in others)
         + " |"
     )
-    (out / "bands.md").write_text("\n".join(lines) + "\n")
+    return lines
+
+
+def plot_bands(table: dict, path: Path, title: str = "") -> None:
+    """Relative CE difference per band against the baseline, one bar per run (Figure 3's plot)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base, others = table["baseline"], table["runs"][1:]
     rows = [r for r in table["rows"] if r["tokens"]]
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(rows), 3.8))
     width = 0.8 / max(len(others), 1)
@@ -124,6 +153,22 @@ def write_band_report(table: dict, out: Path, title: str = "") -> Path:
     )
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "bands.png", dpi=130)
+    fig.savefig(path, dpi=130)
     plt.close(fig)
+
+
+def write_band_report(table: dict, out: Path, title: str = "") -> Path:
+    """bands.json, bands.md (table) and bands.png (relative CE difference per band, one bar per run)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bands.json").write_text(json.dumps(table, indent=1))
+    lines = [
+        f"# Cross-entropy by training-frequency band{': ' + title if title else ''}",
+        "",
+        f"Baseline: `{table['baseline']}`. Δ% = (CE_run − CE_baseline) / CE_baseline × 100, negative = better "
+        "than the baseline.",
+        "",
+        *band_report_lines(table),
+    ]
+    (out / "bands.md").write_text("\n".join(lines) + "\n")
+    plot_bands(table, out / "bands.png", title)
     return out / "bands.md"

@@ -58,44 +58,19 @@ def cmd_report(args) -> int:
 
 
 def cmd_analyze_bands(args) -> int:
-    import torch
-
-    from ..analysis.bands import band_table, token_cross_entropy, write_band_report
-    from ..data import load_corpus
-    from ..errors import UsageError
+    from ..analysis.bands import bands_of_runs, write_band_report
     from ..run import load_run
+    from ..runtime import set_threads
 
     out = _output_folder(args.out)
-    from ..runtime import run_precision, set_threads
-
     set_threads(args.threads)
     runs = [load_run(r, which=args.checkpoint) for r in args.runs]
-    base = runs[0]
-    for r in runs[1:]:
-        if r.vocab.words != base.vocab.words:
-            raise UsageError(
-                f"{r.path} and {base.path} have different vocabularies; compare runs trained on the same corpus"
-            )
-    data = base.config.data
-    corpus = load_corpus(data.name, data.data_dir, vocab=base.vocab)
-    counts = torch.bincount(corpus.train, minlength=len(base.vocab))
     names = [r.path.name for r in runs]
     if len(set(names)) < len(names):
         names = [str(r.path) for r in runs]
-    ces, targets = {}, None
-    for name, r in zip(names, runs):
-        precision = run_precision(r.config.train.precision, r.model.embedding.weight.device, args.precision)
-        ces[name], targets = token_cross_entropy(
-            r.model,
-            corpus.splits[args.split],
-            args.batch_size or r.config.train.eval_batch_size,
-            r.config.train.bptt,
-            precision,
-            progress=not args.json,
-        )
-    table = band_table(counts, targets, ces)
-    table.update(split=args.split, data=data.name, checkpoint=args.checkpoint)
-    path = write_band_report(table, out, title=f"{data.name} {args.split}")
+    table = bands_of_runs(runs, names, args.split, args.batch_size, args.precision, progress=not args.json)
+    table.update(checkpoint=args.checkpoint)
+    path = write_band_report(table, out, title=f"{table['data']} {args.split}")
     emit(args, table, path.read_text() + f"\nwrote {path}, {path.parent / 'bands.png'}, {path.parent / 'bands.json'}")
     return 0
 

@@ -32,7 +32,7 @@ def cmd_reproduce(args) -> int:
     extra = list(args.set)
     if args.data:
         extra += rp.data_settings(tab.runs[args.scale][0].task, str(Path(args.data).expanduser().resolve()))
-    rows = rp.plan(tab, args.scale, runs_dir, extra)
+    rows = planned = rp.plan(tab, args.scale, runs_dir, extra)
     if args.only:
         names = [r["spec"].name for r in rows]
         unknown = [n for n in args.only if n not in names]
@@ -82,6 +82,8 @@ def cmd_reproduce(args) -> int:
     if args.publish:  # copy the finished runs' small files into the results folder, then render from there
         published = Path(args.publish)
         copied = rp.publish(rows, published, log=log)
+        if rp.band_analysis(tab, planned, runs_dir, args.threads, log=log):
+            rp.publish_bands(tab, runs_dir, published, log=log)
         how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
         page = rp.render(tab, args.scale, published, extra, Path(args.out), command=how)
         emit(
@@ -97,6 +99,8 @@ def cmd_reproduce(args) -> int:
         return 0
     ensure_writable_folder(runs_dir, "--runs")
     done = rp.execute(rows, {r["spec"].name: extra for r in rows}, args.jobs, args.threads, log=log)
+    if not args.no_page:
+        rp.band_analysis(tab, rp.plan(tab, args.scale, runs_dir, extra), runs_dir, args.threads, log=log)
     out = Path(args.out)
     page = rp.render(tab, args.scale, runs_dir, extra, out) if not args.no_page else None
     failed = [d for d in done if d["returncode"] not in (0,)]
