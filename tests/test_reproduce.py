@@ -32,6 +32,16 @@ TINY = [
 ]
 
 
+def _result_folder(run, config_toml: str, **summary) -> None:
+    """A published run folder (config.toml, metrics.jsonl, summary.json: no checkpoints), its summary's figures
+    given (the rest filled in)."""
+    run.mkdir(parents=True)
+    (run / "config.toml").write_text(config_toml)
+    (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "valid_ppl": 99.0}) + "\n")
+    base = {"parameters": {"total": 2_650_000}, "wall_time_s": 600, "device": "cpu", "tokens_per_s": 1000}
+    (run / "summary.json").write_text(json.dumps({**base, "command": "tiedlm train x", "seed": 1111, **summary}))
+
+
 def test_list_names_every_table(capsys):
     assert main(["reproduce", "--list", "--json"]) == 0
     tables = {t["table"]: t for t in json.loads(capsys.readouterr().out)}
@@ -145,22 +155,14 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
     table_dir = tmp_path / "runs" / "pappas2019-table4-small"
     for name, protocol in (("tied", True), ("drill-4", False)):
         run = table_dir / name if name == "drill-4" else tmp_path / "runs" / "inan2017-table1-small" / "re-bias"
-        run.mkdir(parents=True)
-        (run / "config.toml").write_text(Config.load("ptb-small-re").to_toml())
-        (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "valid_ppl": 99.0}) + "\n")
-        summary = {
-            "valid_ppl": 90.0,
-            "test_ppl": 86.5,
-            "parameters": {"total": 2_650_000},
-            "wall_time_s": 600,
-            "device": "cpu",
-            "tokens_per_s": 1000,
-            "command": f"tiedlm train {name}",
-            "seed": 1111,
-        }
-        if protocol:
-            summary["test_protocol"] = "batch 1"
-        (run / "summary.json").write_text(json.dumps(summary))
+        _result_folder(
+            run,
+            Config.load("ptb-small-re").to_toml(),
+            valid_ppl=90.0,
+            test_ppl=86.5,
+            command=f"tiedlm train {name}",
+            **({"test_protocol": "batch 1"} if protocol else {}),
+        )
     (table_dir / "drill-4" / "test_batch1.json").write_text(json.dumps({"ppl": 85.123}))
     out = tmp_path / "pages"
     assert (
@@ -327,21 +329,7 @@ def test_a_row_that_is_another_tables_run_has_its_config_and_shares_its_folder(t
         assert rp.run_config(spec, []).to_toml() == rp.run_config(other, []).to_toml(), (t.name, spec.name)
 
     run = tmp_path / "runs" / "inan2017-table1-small" / "vd"
-    run.mkdir(parents=True)
-    (run / "config.toml").write_text(Config.load("ptb-small-vd").to_toml())
-    (run / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "valid_ppl": 99.0}) + "\n")
-    summary = {
-        "valid_ppl": 92.08,
-        "test_ppl": 87.51,
-        "test_protocol": "batch 1",
-        "parameters": {"total": 4_650_000},
-        "wall_time_s": 600,
-        "device": "cpu",
-        "tokens_per_s": 1000,
-        "command": "tiedlm train ptb-small-vd",
-        "seed": 1111,
-    }
-    (run / "summary.json").write_text(json.dumps(summary))
+    _result_folder(run, Config.load("ptb-small-vd").to_toml(), valid_ppl=92.08, test_ppl=87.51, test_protocol="batch 1")
     rows = rp.plan(rp.table("pappas2019-table4-small"), "budget", tmp_path / "runs", [])
     assert [r["dir"] for r in rows if r["status"] == "finished"] == [run]
     page = rp.render(rp.table("pappas2019-table4-small"), "budget", tmp_path / "runs", [], tmp_path / "pages")

@@ -139,8 +139,9 @@ TABLES: dict[str, Table] = {
             {"budget": _INAN_SMALL, "paper": _INAN_SMALL},
             "The paper's VD (87.3) is matched by our earlier VD run (87.51 test, in [results.md](../results.md); its "
             "folder predates this page, so the vd row, which is also the full row of "
-            "[pappas2019-table4-small](pappas2019-table4-small.md), is trained again in this layout). AL and REAL as the paper states them trail its numbers by 4-5 points (86.83 vs "
-            "82.9, 87.43 vs 82.7). REAL with b = 0 reached 100.30 with ỹ fixed and 87.43 with gradients through ỹ; "
+            "[pappas2019-table4-small](pappas2019-table4-small.md), is trained again in this layout). AL and REAL "
+            "as the paper states them trail its numbers by 4-5 points (86.83 vs 82.9, 87.43 vs 82.7). "
+            "REAL with b = 0 reached 100.30 with ỹ fixed and 87.43 with gradients through ỹ; "
             "standard tying with a learnable bias (re-bias, 85.24) gives the paper's RE gain (85.1). What was tried "
             "(target gradients, the ICLR schedule, re-training from the final weights, input dropout) is in "
             "[Why REAL trails VD](../results.md#why-real-trails-vd-the-augmented-loss-together-with-b--0). "
