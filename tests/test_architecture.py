@@ -13,7 +13,18 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src"
 
 LAYERS = [
-    ("base", ["tiedlm.errors", "tiedlm.paths", "tiedlm.runtime", "tiedlm.native", "tiedlm.registry", "tiedlm.run_dir"]),
+    (
+        "base",
+        [
+            "tiedlm.errors",
+            "tiedlm.paths",
+            "tiedlm.runtime",
+            "tiedlm.native",
+            "tiedlm.registry",
+            "tiedlm.run_dir",
+            "tiedlm.checkpoint_file",
+        ],
+    ),
     ("data", ["tiedlm.data"]),
     ("models", ["tiedlm.models"]),  # each with its own typed config (models.config: the [model] table)
     ("config", ["tiedlm.config", "tiedlm.optimizers"]),  # the run: [data] [model] [loss] [train]

@@ -172,3 +172,49 @@ def test_old_hyper_converts_like_the_reference_oldhyper(tiny_corpus, tmp_path):
     a = dynamic_evaluate(run.model, ids, stats, settings)
     b = dynamic_evaluate(run.model, ids, stats, eff)
     assert a["loss"] == b["loss"] and a["effective"] == b["effective"]
+
+
+def test_an_interrupted_dynamic_evaluation_resumes_to_the_same_numbers(tiny_corpus, tmp_path, capsys, monkeypatch):
+    """--work DIR keeps the statistics, each grid point and the adapted model: stopped in the middle of the test
+    pass (by an exception inside a segment's update), the same command finishes with the numbers of an
+    uninterrupted evaluation, to the last bit, without computing the statistics or the grid again."""
+    import tiedlm.evaluation.dynamic as dyn
+
+    run = _train(tiny_corpus, tmp_path / "run")
+    cmd = ["evaluate", str(run), "--dynamic", "--grid", "--grid-lrs", "0.001", "0.01", "--grid-lambdas", "0.02"]
+    cmd += ["--stat-tokens", "300", "--grid-tokens", "200", "--split", "test", "--json"]
+    capsys.readouterr()
+    assert main(cmd) == 0
+    whole = json.loads(capsys.readouterr().out)
+
+    real_step, real_stats, calls = dyn.dynamic_step, dyn.gradient_rms, {"steps": 0, "stats": 0}
+    segments = sum(g["tokens"] for g in whole["grid"]) // 5  # the grid's updates: the test pass's come after them
+
+    def stopping_step(*a, **k):
+        calls["steps"] += 1
+        if calls["steps"] == segments + 40:  # the 40th segment of the test pass
+            raise KeyboardInterrupt
+        return real_step(*a, **k)
+
+    monkeypatch.setattr(dyn, "dynamic_step", stopping_step)
+    monkeypatch.setattr(dyn, "DEFAULT_SAVE_SECONDS", 0.0)  # save after every segment
+    work = tmp_path / "work"
+    assert main([*cmd, "--work", str(work)]) == 130  # Ctrl-C's exit code
+    assert "run the same command to resume" in capsys.readouterr().err
+    assert len((work / "grid.jsonl").read_text().splitlines()) == 2 and (work / "test.safetensors").is_file()
+
+    def counted_stats(*a, **k):
+        calls["stats"] += 1
+        return real_stats(*a, **k)
+
+    monkeypatch.setattr(dyn, "dynamic_step", real_step)
+    monkeypatch.setattr("tiedlm.evaluation.dynamic.gradient_rms", counted_stats)
+    calls["steps"] = 0
+    assert main([*cmd, "--work", str(work)]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert calls["stats"] == 0  # the statistics and the grid came from --work
+    assert resumed["dynamic_ppl"] == whole["dynamic_ppl"] and resumed["grid"] == whole["grid"]
+    assert main([*cmd, "--work", str(work)]) == 0  # finished: the result is read back
+    assert json.loads(capsys.readouterr().out)["dynamic_ppl"] == whole["dynamic_ppl"]
+    assert main([*cmd[:-1], "--dyn-bptt", "7", "--json", "--work", str(work)]) == 2  # other settings: refused
+    assert "holds the progress of another dynamic evaluation" in capsys.readouterr().err

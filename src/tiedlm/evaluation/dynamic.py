@@ -21,6 +21,11 @@ does: λ/n_tensors, η/√n_segments and ε/√n_segments, with n_segments the n
 
 Dropout is off. The caller's model is never modified: the adaptation runs on a copy, and nothing is written
 to the run directory.
+
+A long evaluation resumes: ``save_to`` (a file) receives the adapted weights, the carried state, the position
+and the running sums at least every ``save_seconds`` (atomically, after a whole segment), and a later call with
+the same file continues from there to the very numbers of an uninterrupted pass (dropout is off, so nothing
+random is involved). :func:`save_statistics` / :func:`load_statistics` keep the gradient statistics.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +48,7 @@ from ..runtime import autocast
 # Krause et al.'s grid (benkrause/dynamic-evaluation), for bptt = 5; scaled by bptt/5 like theirs
 GRID_LRS = (3e-5, 4e-5, 5e-5, 6e-5, 7e-5, 1e-4)
 GRID_LAMBDAS = (0.001, 0.002, 0.003, 0.005)
+DEFAULT_SAVE_SECONDS = 60.0  # a resumable pass saves its progress at least this often
 
 
 @dataclass
@@ -107,6 +115,19 @@ def gradient_rms(
     return GradientStatistics([s.div_(max(n, 1)).sqrt_() for s in sums], n)
 
 
+def save_statistics(path: Path, stats: GradientStatistics) -> None:
+    from ..checkpoint_file import save_checkpoint
+
+    save_checkpoint(path, {f"rms.{i}": t for i, t in enumerate(stats.rms)}, {"segments": stats.segments})
+
+
+def load_statistics(path: Path) -> GradientStatistics:
+    from ..checkpoint_file import load_checkpoint
+
+    tensors, meta = load_checkpoint(path)
+    return GradientStatistics([tensors[f"rms.{i}"] for i in range(len(tensors))], meta["segments"])
+
+
 def effective_settings(settings: DynamicEvalSettings, stats: GradientStatistics) -> DynamicEvalSettings:
     """``settings`` in the paper's scaling: unchanged, or converted from the original code's (``old_hyper``)."""
     if not settings.old_hyper:
@@ -153,9 +174,11 @@ def dynamic_evaluate(
     progress: bool = False,
     desc: str = "dynamic eval",
     return_model: bool = False,
+    save_to: Path | None = None,
+    save_seconds: float | None = None,
 ) -> dict:
     """Mean cross-entropy and perplexity of ``ids`` under dynamic evaluation of a *copy* of ``model``
-    (the adapted copy under ``"model"`` with ``return_model``)."""
+    (the adapted copy under ``"model"`` with ``return_model``); resumable through ``save_to`` (module docstring)."""
     from tqdm import tqdm
 
     s = effective_settings(settings, stats)
@@ -166,10 +189,14 @@ def dynamic_evaluate(
     start = [p.detach().clone() for p in params]
     decay = decay_rates(stats.rms, s.lamb)
     data = batchify(ids, s.batch_size).to(device)
-    state, total, count = model.init_state(s.batch_size), 0.0, 0
-    for _, x, y in tqdm(
-        bptt_windows(data, s.bptt),
+    state, total, count, first = model.init_state(s.batch_size), 0.0, 0, 0
+    if save_to is not None and Path(save_to).is_file():
+        state, total, count, first = _restore(Path(save_to), params, state, len(ids))
+    saved, every = time.monotonic(), DEFAULT_SAVE_SECONDS if save_seconds is None else save_seconds
+    for i, x, y in tqdm(
+        bptt_windows(data, s.bptt, first),
         total=num_windows(data, s.bptt),
+        initial=first,
         desc=desc,
         disable=not progress,
         leave=False,
@@ -181,6 +208,9 @@ def dynamic_evaluate(
         count += y.numel()
         loss.backward()
         dynamic_step(params, start, stats.rms, decay, s.lr, s.epsilon)
+        if save_to is not None and time.monotonic() - saved >= every:
+            _save(Path(save_to), params, state, total, count, i + 1, len(ids))
+            saved = time.monotonic()
     model.zero_grad(set_to_none=True)
     ce = total / count
     out = {
@@ -192,3 +222,29 @@ def dynamic_evaluate(
     if return_model:
         out["model"] = model
     return out
+
+
+def _save(path: Path, params, state, total: float, count: int, next_window: int, n_ids: int) -> None:
+    """The pass after a whole segment: adapted weights, the carried state, the running sums, the next window."""
+    from ..checkpoint_file import save_checkpoint
+
+    tensors = {f"param.{k}": p for k, p in enumerate(params)}
+    tensors |= {f"state.{i}.{j}": t for i, layer in enumerate(state) for j, t in enumerate(layer)}
+    meta = {"total": total, "count": count, "next_window": next_window, "tokens": n_ids}
+    save_checkpoint(path, tensors, meta)
+
+
+def _restore(path: Path, params, state, n_ids: int):
+    from ..checkpoint_file import load_checkpoint
+    from ..errors import UsageError
+
+    tensors, meta = load_checkpoint(path)
+    if meta["tokens"] != n_ids or any(f"param.{k}" not in tensors for k in range(len(params))):
+        raise UsageError(f"{path} is the progress of another dynamic evaluation; give another --work folder")
+    with torch.no_grad():
+        for k, p in enumerate(params):
+            p.copy_(tensors[f"param.{k}"])
+    state = [
+        tuple(tensors[f"state.{i}.{j}"].to(t.device) for j, t in enumerate(layer)) for i, layer in enumerate(state)
+    ]
+    return state, meta["total"], meta["count"], meta["next_window"]
