@@ -183,6 +183,8 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
     assert page.count("| finished |") == 2 and page.count("| missing |") == 5
     assert "| 90.00 / 86.50 |" in page and "| 90.00 / 85.12; 86.50 (10 streams) |" in page
     assert not any((table_dir / n).exists() for n in ("full", "bilinear", "dual", "drill-1"))  # nothing started
+    # each row still to run names the command that runs it
+    assert "- dual (missing): `tiedlm reproduce pappas2019-table4-small --scale budget --only dual`, that is " in page
 
 
 def test_publish_copies_finished_runs_and_never_overwrites_other_results(tmp_path, capsys):
@@ -294,7 +296,7 @@ def test_a_tagging_table_runs_and_renders_end_to_end(tmp_path, capsys):
     assert summary["epochs"] == 1 and summary["embedding_size"] == 8
 
 
-@pytest.mark.parametrize("name", ["inan2017-table1-small", "pappas2019-table4-small", "demeester2018-pos"])
+@pytest.mark.parametrize("name", sorted(rp.TABLES))
 def test_the_committed_results_pages_are_what_the_committed_runs_render(name, tmp_path):
     """docs/results/TABLE.md is exactly what its stated command renders from experiments/results/reproduce: no
     number on the page that the committed run folders do not hold (re-render after publishing a run)."""
