@@ -371,3 +371,13 @@ def test_published_bands_grow_with_the_runs_but_never_change_a_published_figure(
     with pytest.raises(rp.UsageError, match="never overwritten"):
         rp.publish_bands(tab, runs, into, log=lambda *a: None)
     assert dst.read_text() == before
+
+
+def test_a_run_another_process_trains_is_skipped_not_started_twice(tmp_path):
+    """Two tables can share a run (same_as): while one `reproduce` trains it, the other leaves it alone."""
+    spec = rp.table("pappas2019-table4-small").runs["budget"][0]
+    row = {"spec": spec, "dir": tmp_path / "vd", "status": "running", "config": rp.run_config(spec, [])}
+    said = []
+    assert rp.execute([row], {spec.name: []}, jobs=1, threads=1, log=said.append) == []
+    assert said == [f"full: another process is training it in {tmp_path / 'vd'}, skipped"]
+    assert rp.fraction_left(row) == 1.0 and not (tmp_path / "vd").exists()

@@ -74,8 +74,10 @@ def test_a_second_process_cannot_train_in_a_held_run_folder(tiny_corpus, tmp_pat
     assert main(["train", "ptb-small-re", "--out", str(run), "--no-progress", *sets]) == 0
     (run / "summary.json").unlink()  # as if stopped during its final evaluation: resumable
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert RunDir(run).status() == "interrupted"
     holder = _hold(run)
     try:
+        assert RunDir(run).status() == "running"  # what `tiedlm reproduce` shows, and skips
         capsys.readouterr()
         for argv in (["train", "--resume", str(run), "--no-progress"], ["train", "ptb-small-re", "--out", str(run)]):
             assert main(argv) == 2, argv
@@ -93,5 +95,6 @@ def test_a_second_process_cannot_train_in_a_held_run_folder(tiny_corpus, tmp_pat
     finally:
         holder.kill()
         holder.wait()
+    assert RunDir(run).status() == "interrupted"  # the killed holder's lock went with it
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
     assert (run / "summary.json").is_file()

@@ -263,13 +263,13 @@ def table(name: str) -> Table:
 
 
 def run_status(run_dir: Path) -> str:
-    """finished | interrupted | missing."""
+    """finished | running (trained by another process now) | interrupted | missing."""
     return RunDir(run_dir).status()
 
 
 def train_command(spec: RunSpec, run_dir: Path, extra: list[str], threads: int) -> list[str]:
     """The ``tiedlm train`` (``tag train``, ``translate train``) arguments that start or resume ``spec``."""
-    if run_status(run_dir) == "interrupted":
+    if run_status(run_dir) in ("interrupted", "running"):
         command = ["train"] if spec.task == "lm" else [spec.task, "train"]
         return [*command, "--resume", str(run_dir), "--no-progress", "--threads", str(threads)]
     start, sets = _start(spec, extra)
@@ -320,7 +320,7 @@ def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]
 def fraction_left(row: dict) -> float:
     """The share of a planned run's epochs still to train: 1 for a missing run, 0 for a finished one, and for an
     interrupted one its epochs without a metrics record over all (the epoch it stopped in counts as whole)."""
-    if row["status"] != "interrupted":
+    if row["status"] not in ("interrupted", "running"):
         return float(row["status"] == "missing")
     cfg = row["config"]
     total = cfg.train.total_epochs if row["spec"].task == "lm" else cfg.epochs
@@ -429,10 +429,12 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
 def execute(rows: list[dict], extra_for: dict[str, list[str]], jobs: int, threads: int, log=print) -> list[dict]:
     """Start the missing runs and resume the interrupted ones, ``jobs`` at a time, ``threads`` each; skip the
     finished ones. Returns one record per run started (command, exit code)."""
-    todo = [r for r in rows if r["status"] != "finished"]
+    todo = [r for r in rows if r["status"] not in ("finished", "running")]
     for r in rows:
         if r["status"] == "finished":
             log(f"{r['spec'].name}: finished, skipped")
+        elif r["status"] == "running":
+            log(f"{r['spec'].name}: another process is training it in {r['dir']}, skipped")
     running: list[tuple[dict, subprocess.Popen, list[str]]] = []
     done = []
     while todo or running:

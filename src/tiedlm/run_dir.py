@@ -82,12 +82,27 @@ class RunDir:
 
     # ----- its state ----------------------------------------------------------------------------
     def status(self) -> str:
-        """finished | interrupted | missing."""
+        """finished | running (another process trains here now) | interrupted | missing."""
         if self.summary.is_file():
             return "finished"
+        if self.is_training():
+            return "running"
         if self.checkpoint("last").is_file():
             return "interrupted"
         return "missing"
+
+    def is_training(self) -> bool:
+        """Whether a process holds :meth:`training_lock` on this folder now (False where there is no folder)."""
+        if fcntl is None or not self.path.is_dir():
+            return False
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # a lock this probe took goes with it
+        return False
 
     def require_config(self) -> None:
         """A one-line error unless this is a run folder (it has the config.toml that `tiedlm train` wrote)."""
