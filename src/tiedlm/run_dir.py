@@ -95,7 +95,10 @@ class RunDir:
         """Whether a process holds :meth:`training_lock` on this folder now (False where there is no folder)."""
         if fcntl is None or not self.path.is_dir():
             return False
-        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:  # a folder this user cannot open: nobody here trains in it
+            return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
