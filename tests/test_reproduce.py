@@ -323,11 +323,11 @@ def test_a_row_that_is_another_tables_run_has_its_config_and_shares_its_folder(t
     the row it names, and both tables read, render and publish that one folder (nothing is trained twice)."""
     from tiedlm.config import Config
 
-    shared = [(t, s) for t in rp.TABLES.values() for scale in t.runs for s in t.runs[scale] if s.same_as]
-    assert any(s.name == "full" and t.name == "pappas2019-table4-small" for t, s in shared)
-    for t, spec in shared:
+    shared = [(t, sc, s) for t in rp.TABLES.values() for sc in t.runs for s in t.runs[sc] if s.same_as]
+    assert any(s.name == "full" and t.name == "pappas2019-table4-small" for t, _, s in shared)
+    for t, scale, spec in shared:
         other_table, other_name = spec.same_as.split("/")
-        (other,) = [s for s in rp.table(other_table).runs["budget"] if s.name == other_name]
+        (other,) = [s for s in rp.table(other_table).runs[scale] if s.name == other_name]
         assert rp.run_config(spec, []).to_toml() == rp.run_config(other, []).to_toml(), (t.name, spec.name)
 
     run = tmp_path / "runs" / "inan2017-table1-small" / "vd"
