@@ -627,6 +627,12 @@ def render(
         "|---|---|---|---|---|---|---|---|---|",
     ]
     commands, waiting = [], []
+
+    def how(spec: RunSpec) -> str:  # the command that runs one row, and the training command it stands for
+        return (
+            f"`tiedlm reproduce {tab.name} --scale {scale} --only {spec.name}`, that is `{rerun_command(spec, extra)}`"
+        )
+
     for r in rows:
         spec, status = r["spec"], r["status"]
         files = RunDir(r["dir"])
@@ -644,18 +650,14 @@ def render(
             folder = Path(os.path.relpath(r["dir"], links_from or out)).as_posix()
             last = f"; this run's last invocation: `{summary['command']}`" if "command" in summary else ""
             commands.append(
-                f"- {spec.name}: to run it again, `tiedlm reproduce {tab.name} --scale {scale} --only {spec.name}`, "
-                f"that is `{rerun_command(spec, extra)}` (seed {summary['seed']}){last}; the config it trained "
+                f"- {spec.name}: to run it again, {how(spec)} (seed {summary['seed']}){last}; the config it trained "
                 f"with: [{folder}/config.toml]({folder}/config.toml)"
             )
         else:
             best = min((m["valid_ppl"] for m in metrics if "valid_ppl" in m), default=None)
             ours = f"{best:.2f} / –" if best is not None else "–"
             params = wall = device = tps = "–"
-            waiting.append(
-                f"- {spec.name} ({status}): `tiedlm reproduce {tab.name} --scale {scale} --only {spec.name}`, "
-                f"that is `{rerun_command(spec, extra)}`"
-            )
+            waiting.append(f"- {spec.name} ({status}): {how(spec)}")
         total = r["config"].train.total_epochs if task == "lm" else r["config"].epochs
         epochs = f"{len(metrics)}/{total}"
         note = f" ({spec.note})" if spec.note else ""

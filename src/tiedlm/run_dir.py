@@ -100,12 +100,9 @@ class RunDir:
         except OSError:  # a folder this user cannot open: nobody here trains in it
             return False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
+            return not _try_lock(fd)
         finally:
             os.close(fd)  # a lock this probe took goes with it
-        return False
 
     def require_config(self) -> None:
         """A one-line error unless this is a run folder (it has the config.toml that `tiedlm train` wrote)."""
@@ -123,22 +120,20 @@ class RunDir:
         return json.loads(self.summary.read_text()) if self.summary.is_file() else None
 
     @contextmanager
-    def training_lock(self) -> Iterator[None]:
-        """Hold this run folder for one training process (created if missing; left out again if nothing was
-        written in it). The lock is the kernel's ``flock`` on the folder itself: no lock file to go stale, and a
-        killed holder releases it. Raises :class:`UsageError` at once when another process holds it."""
-        created = not self.path.exists()
+    def training_lock(self, created: bool | None = None) -> Iterator[None]:
+        """Hold this run folder for one training process (created if missing). A folder made for this run
+        (``created``; default: it is missing now) is removed again if nothing was written in it. The lock is the
+        kernel's ``flock`` on the folder itself: no lock file to go stale, and a killed holder releases it.
+        Raises :class:`UsageError` at once when another process holds it."""
+        created = not self.path.exists() if created is None else created
         self.path.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDONLY)
         try:
-            if fcntl is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    raise UsageError(
-                        f"another process is training in {self.path}; wait for it to end (or stop it) before "
-                        f"starting or resuming this run there"
-                    ) from None
+            if not _try_lock(fd):
+                raise UsageError(
+                    f"another process is training in {self.path}; wait for it to end (or stop it) before "
+                    f"starting or resuming this run there"
+                )
             yield
         finally:
             os.close(fd)  # releases the lock
@@ -149,6 +144,17 @@ class RunDir:
     def write_text(self, path: Path, text: str) -> None:
         """Replace ``path`` (a file of this run) atomically."""
         write_text_atomic(path, text)
+
+
+def _try_lock(fd: int) -> bool:
+    """Take the exclusive ``flock`` on an open folder without waiting; False where another process holds it."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def write_text_atomic(path: Path, text: str) -> None:

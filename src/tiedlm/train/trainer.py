@@ -527,21 +527,17 @@ def train(
         refuse_committed(out_dir)
     created = not out_dir.exists()
     ensure_writable_folder(out_dir, "--resume" if resume else "--out")
-    # one process trains in a folder at a time; under torchrun, rank 0 holds it for all ranks
+    # one process trains in a folder at a time (and a folder made for a run that wrote nothing goes again);
+    # under torchrun, rank 0 holds it for all ranks
     rank0 = int(os.environ.get("RANK", "0")) == 0
-    with RunDir(out_dir).training_lock() if rank0 else contextlib.nullcontext():
+    with RunDir(out_dir).training_lock(created) if rank0 else contextlib.nullcontext():
         if not resume and RunDir(out_dir).checkpoint("last").exists():
             raise UsageError(
                 f"{out_dir} already holds a run; resume it with --resume {out_dir} or choose another --out"
             )
         trainer = Trainer(cfg, out_dir, command=command, progress=progress, log=log)
         try:
-            try:
-                trainer.setup(resume)
-            except Exception:  # bad data or settings: leave no empty run folder behind
-                if created and out_dir.is_dir() and not any(out_dir.iterdir()):
-                    out_dir.rmdir()
-                raise
+            trainer.setup(resume)  # bad data or settings: the lock leaves no empty run folder behind
             if (
                 resume
                 and (trainer.epoch > cfg.train.total_epochs or trainer.nt_asgd.stopped)
