@@ -102,6 +102,36 @@ def test_analyze_bands_bins_tokens_by_training_frequency(two_runs, tmp_path, cap
     assert sum(r["tokens"] for r in got["rows"]) == ev["tokens"]  # every token in exactly one band
 
 
+def test_band_analyses_merge_against_the_baseline_and_refuse_other_bands():
+    """Runs analysed at different times stand in one table: a run's CE per band is its own, its relative CE is
+    recomputed against the baseline's, (CE_run - CE_base) / CE_base; other bands are refused in one line."""
+    from tiedlm.analysis.bands import band_table, merge_band_tables
+    from tiedlm.errors import UsageError
+
+    counts, targets = torch.tensor([0, 1, 9, 10, 99, 100]), torch.tensor([1, 3, 3, 2])
+    ce = {"tied": torch.tensor([1.0, 2.0, 4.0, 3.0]), "dual": torch.tensor([2.0, 1.0, 2.0, 6.0])}
+    ce["drill"] = torch.tensor([0.5, 4.0, 4.0, 1.5])
+
+    def table(names):
+        return {**band_table(counts, targets, {n: ce[n] for n in names}), "split": "test", "data": "ptb"}
+
+    merged = merge_band_tables([table(["tied", "dual"]), table(["drill"])], "tied", ["dual", "tied", "drill"])
+    assert merged["runs"] == ["tied", "dual", "drill"] and merged["split"] == "test"
+    r = {row["band"]: row for row in merged["rows"]}
+    # band 1-10 holds tokens 0 and 3 (words 1 and 2): tied (1+3)/2 = 2, drill (0.5+1.5)/2 = 1 -> -50%
+    assert r["1-10"]["ce"] == {"tied": 2.0, "dual": 4.0, "drill": 1.0}
+    assert r["1-10"]["relative_ce"] == {"dual": 1.0, "drill": -0.5}
+    assert r["10-100"]["relative_ce"] == {"dual": -0.5, "drill": pytest.approx(1 / 3)}
+    assert merged["overall_ce"]["drill"] == pytest.approx(2.5)
+    assert r["100-1k"]["relative_ce"] == {"dual": None, "drill": None}  # no tokens in that band
+    other = table(["drill"])
+    other["rows"][0]["tokens"] += 1  # another evaluation batch: other tokens in the bands
+    with pytest.raises(UsageError, match="not of the same corpus, split and bands"):
+        merge_band_tables([table(["tied"]), other], "tied", [])
+    with pytest.raises(UsageError, match="no band analysis holds the baseline 'tied'"):
+        merge_band_tables([table(["drill"])], "tied", [])
+
+
 def test_analyze_augmented_matches_the_augmented_loss_and_tends_to_uniform(two_runs, tmp_path, capsys):
     from tiedlm.analysis.augmented_targets import augmented_loss_strength, target_distribution
     from tiedlm.evaluation import stream_logits

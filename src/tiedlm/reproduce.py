@@ -512,27 +512,46 @@ def publish(rows: list[dict], into: Path, log=print) -> list[str]:
 BANDS = "bands.json"  # a table's Figure-3 analysis of its finished runs: RUNS/TABLE/bands.json
 
 
-def band_analysis(tab: Table, rows: list[dict], runs_dir: Path, threads: int, log=print) -> Path | None:
+def band_analysis(
+    tab: Table, rows: list[dict], runs_dir: Path, threads: int, log=print, earlier: Path | None = None
+) -> Path | None:
     """Figure 3 of Pappas & Henderson (2019) over a table's finished runs: cross-entropy per training-frequency
     band of the test targets, each run's best checkpoint, against ``tab.bands_baseline``; written to
-    ``RUNS/TABLE/bands.json``. Only runs whose checkpoints are there count (a published folder has none); None
-    where the baseline and one other run are not both there."""
-    ready = [r for r in rows if r["status"] == "finished" and RunDir(r["dir"]).checkpoint("best").is_file()]
-    ready.sort(key=lambda r: r["spec"].name != tab.bands_baseline)  # stable: the baseline first, then table order
-    if not tab.bands_baseline or len(ready) < 2 or ready[0]["spec"].name != tab.bands_baseline:
+    ``RUNS/TABLE/bands.json``. A run already in that file, or in ``earlier`` (the published analysis), keeps
+    its figures there and is not analysed again, so a run whose checkpoints are gone (a published folder has
+    none; a machine handed back bare has none) still counts, the baseline included; only the finished runs
+    with checkpoints that no analysis holds yet are analysed. None where there is nothing new, or where the
+    baseline and one other run are not both there."""
+    path = runs_dir / tab.name / BANDS
+    known = [json.loads(p.read_text()) for p in (path, earlier) if p is not None and p.is_file()]
+    done = {n for t in known for n in t["runs"]}
+    todo = [
+        r
+        for r in rows
+        if r["status"] == "finished" and r["spec"].name not in done and RunDir(r["dir"]).checkpoint("best").is_file()
+    ]
+    todo.sort(key=lambda r: r["spec"].name != tab.bands_baseline)  # stable: the baseline first, then table order
+    names = [r["spec"].name for r in todo]
+    if not tab.bands_baseline or not todo or len(done | set(names)) < 2:
         return None
-    from .analysis.bands import bands_of_runs
+    if tab.bands_baseline not in done | set(names):
+        return None
+    from .analysis.bands import bands_of_runs, merge_band_tables
     from .run import load_run
     from .runtime import set_threads
 
     set_threads(threads)
-    names = [r["spec"].name for r in ready]
-    table = bands_of_runs([load_run(r["dir"], which="best") for r in ready], names, "test")
-    table.update(checkpoint="best")
-    path = runs_dir / tab.name / BANDS
+    fresh = bands_of_runs([load_run(r["dir"], which="best") for r in todo], names, "test")
+    fresh.update(checkpoint="best")
+    order = [s.name for specs in tab.runs.values() for s in specs]
+    table = merge_band_tables([*known, fresh], tab.bands_baseline, order)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, table)
-    log(f"bands (Figure 3) of {', '.join(names)}: {path}")
+    log(
+        f"bands (Figure 3) of {', '.join(names)}"
+        + (f", beside {', '.join(sorted(done))}" if done else "")
+        + f": {path}"
+    )
     return path
 
 

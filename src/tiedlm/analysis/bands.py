@@ -98,6 +98,45 @@ def bands_of_runs(
     return table
 
 
+def merge_band_tables(tables: list[dict], baseline: str, order: list[str]) -> dict:
+    """One :func:`band_table` result from several analyses of the same split, so that a run analysed earlier
+    (whose checkpoint may be gone since) and a run analysed now stand in one table: a run's figures are taken
+    from the first table that has it, and every run's relative CE is recomputed against ``baseline``'s
+    (CE_run − CE_base) / CE_base per band. The runs come baseline first, then in ``order``. Tables of another
+    corpus, split or banding are a one-line error."""
+    from ..errors import UsageError
+
+    first = tables[0]
+    shape = lambda t: (t["data"], t["split"], [(r["band"], r["word_types"], r["tokens"]) for r in t["rows"]])  # noqa: E731
+    for t in tables[1:]:
+        if shape(t) != shape(first):
+            raise UsageError(
+                f"band analyses of runs {first['runs']} and {t['runs']} are not of the same corpus, split and "
+                f"bands (each run's evaluation batch must be the same); analyse them again together"
+            )
+    names = []
+    for t in tables:
+        names += [n for n in t["runs"] if n not in names]
+    if baseline not in names:
+        raise UsageError(f"no band analysis holds the baseline {baseline!r}; analyse it first")
+    rank: dict[str, int] = {}
+    for n in order:
+        rank.setdefault(n, len(rank))
+    names.sort(key=lambda n: (n != baseline, rank.get(n, len(rank))))
+    owner = {n: next(t for t in tables if n in t["runs"]) for n in names}
+    rows = []
+    for i, r in enumerate(first["rows"]):
+        ce = {n: owner[n]["rows"][i]["ce"][n] for n in names}
+        a = ce[baseline]
+        rel = {n: (ce[n] - a) / a if r["tokens"] and a else None for n in names if n != baseline}
+        rows.append(
+            {"band": r["band"], "word_types": r["word_types"], "tokens": r["tokens"], "ce": ce, "relative_ce": rel}
+        )
+    overall = {n: owner[n]["overall_ce"][n] for n in names}
+    extra = {k: v for k, v in first.items() if k not in ("baseline", "runs", "rows", "overall_ce")}
+    return {"baseline": baseline, "runs": names, "rows": rows, "overall_ce": overall, **extra}
+
+
 def band_report_lines(table: dict) -> list[str]:
     """The markdown table of :func:`band_table`'s result: CE per band and run, Δ% against the baseline."""
     base, others = table["baseline"], table["runs"][1:]

@@ -82,7 +82,8 @@ def cmd_reproduce(args) -> int:
     if args.publish:  # copy the finished runs' small files into the results folder, then render from there
         published = Path(args.publish)
         copied = rp.publish(rows, published, log=log)
-        if rp.band_analysis(tab, planned, runs_dir, args.threads, log=log):
+        earlier = published / tab.name / rp.BANDS  # the published figures count, whether or not their checkpoints do
+        if rp.band_analysis(tab, planned, runs_dir, args.threads, log=log, earlier=earlier):
             rp.publish_bands(tab, runs_dir, published, log=log)
         how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
         page = rp.render(tab, args.scale, published, extra, Path(args.out), command=how)
