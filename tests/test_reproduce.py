@@ -400,6 +400,23 @@ def test_published_bands_grow_with_the_runs_but_never_change_a_published_figure(
     assert dst.read_text() == before
 
 
+def test_budget_rows_train_in_fp32_on_any_machine_and_paper_rows_keep_auto():
+    """A CPU with bf16 (AVX512-BF16) would train "auto" budget rows in bf16 and others in fp32: the rows of one
+    table, trained on different machines, must not differ in precision. The tagger has no precision setting."""
+    for t in rp.TABLES.values():
+        for spec in t.runs["budget"]:
+            cfg = rp.run_config(spec, [])
+            if spec.task == "tag":
+                assert not hasattr(cfg, "precision") and not hasattr(getattr(cfg, "train", None), "precision")
+                continue
+            precision = cfg.train.precision if spec.task == "lm" else cfg.precision
+            assert precision == "fp32", (t.name, spec.name)
+            assert "--set train.precision=fp32" in rp.rerun_command(spec, [])
+        for spec in t.runs.get("paper", ()):
+            if spec.task == "lm" and not any(o.startswith("train.precision=") for o in spec.overrides):
+                assert rp.run_config(spec, []).train.precision == "auto", (t.name, spec.name)
+
+
 def test_a_run_another_process_trains_is_skipped_not_started_twice(tmp_path):
     """Two tables can share a run (same_as): while one `reproduce` trains it, the other leaves it alone."""
     spec = rp.table("pappas2019-table4-small").runs["budget"][0]
