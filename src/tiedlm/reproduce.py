@@ -131,8 +131,8 @@ _MT = (
 
 # The budget rows train in fp32 on every machine: where the CPU has bf16 (AVX512-BF16), "auto" would train
 # in bf16 there, and a table whose rows were trained on different machines would then compare precisions as
-# well as models. On the small models here bf16 gains little on such a CPU (the vd run and the Transformer LM:
-# within 4% by `--dry-run`'s timed steps), and on a CPU without bf16 it is emulated and far slower.
+# well as models. The price on such a CPU: bf16 trains the small VD-LSTM 1.39x faster at 1 thread (1.63x with
+# the augmented loss; benchmarks/throughput.py, docs/results.md); `--set train.precision=auto` takes it.
 BUDGET_PRECISION = "train.precision=fp32"
 
 
@@ -358,13 +358,15 @@ def _seconds_per_token(step, batches, steps: int) -> float:
 
 def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, steps: int = 2) -> float:
     """Wall-time estimate of a whole run on this machine: the seconds per token of ``steps`` timed training
-    steps (forward, loss, backward, SGD) of the run's model on random ids, times its training tokens and
-    epochs, plus 10% for validation. An estimate, not a measurement of the run."""
+    steps (forward, loss, backward, SGD) of the run's model on random ids, in the run's precision (bf16 where
+    it is "auto" and the CPU has bf16), times its training tokens and epochs, plus 10% for validation. An
+    estimate, not a measurement of the run."""
     import torch
 
     from .losses import LanguageModelLoss
     from .models import LanguageModel
-    from .runtime import set_threads
+    from .runtime import resolve_precision, set_threads
+    from .train.step import window_loss
 
     set_threads(threads)
     torch.manual_seed(0)
@@ -373,9 +375,11 @@ def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, step
     loss_fn = LanguageModelLoss.from_config(cfg.loss)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 
-    def step(x):
-        logits, _ = model(x, model.init_state(t.batch_size))
-        loss = loss_fn(logits, x, model.input_embeddings, model.output_bias)[0]
+    device = torch.device("cpu")
+    precision = resolve_precision(t.precision, device)
+
+    def step(x):  # the trainer's own forward and loss of one window
+        loss = window_loss(model, loss_fn, x, x, model.init_state(t.batch_size), precision)[0]
         opt.zero_grad()
         loss.backward()
         opt.step()
