@@ -46,5 +46,6 @@ def test_documented_command_parses_and_its_settings_are_valid(where, argv):
     elif argv[:2] == ["translate", "train"]:
         TranslationConfig().with_overrides(sets)
     elif argv[0] == "reproduce" and args.table:
-        runs = [r.name for r in rp.table(args.table).runs[args.scale]]
+        runs = [f"{t}/{r.name}" for t in args.table for r in rp.table(t).runs[args.scale]]
+        runs += [r.split("/")[1] for r in runs] if len(args.table) == 1 else []
         assert set(args.only or []) <= set(runs), where

@@ -175,6 +175,40 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     assert merged["overall_ce"] == pytest.approx(bands["overall_ce"], rel=1e-6)
 
 
+@pytest.mark.slow
+def test_several_tables_run_as_one_queue_in_the_order_asked_and_a_shared_run_once(tiny_corpus, tmp_path, capsys):
+    """`reproduce A B --only B/x A/y ...` is the campaign's queue: runs in the order given, --jobs at a time, a run
+    folder two tables share trained once, every named table's page written."""
+    both = ["reproduce", "inan2017-table1-small", "pappas2019-table4-small", "--data", str(tiny_corpus)]
+    both += ["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "pages"), *TINY]
+    two = ["reproduce", "transformer-lm", "pappas2019-table4-small", "--dry-run", "--runs", str(tmp_path / "x")]
+    assert main([*two, "--only", "tied"]) == 2  # both tables have a tied row
+    assert "--only tied: a run of several tables: name it TABLE/RUN; their runs are transformer-lm/tied, " in (
+        capsys.readouterr().err
+    )
+    assert main([*two, "--only", "pappas2019-table4-small/drill-9"]) == 2
+    assert "not a run of transformer-lm or pappas2019-table4-small at --scale budget" in capsys.readouterr().err
+    queue = ["pappas2019-table4-small/bilinear", "pappas2019-table4-small/tied", "inan2017-table1-small/re-bias"]
+    assert main([*both, "--jobs", "1", "--only", *queue]) == 0
+    out = capsys.readouterr().out
+    started = [ln.split(":")[0] for ln in out.splitlines() if ": start: tiedlm train" in ln]
+    assert started == ["pappas2019-table4-small/bilinear", "pappas2019-table4-small/tied"]  # re-bias is that tied
+    runs = tmp_path / "runs"
+    assert (runs / "inan2017-table1-small" / "re-bias" / "summary.json").is_file()
+    assert (runs / "pappas2019-table4-small" / "bilinear" / "summary.json").is_file()
+    for page in ("inan2017-table1-small", "pappas2019-table4-small"):
+        assert (tmp_path / "pages" / f"{page}.md").read_text().count("| finished |") == (1 if "inan" in page else 2)
+    assert json.loads((runs / "pappas2019-table4-small" / "bands.json").read_text())["runs"] == ["tied", "bilinear"]
+
+    assert main([*both, "--dry-run", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    labels = [r["run"] for r in plan["runs"]]
+    assert labels[:2] == ["inan2017-table1-small/vd", "inan2017-table1-small/al"]
+    assert "pappas2019-table4-small/full" not in labels and "pappas2019-table4-small/tied" not in labels
+    assert {r["run"]: r["status"] for r in plan["runs"]}["inan2017-table1-small/re-bias"] == "finished"
+    assert plan["table"] == ["inan2017-table1-small", "pappas2019-table4-small"]
+
+
 def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_protocols(tmp_path, capsys):
     """A page from result folders (config.toml, metrics.jsonl, summary.json only: no checkpoints), as committed."""
     from tiedlm.config import Config
@@ -448,6 +482,6 @@ def test_a_run_another_process_trains_is_skipped_not_started_twice(tmp_path):
     spec = rp.table("pappas2019-table4-small").runs["budget"][0]
     row = {"spec": spec, "dir": tmp_path / "vd", "status": "running", "config": rp.run_config(spec, [])}
     said = []
-    assert rp.execute([row], {spec.name: []}, jobs=1, threads=1, log=said.append) == []
+    assert rp.execute([row], jobs=1, threads=1, log=said.append) == []
     assert said == [f"full: another process is training it in {tmp_path / 'vd'}, skipped"]
     assert rp.fraction_left(row) == 1.0 and not (tmp_path / "vd").exists()

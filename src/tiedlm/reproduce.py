@@ -328,7 +328,8 @@ def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]
     rows = []
     for spec in tab.runs[scale]:
         run_dir = runs_dir / spec.folder(tab.name)
-        rows.append({"spec": spec, "dir": run_dir, "status": run_status(run_dir), "config": run_config(spec, extra)})
+        status, config = run_status(run_dir), run_config(spec, extra)
+        rows.append({"spec": spec, "dir": run_dir, "status": status, "config": config, "extra": extra})
     return rows
 
 
@@ -445,38 +446,41 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
     return 1.1 * _seconds_per_token(step, batches, steps) * tokens * cfg.epochs
 
 
-def execute(rows: list[dict], extra_for: dict[str, list[str]], jobs: int, threads: int, log=print) -> list[dict]:
-    """Start the missing runs and resume the interrupted ones, ``jobs`` at a time, ``threads`` each; skip the
-    finished ones. Returns one record per run started (command, exit code)."""
+def execute(rows: list[dict], jobs: int, threads: int, log=print) -> list[dict]:
+    """Start the missing runs and resume the interrupted ones, in the order given, ``jobs`` at a time, ``threads``
+    each; skip the finished ones. A row is named in the log by its ``label`` (``TABLE/RUN`` when several tables
+    run together), else its run's name. Returns one record per run started (command, exit code)."""
+    name = lambda r: r.get("label", r["spec"].name)  # noqa: E731
     todo = [r for r in rows if r["status"] not in ("finished", "running")]
     for r in rows:
         if r["status"] == "finished":
-            log(f"{r['spec'].name}: finished, skipped")
+            log(f"{name(r)}: finished, skipped")
         elif r["status"] == "running":
-            log(f"{r['spec'].name}: another process is training it in {r['dir']}, skipped")
-    running: list[tuple[dict, subprocess.Popen, list[str]]] = []
+            log(f"{name(r)}: another process is training it in {r['dir']}, skipped")
+    running: list[tuple[dict, subprocess.Popen, list[str], Path]] = []
     done = []
     while todo or running:
         while todo and len(running) < jobs:
             r = todo.pop(0)
-            args = train_command(r["spec"], r["dir"], extra_for[r["spec"].name], threads)
+            args = train_command(r["spec"], r["dir"], r.get("extra", []), threads)
             r["dir"].parent.mkdir(parents=True, exist_ok=True)
             log(
-                f"{r['spec'].name}: {'resume' if r['status'] == 'interrupted' else 'start'}: tiedlm "
+                f"{name(r)}: {'resume' if r['status'] == 'interrupted' else 'start'}: tiedlm "
                 + " ".join(shlex.quote(a) for a in args)
             )
-            with open(r["dir"].parent / f"{r['dir'].name}.log", "a") as out:
+            log_file = r["dir"].parent / f"{r['dir'].name}.log"
+            with open(log_file, "a") as out:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "tiedlm.cli", *args], stdout=out, stderr=subprocess.STDOUT
                 )
-            running.append((r, proc, args))
+            running.append((r, proc, args, log_file))
         time.sleep(0.2)
         for item in list(running):
-            r, proc, args = item
+            r, proc, args, log_file = item
             if proc.poll() is not None:
                 running.remove(item)
-                done.append({"run": r["spec"].name, "command": args, "returncode": proc.returncode})
-                log(f"{r['spec'].name}: exit {proc.returncode}")
+                done.append({"run": name(r), "command": args, "returncode": proc.returncode, "log": str(log_file)})
+                log(f"{name(r)}: exit {proc.returncode}")
     return done
 
 

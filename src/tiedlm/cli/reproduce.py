@@ -27,24 +27,12 @@ def cmd_reproduce(args) -> int:
         )
         emit(args, rows, text)
         return 0
-    tab = rp.table(args.table)
+    tables = [rp.table(name) for name in dict.fromkeys(args.table)]
     runs_dir = Path(args.runs)
-    extra = list(args.set)
-    if args.data:
-        extra += rp.data_settings(tab.runs[args.scale][0].task, str(Path(args.data).expanduser().resolve()))
-    rows = planned = rp.plan(tab, args.scale, runs_dir, extra)
-    if args.only:
-        names = [r["spec"].name for r in rows]
-        unknown = [n for n in args.only if n not in names]
-        if unknown:
-            from ..errors import UsageError
-
-            raise UsageError(
-                f"--only {' '.join(unknown)}: not a run of {tab.name} at --scale {args.scale}; "
-                f"its runs are {', '.join(names)}"
-            )
-        rows = [r for r in rows if r["spec"].name in args.only]
+    planned = {t.name: rp.plan(t, args.scale, runs_dir, _extra(rp, t, args)) for t in tables}
+    rows = _selected(tables, planned, args.only, args.scale)
     log = progress_log(args)
+    several = len(tables) > 1
     if args.dry_run:
         plan_rows, total = [], 0.0
         for r in rows:
@@ -58,60 +46,124 @@ def cmd_reproduce(args) -> int:
                 seconds = rp.estimate_task_seconds(task, cfg, args.threads)
             seconds *= rp.fraction_left(r)  # an interrupted run: its epochs still to train
             total += seconds
-            args_ = rp.train_command(r["spec"], r["dir"], extra, args.threads)
+            args_ = rp.train_command(r["spec"], r["dir"], r["extra"], args.threads)
             plan_rows.append(
                 {
-                    "run": r["spec"].name,
+                    "run": r.get("label", r["spec"].name),
+                    "table": r["table"],
                     "status": r["status"],
                     "dir": str(r["dir"]),
                     "estimated_s": round(seconds, 3),
                     "command": "tiedlm " + " ".join(args_),
                 }
             )
+        width = max([22, *(len(p["run"]) for p in plan_rows)])
         text = [
-            f"{p['run']:22s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}" for p in plan_rows
+            f"{p['run']:{width}s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}"
+            for p in plan_rows
         ]
         text.append(
             f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "
             f"(~{total / 3600 / args.jobs:.2f} h of wall time); estimated from timed training steps here"
         )
-        emit(args, {"table": tab.name, "scale": args.scale, "runs": plan_rows, "estimated_s": total}, "\n".join(text))
+        names = [t.name for t in tables] if several else tables[0].name
+        emit(args, {"table": names, "scale": args.scale, "runs": plan_rows, "estimated_s": total}, "\n".join(text))
         return 0
     from ..paths import ensure_writable_folder
 
+    results = []
     if args.publish:  # copy the finished runs' small files into the results folder, then render from there
         published = Path(args.publish)
-        copied = rp.publish(rows, published, log=log)
-        earlier = published / tab.name / rp.BANDS  # the published figures count, whether or not their checkpoints do
-        if rp.band_analysis(tab, planned, runs_dir, args.threads, log=log, earlier=earlier):
-            rp.publish_bands(tab, runs_dir, published, log=log)
-        how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
-        page = rp.render(tab, args.scale, published, extra, Path(args.out), command=how)
+        for tab in tables:
+            copied = rp.publish([r for r in rows if r["table"] == tab.name], published, log=log)
+            earlier = (
+                published / tab.name / rp.BANDS
+            )  # the published figures count, whether or not their checkpoints do
+            if rp.band_analysis(tab, planned[tab.name], runs_dir, args.threads, log=log, earlier=earlier):
+                rp.publish_bands(tab, runs_dir, published, log=log)
+            how = (
+                f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
+            )
+            page = rp.render(tab, args.scale, published, _extra(rp, tab, args), Path(args.out), command=how)
+            results.append(({"table": tab.name, "published": copied, "page": str(page)}, len(copied), page))
         emit(
             args,
-            {"table": tab.name, "published": copied, "page": str(page)},
-            f"published {len(copied)} run(s); wrote {page}",
+            [r for r, _, _ in results] if several else results[0][0],
+            "\n".join(f"published {n} run(s); wrote {page}" for _, n, page in results),
         )
         return 0
     if args.render_only:  # the page from the runs already there (e.g. the committed results); start nothing
-        how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.runs} --render-only --out {args.out}"
-        page = rp.render(tab, args.scale, runs_dir, extra, Path(args.out), command=how)
-        emit(args, {"table": tab.name, "started": [], "page": str(page)}, f"wrote {page}")
+        for tab in tables:
+            how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.runs} --render-only --out {args.out}"
+            page = rp.render(tab, args.scale, runs_dir, _extra(rp, tab, args), Path(args.out), command=how)
+            results.append(({"table": tab.name, "started": [], "page": str(page)}, 0, page))
+        emit(
+            args, [r for r, _, _ in results] if several else results[0][0], "\n".join(f"wrote {p}" for *_, p in results)
+        )
         return 0
     ensure_writable_folder(runs_dir, "--runs")
-    done = rp.execute(rows, {r["spec"].name: extra for r in rows}, args.jobs, args.threads, log=log)
-    if not args.no_page:
+    done = rp.execute(rows, args.jobs, args.threads, log=log)
+    pages = []
+    for tab in tables if not args.no_page else ():
+        extra = _extra(rp, tab, args)
         rp.band_analysis(tab, rp.plan(tab, args.scale, runs_dir, extra), runs_dir, args.threads, log=log)
-    out = Path(args.out)
-    page = rp.render(tab, args.scale, runs_dir, extra, out) if not args.no_page else None
+        pages.append(rp.render(tab, args.scale, runs_dir, extra, Path(args.out)))
     failed = [d for d in done if d["returncode"] not in (0,)]
+    record = lambda t, page: {  # noqa: E731
+        "table": t.name,
+        "started": [d for d in done if any(d["run"] == r.get("label", r["spec"].name) for r in planned[t.name])],
+        "page": str(page) if page else None,
+    }
     emit(
         args,
-        {"table": tab.name, "started": done, "page": str(page) if page else None},
-        (f"wrote {page}" if page else "")
-        + (f"; {len(failed)} run(s) stopped early: see {runs_dir / tab.name}/*.log" if failed else ""),
+        [record(t, p) for t, p in zip(tables, pages)] if several else record(tables[0], pages[0] if pages else None),
+        "; ".join(f"wrote {p}" for p in pages)
+        + (f"; {len(failed)} run(s) stopped early: see {', '.join(d['log'] for d in failed)}" if failed else ""),
     )
     return 1 if failed else 0
+
+
+def _extra(rp, tab, args) -> list[str]:
+    """The caller's overrides for ``tab``'s runs: ``--set`` and, with ``--data``, the settings of that corpus."""
+    extra = list(args.set)
+    if args.data:
+        extra += rp.data_settings(tab.runs[args.scale][0].task, str(Path(args.data).expanduser().resolve()))
+    return extra
+
+
+def _selected(tables, planned: dict[str, list[dict]], only: list[str] | None, scale: str) -> list[dict]:
+    """The rows to run, in order: every table's (in the order the tables are given), or ``--only``'s in its own
+    order, each ``RUN`` (where one table has it) or ``TABLE/RUN``. A run folder two tables share (``same_as``)
+    comes once. With several tables each row is labelled ``TABLE/RUN``."""
+    from ..errors import UsageError
+
+    several = len(tables) > 1
+    for t in tables:
+        for r in planned[t.name]:
+            r["table"] = t.name
+            if several:
+                r["label"] = f"{t.name}/{r['spec'].name}"
+    everything = [r for t in tables for r in planned[t.name]]
+    if only:
+        chosen = []
+        for item in only:
+            table_name, _, name = item.rpartition("/")
+            hits = [r for r in everything if r["spec"].name == name and table_name in ("", r["table"])]
+            if len(hits) != 1:
+                names = ", ".join(r.get("label", r["spec"].name) for r in everything)
+                scope = " or ".join(t.name for t in tables)
+                why = (
+                    "a run of several tables: name it TABLE/RUN" if hits else f"not a run of {scope} at --scale {scale}"
+                )
+                raise UsageError(f"--only {item}: {why}; {'their' if several else 'its'} runs are {names}")
+            chosen += hits
+        everything = chosen
+    rows, seen = [], set()
+    for r in everything:
+        if r["dir"] not in seen:
+            seen.add(r["dir"])
+            rows.append(r)
+    return rows
 
 
 @functools.cache
@@ -129,7 +181,11 @@ def register(add) -> None:
         cmd_reproduce,
         "run a paper's table: start missing runs, resume interrupted ones, skip finished ones, render the results page",
     )
-    r.add_argument("table", nargs="?", help="a table name (see --list)")
+    r.add_argument(
+        "table",
+        nargs="*",
+        help="one or more table names (see --list); several run as one queue, --jobs at a time",
+    )
     r.add_argument("--list", action="store_true", help="list the tables and their runs")
     r.add_argument(
         "--scale",
@@ -155,7 +211,13 @@ def register(add) -> None:
         help="start nothing: copy every finished run's config, metrics, summary and log from --runs into "
         "DIR/TABLE/RUN (never overwriting other results), then write the page from DIR",
     )
-    r.add_argument("--only", nargs="+", metavar="RUN", help="only these runs of the table (the page still shows all)")
+    r.add_argument(
+        "--only",
+        nargs="+",
+        metavar="RUN",
+        help="only these runs, in this order: RUN, or TABLE/RUN where several tables are named "
+        "(the pages still show all)",
+    )
     r.add_argument("--dry-run", action="store_true", help="print the plan and an estimated time on this machine")
     r.add_argument("--no-page", action="store_true", help="run, but do not render the page")
     r.add_argument(
