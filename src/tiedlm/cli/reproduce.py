@@ -29,7 +29,8 @@ def cmd_reproduce(args) -> int:
         return 0
     tables = [rp.table(name) for name in dict.fromkeys(args.table)]
     runs_dir = Path(args.runs)
-    planned = {t.name: rp.plan(t, args.scale, runs_dir, _extra(rp, t, args)) for t in tables}
+    extra = {t.name: _extra(rp, t, args) for t in tables}
+    planned = {t.name: rp.plan(t, args.scale, runs_dir, extra[t.name]) for t in tables}
     rows = _selected(tables, planned, args.only, args.scale)
     log = progress_log(args)
     several = len(tables) > 1
@@ -76,15 +77,13 @@ def cmd_reproduce(args) -> int:
         published = Path(args.publish)
         for tab in tables:
             copied = rp.publish([r for r in rows if r["table"] == tab.name], published, log=log)
-            earlier = (
-                published / tab.name / rp.BANDS
-            )  # the published figures count, whether or not their checkpoints do
+            earlier = published / tab.name / rp.BANDS  # its figures count, whether or not their checkpoints do
             if rp.band_analysis(tab, planned[tab.name], runs_dir, args.threads, log=log, earlier=earlier):
                 rp.publish_bands(tab, runs_dir, published, log=log)
             how = (
                 f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
             )
-            page = rp.render(tab, args.scale, published, _extra(rp, tab, args), Path(args.out), command=how)
+            page = rp.render(tab, args.scale, published, extra[tab.name], Path(args.out), command=how)
             results.append(({"table": tab.name, "published": copied, "page": str(page)}, len(copied), page))
         emit(
             args,
@@ -95,7 +94,7 @@ def cmd_reproduce(args) -> int:
     if args.render_only:  # the page from the runs already there (e.g. the committed results); start nothing
         for tab in tables:
             how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.runs} --render-only --out {args.out}"
-            page = rp.render(tab, args.scale, runs_dir, _extra(rp, tab, args), Path(args.out), command=how)
+            page = rp.render(tab, args.scale, runs_dir, extra[tab.name], Path(args.out), command=how)
             results.append(({"table": tab.name, "started": [], "page": str(page)}, 0, page))
         emit(
             args, [r for r, _, _ in results] if several else results[0][0], "\n".join(f"wrote {p}" for *_, p in results)
@@ -105,9 +104,8 @@ def cmd_reproduce(args) -> int:
     done = rp.execute(rows, args.jobs, args.threads, log=log)
     pages = []
     for tab in tables if not args.no_page else ():
-        extra = _extra(rp, tab, args)
-        rp.band_analysis(tab, rp.plan(tab, args.scale, runs_dir, extra), runs_dir, args.threads, log=log)
-        pages.append(rp.render(tab, args.scale, runs_dir, extra, Path(args.out)))
+        rp.band_analysis(tab, rp.plan(tab, args.scale, runs_dir, extra[tab.name]), runs_dir, args.threads, log=log)
+        pages.append(rp.render(tab, args.scale, runs_dir, extra[tab.name], Path(args.out)))
     failed = [d for d in done if d["returncode"] not in (0,)]
     record = lambda t, page: {  # noqa: E731
         "table": t.name,
