@@ -208,6 +208,21 @@ def test_several_tables_run_as_one_queue_in_the_order_asked_and_a_shared_run_onc
     assert {r["run"]: r["status"] for r in plan["runs"]}["inan2017-table1-small/re-bias"] == "finished"
     assert plan["table"] == ["inan2017-table1-small", "pappas2019-table4-small"]
 
+    # A bare machine (no run folders) with the published results: --skip-published trains only what they lack
+    assert main([*both, "--publish", str(tmp_path / "results")]) == 0
+    capsys.readouterr()
+    bare = [a if a != str(runs) else str(tmp_path / "bare") for a in both]
+    skip = ["--skip-published", str(tmp_path / "results")]
+    assert main([*bare, *skip, "--dry-run", "--json"]) == 0
+    status = {r["run"]: (r["status"], r["estimated_s"]) for r in json.loads(capsys.readouterr().out)["runs"]}
+    assert status["pappas2019-table4-small/bilinear"] == ("published", 0.0)
+    assert status["inan2017-table1-small/re-bias"] == ("published", 0.0)
+    assert status["inan2017-table1-small/vd"][0] == "missing" and status["inan2017-table1-small/vd"][1] > 0
+    assert main([*bare, *skip, "--only", "pappas2019-table4-small/bilinear", "--no-page"]) == 0
+    published = tmp_path / "results" / "pappas2019-table4-small" / "bilinear"
+    assert f"pappas2019-table4-small/bilinear: finished in {published}, skipped" in capsys.readouterr().out
+    assert not (tmp_path / "bare" / "pappas2019-table4-small" / "bilinear").exists()
+
 
 def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_protocols(tmp_path, capsys):
     """A page from result folders (config.toml, metrics.jsonl, summary.json only: no checkpoints), as committed."""

@@ -340,6 +340,16 @@ def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]
     return rows
 
 
+def skip_published(rows: list[dict], runs_dir: Path, published: Path) -> None:
+    """Mark ``published`` the rows not finished in ``runs_dir`` whose run is finished in the results folder
+    ``published`` (``published/TABLE/RUN/summary.json``, as :func:`publish` writes it): a campaign on a machine
+    without the run folders trains only what the committed results lack."""
+    for r in rows:
+        copy = published / r["dir"].relative_to(runs_dir)
+        if r["status"] in ("missing", "interrupted") and (copy / "summary.json").is_file():
+            r["status"], r["published"] = "published", copy
+
+
 def fraction_left(row: dict) -> float:
     """The share of a planned run's epochs still to train: 1 for a missing run, 0 for a finished one, and for an
     interrupted one its epochs without a metrics record over all (the epoch it stopped in counts as whole)."""
@@ -458,10 +468,12 @@ def execute(rows: list[dict], jobs: int, threads: int, log=print) -> list[dict]:
     each; skip the finished ones. A row is named in the log by its ``label`` (``TABLE/RUN`` when several tables
     run together), else its run's name. Returns one record per run started (command, exit code)."""
     name = lambda r: r.get("label", r["spec"].name)  # noqa: E731
-    todo = [r for r in rows if r["status"] not in ("finished", "running")]
+    todo = [r for r in rows if r["status"] not in ("finished", "running", "published")]
     for r in rows:
         if r["status"] == "finished":
             log(f"{name(r)}: finished, skipped")
+        elif r["status"] == "published":
+            log(f"{name(r)}: finished in {r['published']}, skipped")
         elif r["status"] == "running":
             log(f"{name(r)}: another process is training it in {r['dir']}, skipped")
     running: list[tuple[dict, subprocess.Popen, list[str], Path]] = []

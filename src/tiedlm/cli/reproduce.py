@@ -32,13 +32,15 @@ def cmd_reproduce(args) -> int:
     extra = {t.name: _extra(rp, t, args) for t in tables}
     planned = {t.name: rp.plan(t, args.scale, runs_dir, extra[t.name]) for t in tables}
     rows = _selected(tables, planned, args.only, args.scale)
+    if args.skip_published:
+        rp.skip_published(rows, runs_dir, Path(args.skip_published))
     log = progress_log(args)
     several = len(tables) > 1
     if args.dry_run:
         plan_rows, total = [], 0.0
         for r in rows:
             cfg, task = r["config"], r["spec"].task
-            if r["status"] == "finished":
+            if r["status"] in ("finished", "published"):
                 seconds = 0.0
             elif task == "lm":
                 vocab, tokens = _corpus_size(cfg.data.name)
@@ -215,6 +217,12 @@ def register(add) -> None:
         metavar="RUN",
         help="only these runs, in this order: RUN, or TABLE/RUN where several tables are named "
         "(the pages still show all)",
+    )
+    r.add_argument(
+        "--skip-published",
+        metavar="DIR",
+        help="start no run that is finished in this results folder (DIR/TABLE/RUN, as --publish writes it, e.g. "
+        "the committed experiments/results/reproduce): train only what the published results lack",
     )
     r.add_argument("--dry-run", action="store_true", help="print the plan and an estimated time on this machine")
     r.add_argument("--no-page", action="store_true", help="run, but do not render the page")
