@@ -383,6 +383,7 @@ def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, step
 
     from .losses import LanguageModelLoss
     from .models import LanguageModel
+    from .models.encoders.state import detach_state
     from .runtime import resolve_precision, set_threads
     from .train.step import window_loss
 
@@ -396,8 +397,11 @@ def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, step
     device = torch.device("cpu")
     precision = resolve_precision(t.precision, device)
 
-    def step(x):  # the trainer's own forward and loss of one window
-        loss = window_loss(model, loss_fn, x, x, model.init_state(t.batch_size), precision)[0]
+    carried = [model.init_state(t.batch_size)]
+
+    def step(x):  # the trainer's own forward and loss of one window, the state carried over (a Transformer's memory)
+        loss, _, _, state = window_loss(model, loss_fn, x, x, carried[0], precision)
+        carried[0] = detach_state(state)
         opt.zero_grad()
         loss.backward()
         opt.step()
