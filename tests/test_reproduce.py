@@ -496,6 +496,7 @@ def test_a_run_another_process_trains_is_skipped_not_started_twice(tmp_path):
     """Two tables can share a run (same_as): while one `reproduce` trains it, the other leaves it alone."""
     spec = rp.table("pappas2019-table4-small").runs["budget"][0]
     row = {"spec": spec, "dir": tmp_path / "vd", "status": "running", "config": rp.run_config(spec, [])}
+    row.update(extra=[], table="pappas2019-table4-small", label=spec.name)
     said = []
     assert rp.execute([row], jobs=1, threads=1, log=said.append) == []
     assert said == [f"full: another process is training it in {tmp_path / 'vd'}, skipped"]

@@ -335,12 +335,23 @@ def data_settings(task: str, folder: str) -> list[str]:
 
 
 def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]:
-    """One row per run: its folder, status and config (with the table's and the caller's overrides)."""
+    """One row per run: its folder, status and config (with the table's and the caller's overrides), its table
+    and the label it is logged by (the run's name; ``TABLE/RUN`` where several tables run together)."""
     rows = []
     for spec in tab.runs[scale]:
         run_dir = runs_dir / spec.folder(tab.name)
         status, config = run_status(run_dir), run_config(spec, extra)
-        rows.append({"spec": spec, "dir": run_dir, "status": status, "config": config, "extra": extra})
+        rows.append(
+            {
+                "spec": spec,
+                "dir": run_dir,
+                "status": status,
+                "config": config,
+                "extra": extra,
+                "table": tab.name,
+                "label": spec.name,
+            }
+        )
     return rows
 
 
@@ -473,9 +484,9 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
 
 def execute(rows: list[dict], jobs: int, threads: int, log=print) -> list[dict]:
     """Start the missing runs and resume the interrupted ones, in the order given, ``jobs`` at a time, ``threads``
-    each; skip the finished ones. A row is named in the log by its ``label`` (``TABLE/RUN`` when several tables
-    run together), else its run's name. Returns one record per run started (command, exit code)."""
-    name = lambda r: r.get("label", r["spec"].name)  # noqa: E731
+    each; skip the finished ones. A row is named in the log by its ``label`` (:func:`plan`). Returns one record
+    per run started (command, exit code, log file)."""
+    name = lambda r: r["label"]  # noqa: E731
     todo = [r for r in rows if r["status"] not in ("finished", "running", "published")]
     for r in rows:
         if r["status"] == "finished":
@@ -489,7 +500,7 @@ def execute(rows: list[dict], jobs: int, threads: int, log=print) -> list[dict]:
     while todo or running:
         while todo and len(running) < jobs:
             r = todo.pop(0)
-            args = train_command(r["spec"], r["dir"], r.get("extra", []), threads)
+            args = train_command(r["spec"], r["dir"], r["extra"], threads)
             r["dir"].parent.mkdir(parents=True, exist_ok=True)
             log(
                 f"{name(r)}: {'resume' if r['status'] == 'interrupted' else 'start'}: tiedlm "
@@ -582,9 +593,8 @@ def band_analysis(
     ]
     todo.sort(key=lambda r: r["spec"].name != tab.bands_baseline)  # stable: the baseline first, then table order
     names = [r["spec"].name for r in todo]
-    if not tab.bands_baseline or not todo or len(done | set(names)) < 2:
-        return None
-    if tab.bands_baseline not in done | set(names):
+    analysed = done | set(names)
+    if not todo or tab.bands_baseline not in analysed or len(analysed) < 2:
         return None
     from .analysis.bands import bands_of_runs, merge_band_tables
     from .run import load_run

@@ -52,7 +52,7 @@ def cmd_reproduce(args) -> int:
             args_ = rp.train_command(r["spec"], r["dir"], r["extra"], args.threads)
             plan_rows.append(
                 {
-                    "run": r.get("label", r["spec"].name),
+                    "run": r["label"],
                     "table": r["table"],
                     "status": r["status"],
                     "dir": str(r["dir"]),
@@ -74,7 +74,7 @@ def cmd_reproduce(args) -> int:
         return 0
     from ..paths import ensure_writable_folder
 
-    results = []
+    records, lines = [], []
     if args.publish:  # copy the finished runs' small files into the results folder, then render from there
         published = Path(args.publish)
         for tab in tables:
@@ -86,40 +86,33 @@ def cmd_reproduce(args) -> int:
                 f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
             )
             page = rp.render(tab, args.scale, published, extra[tab.name], Path(args.out), command=how)
-            results.append(({"table": tab.name, "published": copied, "page": str(page)}, len(copied), page))
-        emit(
-            args,
-            [r for r, _, _ in results] if several else results[0][0],
-            "\n".join(f"published {n} run(s); wrote {page}" for _, n, page in results),
-        )
+            records.append({"table": tab.name, "published": copied, "page": str(page)})
+            lines.append(f"published {len(copied)} run(s); wrote {page}")
+        emit(args, records if several else records[0], "\n".join(lines))
         return 0
     if args.render_only:  # the page from the runs already there (e.g. the committed results); start nothing
         for tab in tables:
             how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.runs} --render-only --out {args.out}"
             page = rp.render(tab, args.scale, runs_dir, extra[tab.name], Path(args.out), command=how)
-            results.append(({"table": tab.name, "started": [], "page": str(page)}, 0, page))
-        emit(
-            args, [r for r, _, _ in results] if several else results[0][0], "\n".join(f"wrote {p}" for *_, p in results)
-        )
+            records.append({"table": tab.name, "started": [], "page": str(page)})
+            lines.append(f"wrote {page}")
+        emit(args, records if several else records[0], "\n".join(lines))
         return 0
     ensure_writable_folder(runs_dir, "--runs")
     done = rp.execute(rows, args.jobs, args.threads, log=log)
-    pages = []
-    for tab in tables if not args.no_page else ():
-        rp.band_analysis(tab, rp.plan(tab, args.scale, runs_dir, extra[tab.name]), runs_dir, args.threads, log=log)
-        pages.append(rp.render(tab, args.scale, runs_dir, extra[tab.name], Path(args.out)))
+    for tab in tables:
+        page = None
+        if not args.no_page:
+            rp.band_analysis(tab, rp.plan(tab, args.scale, runs_dir, extra[tab.name]), runs_dir, args.threads, log=log)
+            page = rp.render(tab, args.scale, runs_dir, extra[tab.name], Path(args.out))
+            lines.append(f"wrote {page}")
+        labels = {r["label"] for r in planned[tab.name]}
+        started = [d for d in done if d["run"] in labels]
+        records.append({"table": tab.name, "started": started, "page": str(page) if page else None})
     failed = [d for d in done if d["returncode"] not in (0,)]
-    record = lambda t, page: {  # noqa: E731
-        "table": t.name,
-        "started": [d for d in done if any(d["run"] == r.get("label", r["spec"].name) for r in planned[t.name])],
-        "page": str(page) if page else None,
-    }
-    emit(
-        args,
-        [record(t, p) for t, p in zip(tables, pages)] if several else record(tables[0], pages[0] if pages else None),
-        "; ".join(f"wrote {p}" for p in pages)
-        + (f"; {len(failed)} run(s) stopped early: see {', '.join(d['log'] for d in failed)}" if failed else ""),
-    )
+    if failed:
+        lines.append(f"{len(failed)} run(s) stopped early: see {', '.join(d['log'] for d in failed)}")
+    emit(args, records if several else records[0], "; ".join(lines))
     return 1 if failed else 0
 
 
@@ -138,11 +131,9 @@ def _selected(tables, planned: dict[str, list[dict]], only: list[str] | None, sc
     from ..errors import UsageError
 
     several = len(tables) > 1
-    for t in tables:
+    for t in tables if several else ():
         for r in planned[t.name]:
-            r["table"] = t.name
-            if several:
-                r["label"] = f"{t.name}/{r['spec'].name}"
+            r["label"] = f"{t.name}/{r['spec'].name}"
     everything = [r for t in tables for r in planned[t.name]]
     if only:
         chosen = []
@@ -150,7 +141,7 @@ def _selected(tables, planned: dict[str, list[dict]], only: list[str] | None, sc
             table_name, _, name = item.rpartition("/")
             hits = [r for r in everything if r["spec"].name == name and table_name in ("", r["table"])]
             if len(hits) != 1:
-                names = ", ".join(r.get("label", r["spec"].name) for r in everything)
+                names = ", ".join(r["label"] for r in everything)
                 scope = " or ".join(t.name for t in tables)
                 why = (
                     "a run of several tables: name it TABLE/RUN" if hits else f"not a run of {scope} at --scale {scale}"
