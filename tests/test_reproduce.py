@@ -60,7 +60,7 @@ def test_list_names_every_table(capsys):
     assert "similar: inan2017-table1-small" in capsys.readouterr().err
 
 
-def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys):
+def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys, monkeypatch):
     dry = ["reproduce", "transformer-lm", "--dry-run", "--json", "--data", str(tiny_corpus)]
     dry += ["--runs", str(tmp_path / "runs"), *TINY]
     assert main(dry) == 0
@@ -69,6 +69,14 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys)
     assert all(r["status"] == "missing" and r["estimated_s"] > 0 for r in plan["runs"])
     assert all(r["command"].startswith("tiedlm train ptb-transformer-") for r in plan["runs"])
     assert not (tmp_path / "runs").exists()  # a dry run starts nothing
+    assert set(plan["machine"]) == {"load_average", "cpus", "busy"}
+
+    # on a busy machine the plan says that its estimates run long; on an idle one it says nothing of it
+    for load, busy in ((3.0, True), (0.1, False)):
+        monkeypatch.setattr("os.getloadavg", lambda load=load: (load, load, load))
+        assert main([a for a in dry if a != "--json"]) == 0
+        out = capsys.readouterr().out
+        assert ("note: the machine was busy (load average 3.00" in out) is busy
     assert main([*dry, "--only", "drill"]) == 0
     assert [r["run"] for r in json.loads(capsys.readouterr().out)["runs"]] == ["drill"]
     assert main(["reproduce", "transformer-lm", "--dry-run", "--only", "drill-9"]) == 2

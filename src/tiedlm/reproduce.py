@@ -389,6 +389,20 @@ def _seconds_per_token(step, batches, steps: int) -> float:
     return min(rates)
 
 
+def machine_load() -> dict:
+    """The one-minute load average against the CPU count, read before the estimates' timed steps: ``busy`` where
+    other processes keep at least half a core busy, so that the timed steps shared the CPU and the estimates run
+    long (a dry run beside a training run measures the run slowed by it)."""
+    import os
+
+    cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not available on this platform
+        return {"load_average": None, "cpus": cpus, "busy": False}
+    return {"load_average": round(load, 2), "cpus": cpus, "busy": load >= 0.5}
+
+
 def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, steps: int = 2) -> float:
     """Wall-time estimate of a whole run on this machine: the seconds per token of ``steps`` timed training
     steps (forward, loss, backward, SGD) of the run's model on random ids, in the run's precision (bf16 where
