@@ -357,7 +357,7 @@ def test_dry_run_estimates_tagger_and_translator_runs_from_timed_batches(tmp_pat
     from tiedlm.translation import TranslationConfig
 
     seen = []
-    monkeypatch.setattr(rp, "_seconds_per_token", lambda step, batches, steps: seen.append(steps) or 1e-3)
+    monkeypatch.setattr(rp.estimate, "_seconds_per_token", lambda step, batches, steps: seen.append(steps) or 1e-3)
     cfg = TranslationConfig(
         source_lang="xx", target_lang="yy", data_dir=str(write_tiny_parallel(tmp_path)), vocab_size=40, epochs=3
     ).validate()

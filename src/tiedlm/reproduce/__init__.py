@@ -1,0 +1,60 @@
+"""``tiedlm reproduce``: the papers' tables as lists of runs, started, resumed or skipped, and rendered.
+
+A table is a list of :class:`RunSpec` (preset + overrides + seed, with the paper's numbers for that row) at a
+scale: ``budget`` (what this 2-core CPU can train) or ``paper`` (the papers' settings, for a GPU). Each run is
+an ordinary ``tiedlm train`` run in ``RUNS/<table>/<run>``: missing runs are started, interrupted ones
+resumed exactly (``train --resume``), finished ones skipped. The page ``OUT/<table>.md`` sets ours beside
+the paper's numbers, with parameters, epochs, wall time, device, tokens/s, the exact command of every run
+and the validation curves.
+
+The package follows the command's steps: ``tables`` (what the papers report and what we run), ``plan`` (the runs
+on disk and their commands), ``estimate`` (``--dry-run``), ``execute`` (training them), ``publish`` (the
+committed results and Figure 3's bands) and ``page`` (the results page).
+"""
+
+from ..errors import UsageError
+from .estimate import estimate_seconds, estimate_task_seconds, machine_load
+from .execute import execute
+from .page import render
+from .plan import (
+    data_settings,
+    fraction_left,
+    plan,
+    rerun_command,
+    run_config,
+    run_status,
+    skip_published,
+    train_command,
+)
+from .publish import BANDS, PUBLISHED, band_analysis, publish, publish_bands
+from .tables import BUDGET_AWD_EPOCHS, BUDGET_PRECISION, METRICS, SCALES, TABLES, RunSpec, Table, table
+
+__all__ = [
+    "BANDS",
+    "BUDGET_AWD_EPOCHS",
+    "BUDGET_PRECISION",
+    "METRICS",
+    "PUBLISHED",
+    "SCALES",
+    "TABLES",
+    "RunSpec",
+    "Table",
+    "UsageError",
+    "band_analysis",
+    "data_settings",
+    "estimate_seconds",
+    "estimate_task_seconds",
+    "execute",
+    "fraction_left",
+    "machine_load",
+    "plan",
+    "publish",
+    "publish_bands",
+    "render",
+    "rerun_command",
+    "run_config",
+    "run_status",
+    "skip_published",
+    "table",
+    "train_command",
+]

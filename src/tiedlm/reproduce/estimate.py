@@ -1,0 +1,127 @@
+"""``reproduce --dry-run``'s estimates: a run's wall time on this machine from timed training steps."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+
+def _seconds_per_token(step, batches, steps: int) -> float:
+    """The least seconds per token over ``steps`` timed calls of ``step(batch) -> tokens`` (after one warm-up;
+    ``batches`` is gone through again where it holds fewer)."""
+    import itertools
+
+    rates = []
+    for i, batch in enumerate(itertools.islice(itertools.cycle(batches), steps + 1)):
+        start = time.perf_counter()
+        tokens = step(batch)
+        if i:  # the first call warms caches and kernels up
+            rates.append((time.perf_counter() - start) / tokens)
+    return min(rates)
+
+
+def machine_load() -> dict:
+    """The one-minute load average against the CPU count, read before the estimates' timed steps: ``busy`` where
+    other processes keep at least half a core busy, so that the timed steps shared the CPU and the estimates run
+    long (a dry run beside a training run measures the run slowed by it)."""
+    import os
+
+    cpus = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not available on this platform
+        return {"load_average": None, "cpus": cpus, "busy": False}
+    return {"load_average": round(load, 2), "cpus": cpus, "busy": load >= 0.5}
+
+
+def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, steps: int = 2) -> float:
+    """Wall-time estimate of a whole run on this machine: the seconds per token of ``steps`` timed training
+    steps (forward, loss, backward, SGD) of the run's model on random ids, in the run's precision (bf16 where
+    it is "auto" and the CPU has bf16), times its training tokens and epochs, plus 10% for validation. An
+    estimate, not a measurement of the run."""
+    import torch
+
+    from ..losses import LanguageModelLoss
+    from ..models import LanguageModel
+    from ..models.encoders.state import detach_state
+    from ..runtime import resolve_precision, set_threads
+    from ..train.step import window_loss
+
+    set_threads(threads)
+    torch.manual_seed(0)
+    t = cfg.train
+    model = LanguageModel(cfg.model, vocab_size).train()
+    loss_fn = LanguageModelLoss.from_config(cfg.loss)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    device = torch.device("cpu")
+    precision = resolve_precision(t.precision, device)
+
+    carried = [model.init_state(t.batch_size)]
+
+    def step(x):  # the trainer's own forward and loss of one window, the state carried over (a Transformer's memory)
+        loss, _, _, state = window_loss(model, loss_fn, x, x, carried[0], precision)
+        carried[0] = detach_state(state)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return x.numel()
+
+    batches = (torch.randint(0, vocab_size, (t.bptt, t.batch_size)) for _ in range(steps + 1))
+    return 1.1 * _seconds_per_token(step, batches, steps) * train_tokens * t.total_epochs
+
+
+def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float:
+    """The same estimate for a tagger (``tag``) or translator (``translate``) run: ``steps`` timed training batches
+    of its model on the first batches of its real training data (the translator's subword model trained in a
+    temporary folder, as the run does), times its training tokens (target tokens for the translator) and epochs,
+    plus 10% for evaluation. The translator's test decoding (beam search) is not included."""
+    import tempfile
+
+    import torch
+
+    from ..runtime import autocast, set_threads
+
+    set_threads(threads)
+    torch.manual_seed(0)
+    if task == "tag":
+        from ..tagging.data import load_tagging_corpus
+        from ..tagging.model import BiLSTMTagger
+        from ..tagging.train import tagging_loss
+
+        corpus = load_tagging_corpus(cfg.data_dir, cfg.min_count, own_data=cfg.own_data)
+        model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags)).train()
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+
+        def step(batch):
+            ids, tags, lengths = batch
+            loss = tagging_loss(model, ids, tags, lengths)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return int(lengths.sum())
+
+        per_token = _seconds_per_token(step, corpus.batches("train", cfg.batch_size, shuffle_seed=0), steps)
+        return 1.1 * per_token * corpus.tokens("train") * cfg.epochs
+    from ..runtime import resolve_precision
+    from ..translation.data import load_parallel_corpus
+    from ..translation.model import TransformerTranslator
+    from ..translation.train import translation_loss
+
+    with tempfile.TemporaryDirectory() as folder:
+        corpus = load_parallel_corpus(cfg, Path(folder), train_vocab=True)
+    model = TransformerTranslator(cfg, len(corpus.source_vocab), len(corpus.target_vocab)).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    device, precision = torch.device("cpu"), resolve_precision(cfg.precision, torch.device("cpu"))
+
+    def step(index):
+        with autocast(device, precision):
+            loss, _, n = translation_loss(model, cfg, *corpus.tensors("train", index))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return n
+
+    batches = corpus.batches("train", cfg.batch_tokens, shuffle_seed=0, max_length=cfg.max_length)
+    tokens = sum(len(t) + 1 for _, t in corpus.ids["train"])
+    return 1.1 * _seconds_per_token(step, batches, steps) * tokens * cfg.epochs

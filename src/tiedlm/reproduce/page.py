@@ -1,0 +1,142 @@
+"""A table's results page: paper vs ours per run, the curves, Figure 3's bands and the commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..run_dir import RunDir
+from .plan import plan, rerun_command
+from .publish import BANDS
+from .tables import METRICS, RunSpec, Table
+
+
+def _test_ppl(files: RunDir, summary: dict) -> str:
+    """The run's test perplexity by the papers' protocol (batch 1), saying so where only another is known.
+
+    Runs trained before the summary recorded ``test_protocol`` measured test over ``eval_batch_size`` streams;
+    their batch-1 figure, where taken afterwards, is ``test_batch1.json`` (``tiedlm evaluate RUN --split test
+    --json`` saved in the run folder)."""
+    if "test_protocol" in summary:
+        return f"{summary['test_ppl']:.2f}"
+    later = files.path / "test_batch1.json"
+    streams = f"{summary['test_ppl']:.2f} ({summary.get('eval_batch_size', 10)} streams)"
+    if later.is_file():
+        return f"{json.loads(later.read_text())['ppl']:.2f}; {streams}"
+    return streams
+
+
+def _bands_section(tab: Table, runs_dir: Path, out: Path) -> list[str]:
+    """The page's Figure 3: the plot and the table of ``RUNS/TABLE/bands.json``, where there is one."""
+    path = runs_dir / tab.name / BANDS
+    if not path.is_file():
+        return []
+    from ..analysis.bands import band_report_lines, plot_bands
+
+    table = json.loads(path.read_text())
+    plot_bands(table, out / f"{tab.name}-bands.png")
+    return [
+        "",
+        "## Cross-entropy by training-frequency band (Figure 3)",
+        "",
+        f"The test targets binned by how often the word occurs in the training data; mean cross-entropy per band of "
+        f"each finished run's best checkpoint, over {table['data']} {table['split']} (streams of each run's "
+        f"evaluation batch), and its difference from `{table['baseline']}`: Δ% = (CE_run − CE_{table['baseline']}) "
+        f"/ CE_{table['baseline']} × 100, negative where the run predicts that band's words better. Computed by "
+        f"`tiedlm reproduce {tab.name} --publish` from the runs' checkpoints, kept in {BANDS} beside the runs.",
+        "",
+        f"![relative cross-entropy by frequency band]({tab.name}-bands.png)",
+        "",
+        *band_report_lines(table),
+    ]
+
+
+def render(
+    tab: Table,
+    scale: str,
+    runs_dir: Path,
+    extra: list[str],
+    out: Path,
+    command: str = "",
+    links_from: Path | None = None,
+) -> Path:
+    """Write ``out/<table>.md`` (and ``<table>-valid.png``): paper vs ours per run, what we ran, and how.
+
+    Links to the run folders are relative to ``links_from`` (default ``out``, where the page is read)."""
+    import os
+
+    from ..analysis.report import plot_curves, read_run
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = plan(tab, scale, runs_dir, extra)
+    task = tab.runs[scale][0].task
+    title, keys, fmt = METRICS[task]
+    present = [read_run(r["dir"]) for r in rows if task == "lm" and RunDir(r["dir"]).config.is_file()]
+    command = command or f"tiedlm reproduce {tab.name} --scale {scale}"
+    lines = [
+        f"# {tab.title}",
+        "",
+        f"Source: {tab.source}. Scale: `{scale}`. Rendered by `{command}`.",
+        "",
+    ]
+    if present:
+        plot_curves(present, out / f"{tab.name}-valid.png")
+        lines += [f"![validation perplexity per epoch]({tab.name}-valid.png)", ""]
+    lines += [
+        f"| run | paper | ours: {title} | params | epochs | wall time | device | tok/s | status |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    commands, waiting = [], []
+
+    def how(spec: RunSpec) -> str:  # the command that runs one row, and the training command it stands for
+        return (
+            f"`tiedlm reproduce {tab.name} --scale {scale} --only {spec.name}`, that is `{rerun_command(spec, extra)}`"
+        )
+
+    for r in rows:
+        spec, status = r["spec"], r["status"]
+        files = RunDir(r["dir"])
+        summary = files.read_summary() if status == "finished" else None
+        metrics = files.read_metrics()
+        paper = " / ".join("–" if v is None else f"{v:g}" for v in spec.paper)
+        if summary:
+            test = _test_ppl(files, summary) if task == "lm" else fmt.format(summary[keys[1]])
+            ours = f"{fmt.format(summary[keys[0]])} / {test}"
+            params = f"{summary['parameters']['total'] / 1e6:.2f}M"
+            seconds = summary.get("wall_time_s", summary.get("train_seconds"))
+            wall = f"{seconds / 60:.1f} min" if seconds is not None else "–"
+            device = summary.get("device", "cpu" if task == "tag" else "–")
+            device += f", {summary['precision']}" if "precision" in summary else ""
+            tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
+            folder = Path(os.path.relpath(r["dir"], links_from or out)).as_posix()
+            last = f"; this run's last invocation: `{summary['command']}`" if "command" in summary else ""
+            commands.append(
+                f"- {spec.name}: to run it again, {how(spec)} (seed {summary['seed']}){last}; the config it trained "
+                f"with: [{folder}/config.toml]({folder}/config.toml)"
+            )
+        else:
+            best = min((m["valid_ppl"] for m in metrics if "valid_ppl" in m), default=None)
+            ours = f"{best:.2f} / –" if best is not None else "–"
+            params = wall = device = tps = "–"
+            waiting.append(f"- {spec.name} ({status}): {how(spec)}")
+        total = r["config"].train.total_epochs if task == "lm" else r["config"].epochs
+        epochs = f"{len(metrics)}/{total}"
+        note = f" ({spec.note})" if spec.note else ""
+        lines.append(
+            f"| {spec.name}{note} | {paper} | {ours} | {params} | {epochs} | {wall} | {device} | {tps} | {status} |"
+        )
+    if tab.notes:
+        lines += ["", "## Notes", "", tab.notes]
+    if task == "lm":
+        lines += _bands_section(tab, runs_dir, out)
+    lines += ["", "## Commands", "", *(commands or ["(no run has finished yet)"]), ""]
+    if waiting:
+        lines += [
+            "Not finished yet (`--dry-run` estimates them on this machine; a stopped run resumes where it stopped):",
+            "",
+            *waiting,
+            "",
+        ]
+    path = out / f"{tab.name}.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,96 @@
+"""A table's runs on disk: each run's folder, status and config, and the commands that start or resume it."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from ..run_dir import RunDir
+from .tables import RunSpec, Table
+
+
+def run_status(run_dir: Path) -> str:
+    """finished | running (trained by another process now) | interrupted | missing."""
+    return RunDir(run_dir).status()
+
+
+def train_command(spec: RunSpec, run_dir: Path, extra: list[str], threads: int) -> list[str]:
+    """The ``tiedlm train`` (``tag train``, ``translate train``) arguments that start or resume ``spec``."""
+    if run_status(run_dir) in ("interrupted", "running"):
+        command = ["train"] if spec.task == "lm" else [spec.task, "train"]
+        return [*command, "--resume", str(run_dir), "--no-progress", "--threads", str(threads)]
+    start, sets = _start(spec, extra)
+    return [*start, "--out", str(run_dir), "--no-progress", "--threads", str(threads), *sets]
+
+
+def _start(spec: RunSpec, extra: list[str]) -> tuple[list[str], list[str]]:
+    """The command that starts ``spec`` (``train PRESET``, ``tag train``, ...) and its ``--set`` arguments."""
+    command = ["train", spec.preset] if spec.task == "lm" else [spec.task, "train"]
+    return command, [a for s in (*spec.overrides, *extra) for a in ("--set", s)]
+
+
+def rerun_command(spec: RunSpec, extra: list[str]) -> str:
+    """The command line that starts ``spec`` afresh (``RUN`` for its folder; thread count left to the default)."""
+    start, sets = _start(spec, extra)
+    return shlex.join(["tiedlm", *start, "--out", "RUN", *sets])
+
+
+def run_config(spec: RunSpec, extra: list[str]):
+    """The config a run of ``spec`` trains with (the table's and the caller's overrides applied)."""
+    if spec.task == "tag":
+        from ..tagging import TaggerConfig
+
+        return TaggerConfig().with_overrides([*spec.overrides, *extra])
+    if spec.task == "translate":
+        from ..translation import TranslationConfig
+
+        return TranslationConfig().with_overrides([*spec.overrides, *extra])
+    from ..config import Config
+
+    return Config.load(spec.preset).with_overrides([*spec.overrides, *extra])
+
+
+def data_settings(task: str, folder: str) -> list[str]:
+    """``reproduce --data FOLDER`` as the task's settings: the LM's corpus, or the tagger's/translator's own data."""
+    return [f"data.name={folder}"] if task == "lm" else [f"data.data_dir={folder}", "data.own_data=true"]
+
+
+def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]:
+    """One row per run: its folder, status and config (with the table's and the caller's overrides), its table
+    and the label it is logged by (the run's name; ``TABLE/RUN`` where several tables run together)."""
+    rows = []
+    for spec in tab.runs[scale]:
+        run_dir = runs_dir / spec.folder(tab.name)
+        status, config = run_status(run_dir), run_config(spec, extra)
+        rows.append(
+            {
+                "spec": spec,
+                "dir": run_dir,
+                "status": status,
+                "config": config,
+                "extra": extra,
+                "table": tab.name,
+                "label": spec.name,
+            }
+        )
+    return rows
+
+
+def skip_published(rows: list[dict], runs_dir: Path, published: Path) -> None:
+    """Mark ``published`` the rows not finished in ``runs_dir`` whose run is finished in the results folder
+    ``published`` (``published/TABLE/RUN/summary.json``, as :func:`publish` writes it): a campaign on a machine
+    without the run folders trains only what the committed results lack."""
+    for r in rows:
+        copy = published / r["dir"].relative_to(runs_dir)
+        if r["status"] in ("missing", "interrupted") and (copy / "summary.json").is_file():
+            r["status"], r["published"] = "published", copy
+
+
+def fraction_left(row: dict) -> float:
+    """The share of a planned run's epochs still to train: 1 for a missing run, 0 for a finished one, and for an
+    interrupted one its epochs without a metrics record over all (the epoch it stopped in counts as whole)."""
+    if row["status"] not in ("interrupted", "running"):
+        return float(row["status"] == "missing")
+    cfg = row["config"]
+    total = cfg.train.total_epochs if row["spec"].task == "lm" else cfg.epochs
+    return max(total - len(RunDir(row["dir"]).read_metrics()), 1) / total
