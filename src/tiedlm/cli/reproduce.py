@@ -37,7 +37,7 @@ def cmd_reproduce(args) -> int:
     log = progress_log(args)
     several = len(tables) > 1
     if args.dry_run:
-        busy = rp.machine_load()  # before our own timing adds to it
+        load = rp.machine_load()  # before our own timing adds to it
         plan_rows, total = [], 0.0
         for r in rows:
             cfg, task = r["config"], r["spec"].task
@@ -70,14 +70,14 @@ def cmd_reproduce(args) -> int:
             f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "
             f"(~{total / 3600 / args.jobs:.2f} h of wall time); estimated from timed training steps here"
         )
-        if busy["busy"]:
+        if load["busy"]:
             text.append(
-                f"note: the machine was busy (load average {busy['load_average']:.2f} on {busy['cpus']} cores): "
+                f"note: the machine was busy (load average {load['load_average']:.2f} on {load['cpus']} cores): "
                 "other processes shared the timed steps, so these estimates run long; run --dry-run on an idle "
                 "machine for the time a run takes alone"
             )
         names = [t.name for t in tables] if several else tables[0].name
-        record = {"table": names, "scale": args.scale, "runs": plan_rows, "estimated_s": total, "machine": busy}
+        record = {"table": names, "scale": args.scale, "runs": plan_rows, "estimated_s": total, "machine": load}
         emit(args, record, "\n".join(text))
         return 0
     from ..paths import ensure_writable_folder
