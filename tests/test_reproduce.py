@@ -3,8 +3,14 @@ resume), and rendered as a page beside the paper's numbers."""
 
 import json
 import math
+import os
 import shlex
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -509,3 +515,76 @@ def test_a_run_another_process_trains_is_skipped_not_started_twice(tmp_path):
     assert rp.execute([row], jobs=1, threads=1, log=said.append) == []
     assert said == [f"full: another process is training it in {tmp_path / 'vd'}, skipped"]
     assert rp.fraction_left(row) == 1.0 and not (tmp_path / "vd").exists()
+
+
+def _queue_command(corpus, runs, *only: str) -> list[str]:
+    """`tiedlm reproduce` of ``only`` (in order, one at a time) on the tiny corpus, with runs that never end."""
+    return [
+        *(sys.executable, "-m", "tiedlm.cli", "reproduce", "pappas2019-table4-small", "--data", str(corpus)),
+        *("--runs", str(runs), "--no-page", "--jobs", "1", "--only", *only, *TINY, "--set", "train.epochs=1000"),
+    ]
+
+
+def _wait(until, proc: subprocess.Popen, what: str):
+    deadline = time.time() + 600  # generous: on a loaded machine the imports alone can take a minute
+    while not (found := until()):
+        if proc.poll() is not None:
+            pytest.fail(f"reproduce exited before {what}: {proc.communicate()[1]}")
+        if time.time() > deadline:
+            pytest.fail(f"no {what} after 10 minutes")
+        time.sleep(0.05)
+    return found
+
+
+def _training_process(run) -> int | None:
+    """The pid of the `tiedlm train --resume RUN` process, read from /proc."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:  # it exited meanwhile
+            continue
+        if b"--resume" in argv and str(run).encode() in argv:
+            return int(cmdline.parent.name)
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="finds the training process in /proc")
+def test_a_signal_stops_the_queue_with_checkpoints_and_the_same_command_resumes_it(tiny_corpus, tmp_path):
+    """Ctrl-C at the terminal (SIGINT to the whole foreground group) reaches the running run once, through
+    reproduce: it writes a checkpoint where it is and stops, no further run starts, and reproduce exits 130
+    saying how to resume. A SIGTERM to the run itself, from outside, stops the queue the same way."""
+    runs = tmp_path / "runs"
+    bilinear, dual = runs / "pappas2019-table4-small" / "bilinear", runs / "pappas2019-table4-small" / "dual"
+    cmd = _queue_command(tiny_corpus, runs, "bilinear", "dual")
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group of its own, as a terminal gives a foreground command
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    _wait(lambda: (bilinear / "checkpoints" / "last.safetensors").exists(), proc, "a checkpoint")
+    time.sleep(0.3)  # somewhere inside a later epoch
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "bilinear: exit 130" in out and "Traceback" not in err
+    assert "1 run(s) stopped where they were (bilinear), 1 not started (dual)" in err
+    assert "run the same command again" in err
+    # one signal reached the run: it wrote a checkpoint at the step it was in (a second would write nothing)
+    assert "(checkpoint written)" in (bilinear.parent / "bilinear.log").read_text()
+    assert rp.run_status(bilinear) == "interrupted" and not dual.exists()
+
+    # the same command resumes it; a SIGTERM to the training process itself stops the queue too
+    epochs = len((bilinear / "metrics.jsonl").read_text().splitlines())
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = _wait(lambda: _training_process(bilinear), proc, "the resumed training process")
+    _wait(lambda: len((bilinear / "metrics.jsonl").read_text().splitlines()) > epochs, proc, "a resumed epoch")
+    os.kill(pid, signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "bilinear: resume: tiedlm train --resume" in out and "bilinear: stopped by a signal" in out
+    assert "1 not started (dual)" in err and not dual.exists()
+    assert rp.run_status(bilinear) == "interrupted"

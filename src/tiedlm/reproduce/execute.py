@@ -1,20 +1,38 @@
-"""Train a table's runs: start the missing ones and resume the interrupted ones, ``jobs`` at a time."""
+"""Train a table's runs: start the missing ones and resume the interrupted ones, ``jobs`` at a time.
+
+Stopping the queue stops its runs cleanly. Each run is a ``tiedlm train`` child in a session of its own, so a
+signal reaches it from here only, and once: Ctrl-C at the terminal, or SIGTERM to ``tiedlm reproduce``, starts
+no further run and passes SIGTERM on to the running ones, which write a checkpoint at their next step and exit
+130; a second signal is passed on too, and stops them at once on their last checkpoint, as ``tiedlm train``
+does. A run stopped from outside (a signal to the child itself: it exits 130) also starts no further run; the
+others train on. Either way :class:`~tiedlm.errors.RunInterrupted` then says what stopped and that the same
+command resumes the queue.
+"""
 
 from __future__ import annotations
 
 import shlex
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from ..errors import RunInterrupted
+from ..train.interrupts import StopRequest
 from .plan import train_command
+
+
+def _stopped(returncode: int) -> bool:
+    """A run that ended on a signal: ``tiedlm train``'s exit code 130, or killed by one before its handlers."""
+    return returncode == 130 or returncode < 0
 
 
 def execute(rows: list[dict], jobs: int, threads: int, log=print) -> list[dict]:
     """Start the missing runs and resume the interrupted ones, in the order given, ``jobs`` at a time, ``threads``
     each; skip the finished ones. A row is named in the log by its ``label`` (:func:`plan`). Returns one record
-    per run started (command, exit code, log file)."""
+    per run started (command, exit code, log file); raises :class:`RunInterrupted` once every run has exited
+    if a signal stopped the queue or one of its runs (module docstring)."""
     name = lambda r: r["label"]  # noqa: E731
     todo = [r for r in rows if r["status"] not in ("finished", "running", "published")]
     for r in rows:
@@ -25,27 +43,49 @@ def execute(rows: list[dict], jobs: int, threads: int, log=print) -> list[dict]:
         elif r["status"] == "running":
             log(f"{name(r)}: another process is training it in {r['dir']}, skipped")
     running: list[tuple[dict, subprocess.Popen, list[str], Path]] = []
-    done = []
-    while todo or running:
-        while todo and len(running) < jobs:
-            r = todo.pop(0)
-            args = train_command(r["spec"], r["dir"], r["extra"], threads)
-            r["dir"].parent.mkdir(parents=True, exist_ok=True)
-            log(
-                f"{name(r)}: {'resume' if r['status'] == 'interrupted' else 'start'}: tiedlm "
-                + " ".join(shlex.quote(a) for a in args)
-            )
-            log_file = r["dir"].parent / f"{r['dir'].name}.log"
-            with open(log_file, "a") as out:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "tiedlm.cli", *args], stdout=out, stderr=subprocess.STDOUT
+    done: list[dict] = []
+    passed_on, halted = 0, False
+    with StopRequest(second_stops_at_once=False) as stop:
+        while running or (todo and not (halted or stop.requested)):
+            while todo and len(running) < jobs and not (halted or stop.requested):
+                r = todo.pop(0)
+                args = train_command(r["spec"], r["dir"], r["extra"], threads)
+                r["dir"].parent.mkdir(parents=True, exist_ok=True)
+                log(
+                    f"{name(r)}: {'resume' if r['status'] == 'interrupted' else 'start'}: tiedlm "
+                    + " ".join(shlex.quote(a) for a in args)
                 )
-            running.append((r, proc, args, log_file))
-        time.sleep(0.2)
-        for item in list(running):
-            r, proc, args, log_file = item
-            if proc.poll() is not None:
-                running.remove(item)
-                done.append({"run": name(r), "command": args, "returncode": proc.returncode, "log": str(log_file)})
-                log(f"{name(r)}: exit {proc.returncode}")
+                log_file = r["dir"].parent / f"{r['dir'].name}.log"
+                with open(log_file, "a") as out:
+                    proc = subprocess.Popen(
+                        [sys.executable, "-m", "tiedlm.cli", *args],
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,  # out of the terminal's process group: Ctrl-C reaches it from here
+                    )
+                running.append((r, proc, args, log_file))
+            time.sleep(0.2)
+            if stop.signals > passed_on:  # pass each signal on, once, to every run still training
+                if not passed_on:
+                    log("stopping: no further run starts; the running ones write a checkpoint and stop")
+                for _, proc, _, _ in running:
+                    if proc.poll() is None:
+                        proc.send_signal(signal.SIGTERM)
+                passed_on = stop.signals
+            for item in list(running):
+                r, proc, args, log_file = item
+                if proc.poll() is not None:
+                    running.remove(item)
+                    done.append({"run": name(r), "command": args, "returncode": proc.returncode, "log": str(log_file)})
+                    log(f"{name(r)}: exit {proc.returncode}")
+                    if _stopped(proc.returncode) and not (halted or stop.requested):
+                        halted = True
+                        log(f"{name(r)}: stopped by a signal; no further run starts")
+    stopped = [d["run"] for d in done if _stopped(d["returncode"])]
+    if stop.requested or stopped:
+        left = [name(r) for r in todo]
+        raise RunInterrupted(
+            f"reproduce stopped: {len(stopped)} run(s) stopped where they were ({', '.join(stopped) or 'none'}), "
+            f"{len(left)} not started ({', '.join(left) or 'none'}); run the same command again to resume them"
+        )
     return done

@@ -30,11 +30,16 @@ class StopRequest:
     """Context manager that turns SIGINT/SIGTERM into a flag while it is active (restoring the handlers after).
 
     ``budget`` (optional) counts steps down: :meth:`step_done` raises the flag when it reaches zero, the same
-    way a signal would (tests and the window budget of :func:`tiedlm.train.train` use it)."""
+    way a signal would (tests and the window budget of :func:`tiedlm.train.train` use it).
 
-    def __init__(self, budget: int | None = None):
+    ``second_stops_at_once=False`` only counts the signals (:attr:`signals`): a process that supervises others
+    (``tiedlm reproduce``) passes each one on instead of stopping itself."""
+
+    def __init__(self, budget: int | None = None, *, second_stops_at_once: bool = True):
         self.signum: int | None = None
+        self.signals = 0
         self.budget = budget
+        self.second_stops_at_once = second_stops_at_once
         self._old: dict[int, object] = {}
 
     @property
@@ -54,9 +59,11 @@ class StopRequest:
                 self.signum = 0  # not a signal: the budget ran out
 
     def _handle(self, signum, frame) -> None:
-        if self.signum:  # a second signal: stop now, write nothing
+        self.signals += 1
+        if self.signum and self.second_stops_at_once:  # a second signal: stop now, write nothing
             raise KeyboardInterrupt
-        self.signum = signum
+        if not self.signum:
+            self.signum = signum
 
     def __enter__(self) -> "StopRequest":
         if threading.current_thread() is threading.main_thread():
