@@ -16,7 +16,7 @@ from tiedlm.cli import main
 from tiedlm.config import Config
 from tiedlm.errors import TiedlmError
 from tiedlm.run import load_run
-from tiedlm.train import Interrupted, Trainer, load_checkpoint
+from tiedlm.train import Interrupted, Trainer, interrupts, load_checkpoint
 from tiedlm.train.trainer import read_metrics
 
 from conftest import tiny_overrides
@@ -194,7 +194,13 @@ def test_a_real_signal_anywhere_then_resume_is_bit_identical(tiny_corpus, tmp_pa
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored after each run
 
 
-def test_a_second_signal_stops_at_once_and_writes_nothing(tiny_corpus, tmp_path):
+@pytest.mark.parametrize("apart", [False, True])
+def test_a_second_signal_stops_at_once_and_writes_nothing_but_a_repeat_of_the_first_does_not(
+    tiny_corpus, tmp_path, monkeypatch, apart
+):
+    """Two signals further apart than ``SAME_REQUEST_S``: the second stops at once. Two at the same moment (a
+    scheduler signalling every process while ``tiedlm reproduce`` passes its own on) are one request."""
+    monkeypatch.setattr(interrupts, "SAME_REQUEST_S", 0.2)
     cfg = _cfg(tiny_corpus, "ptb-small-vd", **{"train.epochs": "2"})
     tr = Trainer(cfg, tmp_path / "run", progress=False, log=lambda *a: None)
     tr.setup(False)
@@ -204,13 +210,14 @@ def test_a_second_signal_stops_at_once_and_writes_nothing(tiny_corpus, tmp_path)
         calls["n"] += 1
         if calls["n"] == 3:
             os.kill(os.getpid(), signal.SIGTERM)
-            os.kill(os.getpid(), signal.SIGTERM)  # the second one raises here
+            time.sleep(0.3 if apart else 0.0)
+            os.kill(os.getpid(), signal.SIGTERM)  # apart, the second one raises here
         return real(*a, **kw)
 
     tr.model.forward = forward
-    with pytest.raises(Interrupted, match="second signal"):
+    with pytest.raises(Interrupted, match="second signal" if apart else r"\(checkpoint written\)"):
         tr.fit()
-    assert not (tmp_path / "run" / "checkpoints" / "last.safetensors").exists()
+    assert (tmp_path / "run" / "checkpoints" / "last.safetensors").exists() is not apart
 
 
 @pytest.mark.slow

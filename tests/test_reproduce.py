@@ -553,7 +553,9 @@ def _training_process(run) -> int | None:
 def test_a_signal_stops_the_queue_with_checkpoints_and_the_same_command_resumes_it(tiny_corpus, tmp_path):
     """Ctrl-C at the terminal (SIGINT to the whole foreground group) reaches the running run once, through
     reproduce: it writes a checkpoint where it is and stops, no further run starts, and reproduce exits 130
-    saying how to resume. A SIGTERM to the run itself, from outside, stops the queue the same way."""
+    saying how to resume. A SIGTERM to the run itself, from outside, stops the queue the same way, and so does
+    one to both at once. (That a run takes two signals at the same moment as one request, not as the second
+    that stops it at once, is tested in test_end_to_end: a tiny run here has stopped before the second comes.)"""
     runs = tmp_path / "runs"
     bilinear, dual = runs / "pappas2019-table4-small" / "bilinear", runs / "pappas2019-table4-small" / "dual"
     cmd = _queue_command(tiny_corpus, runs, "bilinear", "dual")
@@ -577,14 +579,22 @@ def test_a_signal_stops_the_queue_with_checkpoints_and_the_same_command_resumes_
     assert "(checkpoint written)" in (bilinear.parent / "bilinear.log").read_text()
     assert rp.run_status(bilinear) == "interrupted" and not dual.exists()
 
-    # the same command resumes it; a SIGTERM to the training process itself stops the queue too
-    epochs = len((bilinear / "metrics.jsonl").read_text().splitlines())
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    pid = _wait(lambda: _training_process(bilinear), proc, "the resumed training process")
-    _wait(lambda: len((bilinear / "metrics.jsonl").read_text().splitlines()) > epochs, proc, "a resumed epoch")
-    os.kill(pid, signal.SIGTERM)
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 130, err
-    assert "bilinear: resume: tiedlm train --resume" in out and "bilinear: stopped by a signal" in out
-    assert "1 not started (dual)" in err and not dual.exists()
-    assert rp.run_status(bilinear) == "interrupted"
+    # The same command resumes it. A SIGTERM to the training process itself stops the queue too; so does one to
+    # both processes at once (a scheduler signalling every process of a job).
+    log = bilinear.parent / "bilinear.log"
+    for to_both in (False, True):
+        epochs = len((bilinear / "metrics.jsonl").read_text().splitlines())
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pid = _wait(lambda: _training_process(bilinear), proc, "the resumed training process")
+        _wait(lambda: len((bilinear / "metrics.jsonl").read_text().splitlines()) > epochs, proc, "a resumed epoch")
+        written = log.read_text().count("(checkpoint written)")
+        os.kill(pid, signal.SIGTERM)
+        if to_both:
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 130, err
+        assert "bilinear: resume: tiedlm train --resume" in out and "1 not started (dual)" in err
+        assert ("stopping: no further run starts" in out) is to_both
+        assert ("bilinear: stopped by a signal" in out) is not to_both
+        assert log.read_text().count("(checkpoint written)") == written + 1
+        assert rp.run_status(bilinear) == "interrupted" and not dual.exists()

@@ -4,6 +4,9 @@ A signal never raises inside a training step, so the checkpoint written on a sto
 the loops look at :attr:`StopRequest.requested` between steps (and between evaluation windows), save, and
 stop. A *second* signal stops at once (``KeyboardInterrupt``) without writing anything: the last checkpoint
 on disk is then the one to resume from, and it is consistent too, since checkpoints are written atomically.
+A signal less than :data:`SAME_REQUEST_S` after the one before is the same request reaching the process by
+another path (a scheduler that signals every process of a job while ``tiedlm reproduce`` passes its own on):
+it is not a second one.
 
 Background jobs started by a non-interactive shell (``nohup tiedlm train ... &``) inherit SIGINT as ignored,
 so SIGTERM is the signal that reaches them; both are handled alike. Handlers can only be installed from the
@@ -14,12 +17,14 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 from ..errors import RunInterrupted
 
 __all__ = ["RunInterrupted", "StopRequest", "StopRequested"]
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SAME_REQUEST_S = 1.0  # a signal sooner than this after the one before repeats it (module docstring)
 
 
 class StopRequested(Exception):
@@ -41,6 +46,7 @@ class StopRequest:
         self.budget = budget
         self.second_stops_at_once = second_stops_at_once
         self._old: dict[int, object] = {}
+        self._last_at = 0.0  # when the last signal counted arrived (time.monotonic)
 
     @property
     def requested(self) -> bool:
@@ -59,6 +65,10 @@ class StopRequest:
                 self.signum = 0  # not a signal: the budget ran out
 
     def _handle(self, signum, frame) -> None:
+        now = time.monotonic()
+        if self.signals and now - self._last_at < SAME_REQUEST_S:
+            return  # the request before, reaching this process by another path
+        self._last_at = now
         self.signals += 1
         if self.signum and self.second_stops_at_once:  # a second signal: stop now, write nothing
             raise KeyboardInterrupt
