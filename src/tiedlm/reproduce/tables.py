@@ -265,11 +265,17 @@ TABLES: dict[str, Table] = {
             "POS tagging with dense vs frequency-sparse embeddings (Demeester et al. 2018 §4.2, UD English-EWT)",
             "Demeester et al. (2018) §4.2: sparse embeddings reach dense accuracy at a fraction of the parameters",
             {s: _POS for s in SCALES},
-            "Dense embeddings of size k against sparse ones of size 128 whose density gives the trainable "
-            "parameters of dense 64, 32, 16 and 8; BiLSTM 100 per direction, Adam, dropout 0.3, 10 epochs, seed 1. "
-            "The paper reports this as a figure, not a table, so there is no number to put beside ours: the claim "
-            "checked is the order (sparse at or above dense with the same trainable parameters). An earlier run "
-            "of the same settings is in ../../experiments/results/pos_tagging/results.md.",
+            "Dense embeddings of size k against sparse ones of size 128 whose density gives the embedding "
+            "parameters of dense 64, 32, 16 and 8 (equal within 0.11%); BiLSTM 100 per direction, Adam, dropout "
+            "0.3, 10 epochs, seed 1. The paper reports this as a figure, not a table, so there is no number to put "
+            "beside ours: the claim checked is the order (sparse at or above dense with the same embedding "
+            "parameters). It holds: the sparse row's test accuracy is above the dense one's at every budget, by "
+            "0.02, 0.18, 1.51 and 2.92 points at those of dense 64, 32, 16 and 8, most where the budget is "
+            "smallest. The params column is the whole tagger's: the sparse rows' BiLSTM reads 128 inputs, so they "
+            "have 51k-96k more parameters outside the embedding than the dense row of the same budget (266k "
+            "against 170k in all at dense 8's). One seed, and every run's best dev epoch is its last (10): equal "
+            "budgets, not converged models. An earlier run of the same settings is in "
+            "../../experiments/results/pos_tagging/results.md.",
         ),
         Table(
             "pappas2019-mt",
