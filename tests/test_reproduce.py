@@ -558,6 +558,7 @@ def test_a_signal_stops_the_queue_with_checkpoints_and_the_same_command_resumes_
     that stops it at once, is tested in test_end_to_end: a tiny run here has stopped before the second comes.)"""
     runs = tmp_path / "runs"
     bilinear, dual = runs / "pappas2019-table4-small" / "bilinear", runs / "pappas2019-table4-small" / "dual"
+    log = bilinear.parent / "bilinear.log"
     cmd = _queue_command(tiny_corpus, runs, "bilinear", "dual")
     proc = subprocess.Popen(
         cmd,
@@ -576,12 +577,11 @@ def test_a_signal_stops_the_queue_with_checkpoints_and_the_same_command_resumes_
     assert "1 run(s) stopped where they were (bilinear), 1 not started (dual)" in err
     assert "run the same command again" in err
     # one signal reached the run: it wrote a checkpoint at the step it was in (a second would write nothing)
-    assert "(checkpoint written)" in (bilinear.parent / "bilinear.log").read_text()
+    assert "(checkpoint written)" in log.read_text()
     assert rp.run_status(bilinear) == "interrupted" and not dual.exists()
 
     # The same command resumes it. A SIGTERM to the training process itself stops the queue too; so does one to
     # both processes at once (a scheduler signalling every process of a job).
-    log = bilinear.parent / "bilinear.log"
     for to_both in (False, True):
         epochs = len((bilinear / "metrics.jsonl").read_text().splitlines())
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
