@@ -34,11 +34,11 @@ def machine_load() -> dict:
     return {"load_average": round(load, 2), "cpus": cpus, "busy": load >= 0.5}
 
 
-def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, steps: int = 2) -> float:
-    """Wall-time estimate of a whole run on this machine: the seconds per token of ``steps`` timed training
-    steps (forward, loss, backward, SGD) of the run's model on random ids, in the run's precision (bf16 where
-    it is "auto" and the CPU has bf16), times its training tokens and epochs, plus 10% for validation. An
-    estimate, not a measurement of the run."""
+def lm_training_step(cfg, vocab_size: int, threads: int):
+    """One language-model training step as the trainer takes it (forward and loss of one window with the state
+    carried over, backward, an SGD update), on ``threads`` threads in the run's precision (bf16 where it is
+    "auto" and the CPU has bf16): ``step(x) -> tokens`` for a (bptt, batch) window of ids ``x``, which is its
+    own target (timing needs no real text)."""
     import torch
 
     from ..losses import LanguageModelLoss
@@ -49,15 +49,11 @@ def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, step
 
     set_threads(threads)
     torch.manual_seed(0)
-    t = cfg.train
     model = LanguageModel(cfg.model, vocab_size).train()
     loss_fn = LanguageModelLoss.from_config(cfg.loss)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-
-    device = torch.device("cpu")
-    precision = resolve_precision(t.precision, device)
-
-    carried = [model.init_state(t.batch_size)]
+    precision = resolve_precision(cfg.train.precision, torch.device("cpu"))
+    carried = [model.init_state(cfg.train.batch_size)]
 
     def step(x):  # the trainer's own forward and loss of one window, the state carried over (a Transformer's memory)
         loss, _, _, state = window_loss(model, loss_fn, x, x, carried[0], precision)
@@ -67,6 +63,17 @@ def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, step
         opt.step()
         return x.numel()
 
+    return step
+
+
+def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, steps: int = 2) -> float:
+    """Wall-time estimate of a whole run on this machine: the seconds per token of ``steps`` timed training
+    steps (:func:`lm_training_step`) of the run's model on random ids, times its training tokens and epochs,
+    plus 10% for validation. An estimate, not a measurement of the run."""
+    import torch
+
+    step = lm_training_step(cfg, vocab_size, threads)
+    t = cfg.train
     batches = (torch.randint(0, vocab_size, (t.bptt, t.batch_size)) for _ in range(steps + 1))
     return 1.1 * _seconds_per_token(step, batches, steps) * train_tokens * t.total_epochs
 
