@@ -132,7 +132,7 @@ def test_band_analyses_merge_against_the_baseline_and_refuse_other_bands():
         merge_band_tables([table(["drill"])], "tied", [])
 
 
-def test_analyze_augmented_matches_the_augmented_loss_and_tends_to_uniform(two_runs, tmp_path, capsys):
+def test_analyze_augmented_matches_the_augmented_loss_and_tends_to_uniform(two_runs, tmp_path, capsys, monkeypatch):
     from tiedlm.analysis.augmented_targets import augmented_loss_strength, target_distribution
     from tiedlm.evaluation import stream_logits
     from tiedlm.losses import AugmentedLoss
@@ -188,3 +188,8 @@ def test_analyze_augmented_matches_the_augmented_loss_and_tends_to_uniform(two_r
     assert json.loads((out / "augmented.json").read_text()) == got and "| τ |" in (out / "augmented.md").read_text()
     assert main(["analyze", "augmented", str(two_runs[1]), "--tau", "0"]) == 2
     assert "expected a finite number > 0" in capsys.readouterr().err
+    # a folder that is not a run, after one that is: refused before any run is analysed
+    analysed = []
+    monkeypatch.setattr("tiedlm.analysis.augmented_targets.augmented_loss_strength", lambda *a, **k: analysed.append(a))
+    assert main(["analyze", "augmented", str(two_runs[1]), str(tmp_path), "--tau", "2"]) == 2
+    assert "not a tiedlm run directory" in capsys.readouterr().err and analysed == []

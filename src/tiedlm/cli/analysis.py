@@ -87,8 +87,8 @@ def cmd_analyze_augmented(args) -> int:
     out = _output_folder(args.out) if args.out else None
     set_threads(args.threads)
     results, text = {}, []
-    for run_dir in args.runs:
-        r = load_run(run_dir, which=args.checkpoint)
+    runs = [load_run(run_dir, which=args.checkpoint) for run_dir in args.runs]  # every folder checked before work
+    for r in runs:
         loss = r.config.loss
         taus = args.tau or sorted({1.0, 2.0, 5.0, 10.0, float(loss.tau)})
         gamma = args.gamma if args.gamma is not None else loss.gamma
