@@ -132,6 +132,40 @@ def test_band_analyses_merge_against_the_baseline_and_refuse_other_bands():
         merge_band_tables([table(["drill"])], "tied", [])
 
 
+def test_augmented_gradient_ratio_is_a_median_that_skips_certain_tokens(monkeypatch):
+    """One token the model is certain of (p = 1 in fp32, CE gradient exactly 0) made the old mean of
+    per-token ratios infinite; the median leaves it out and counts it. Reference: SciPy's softmax and
+    NumPy's median over the gradients written out from Inan et al. eqs. (3.1), (3.4), (3.7)."""
+    import numpy as np
+    from scipy.special import softmax
+
+    from tiedlm.analysis import augmented_targets
+    from tiedlm.analysis.augmented_targets import augmented_loss_strength, strength_markdown
+
+    gen = torch.Generator().manual_seed(0)
+    vocab, dim, gamma, tau = 7, 3, 0.6, 2.0
+    emb = torch.randn(vocab, dim, generator=gen)
+    windows = [(torch.randn(4, vocab, generator=gen), torch.tensor([0, 3, 5, 6])) for _ in range(2)]
+    windows[1][0][2, 5] = 200.0  # p(target = 5) rounds to 1 in fp32
+    monkeypatch.setattr(augmented_targets, "stream_logits", lambda *a, **k: iter(windows))
+    model = type("M", (), {"input_embeddings": emb, "output_bias": None})()
+    res = augmented_loss_strength(model, torch.zeros(0), [tau], gamma)
+    (row,) = res["rows"]
+
+    logits = np.concatenate([w[0].double().numpy() for w in windows])
+    y = np.concatenate([w[1].numpy() for w in windows])
+    e = emb.double().numpy()
+    ce = np.linalg.norm(softmax(logits.astype(np.float32), -1) - np.eye(vocab)[y], axis=-1)
+    aug = gamma * np.linalg.norm(softmax(logits / tau, -1) - softmax(e[y] @ e.T / tau, -1), axis=-1)
+    assert (ce == 0).sum() == 1 and res["zero_ce_grad_tokens"] == 1
+    with np.errstate(divide="ignore"):
+        assert np.isinf((aug / ce).mean())  # the statistic this replaces
+    assert row["ratio_median"] == pytest.approx(np.median(aug[ce > 0] / ce[ce > 0]), rel=1e-5)
+    assert row["ratio_of_means"] == pytest.approx(aug.mean() / ce.mean(), rel=1e-5)
+    md = strength_markdown("toy", res)
+    assert f"{row['ratio_median']:.5f}" in md and "gradient of exactly 0 (p = 1), left out of the median: 1." in md
+
+
 def test_analyze_augmented_matches_the_augmented_loss_and_tends_to_uniform(two_runs, tmp_path, capsys, monkeypatch):
     from tiedlm.analysis.augmented_targets import augmented_loss_strength, target_distribution
     from tiedlm.evaluation import stream_logits
