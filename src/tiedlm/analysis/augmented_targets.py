@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ..evaluation import stream_logits
+from .markdown import cell
 
 
 def target_distribution(embeddings: torch.Tensor, targets: torch.Tensor, tau: float) -> torch.Tensor:
@@ -113,8 +114,8 @@ def augmented_loss_strength(
 def _median(parts: list[torch.Tensor]) -> float | None:
     """The median of the concatenated values (the mean of the two middle ones for an even count);
     None when there are none."""
-    values = torch.cat(parts).double().numpy() if parts else None
-    return float(np.median(values)) if values is not None and values.size else None
+    values = torch.cat(parts).double().numpy() if parts else np.empty(0)
+    return float(np.median(values)) if values.size else None
 
 
 def strength_markdown(name: str, result: dict) -> str:
@@ -131,13 +132,9 @@ def strength_markdown(name: str, result: dict) -> str:
     for r in result["rows"]:
         lines.append(
             f"| {r['tau']:g} | {r['gamma']:g} | {r['entropy']:.3f} | {r['kl_to_uniform']:.4f} | "
-            f"{r['target_mass']:.2f} | {r['ce_grad']:.3f} | {r['aug_grad']:.5f} | {_fmt(r['ratio_of_means'])} | "
-            f"{_fmt(r['ratio_median'])} | {r['aug']:.5f} |"
+            f"{r['target_mass']:.2f} | {r['ce_grad']:.3f} | {r['aug_grad']:.5f} | {cell(r['ratio_of_means'], '.5f')} | "
+            f"{cell(r['ratio_median'], '.5f')} | {r['aug']:.5f} |"
         )
     if zero:
         lines += ["", f"Tokens with a cross-entropy gradient of exactly 0 (p = 1), left out of the median: {zero:,}."]
     return "\n".join(lines) + "\n"
-
-
-def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.5f}"

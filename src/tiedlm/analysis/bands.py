@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ..evaluation import stream_logits
+from .markdown import cell
 
 EDGES = (1, 10, 100, 1_000, 10_000)  # band i holds counts in [EDGES[i], EDGES[i+1]); the last is open
 
@@ -148,22 +149,21 @@ def band_report_lines(table: dict) -> list[str]:
         + " |"
     )
     lines = [head, "|" + "---|" * (3 + len(table["runs"]) + len(others))]
-    fmt = lambda v, p="{:.3f}": p.format(v) if v is not None else "–"  # noqa: E731
     for r in table["rows"]:
         lines.append(
             f"| {r['band']} | {r['word_types']:,} | {r['tokens']:,} | "
-            + " | ".join(fmt(r["ce"][n]) for n in table["runs"])
+            + " | ".join(cell(r["ce"][n], ".3f") for n in table["runs"])
             + " | "
             + " | ".join(
-                fmt(r["relative_ce"][n] * 100 if r["relative_ce"][n] is not None else None, "{:+.2f}") for n in others
+                cell(r["relative_ce"][n] * 100 if r["relative_ce"][n] is not None else None, "+.2f") for n in others
             )
             + " |"
         )
     lines.append(
         "| all | | | "
-        + " | ".join(fmt(table["overall_ce"][n]) for n in table["runs"])
+        + " | ".join(cell(table["overall_ce"][n], ".3f") for n in table["runs"])
         + " | "
-        + " | ".join(fmt((table["overall_ce"][n] / table["overall_ce"][base] - 1) * 100, "{:+.2f}") for n in others)
+        + " | ".join(cell((table["overall_ce"][n] / table["overall_ce"][base] - 1) * 100, "+.2f") for n in others)
         + " |"
     )
     return lines

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..config import Config
 from ..errors import UsageError
 from ..run_dir import RunDir
+from .markdown import cell
 from .paper import paper_results, paper_row, variant_name
 
 
@@ -74,10 +75,6 @@ def _count_parameters(run_dir: Path, cfg: Config) -> int | None:
     return count_parameters(cfg, len(Vocabulary.load(vocab)))["total"] if vocab.is_file() else None
 
 
-def _fmt(x, spec=".2f") -> str:
-    return "–" if x is None else format(x, spec)
-
-
 def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:
     """Write ``out/report.md`` and ``out/valid_ppl.png``; return the markdown path."""
     if not run_dirs:
@@ -108,8 +105,8 @@ def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:
             else (f"running/stopped at epoch {m[-1]['epoch']}/{cfg.train.epochs}" if m else "no epoch finished")
         )
         lines.append(
-            f"| {r['name']} | {cfg.data.name} | {model} | {params} | {len(m)} | {_fmt(best)} | "
-            f"{_fmt(s and s['test_ppl'])} | {_fmt(paper.get('valid'), 'g')} | {_fmt(paper.get('test'), 'g')} "
+            f"| {r['name']} | {cfg.data.name} | {model} | {params} | {len(m)} | {cell(best)} | "
+            f"{cell(s and s['test_ppl'])} | {cell(paper.get('valid'), 'g')} | {cell(paper.get('test'), 'g')} "
             f"| {status} |"
         )
     lines += ["", f"Paper numbers: {paper_results()['source']}", "", "## Runs", ""]
