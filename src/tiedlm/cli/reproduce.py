@@ -50,7 +50,7 @@ def cmd_reproduce(args) -> int:
                 seconds = rp.estimate_task_seconds(task, cfg, args.threads)
             seconds *= rp.fraction_left(r)  # an interrupted run: its epochs still to train
             total += seconds
-            args_ = rp.train_command(r["spec"], r["dir"], r["extra"], args.threads)
+            args_ = rp.train_command(r, args.threads)
             plan_rows.append(
                 {
                     "run": r["label"],

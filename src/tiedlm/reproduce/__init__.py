@@ -3,7 +3,8 @@
 A table is a list of :class:`RunSpec` (preset + overrides + seed, with the paper's numbers for that row) at a
 scale: ``budget`` (what this 2-core CPU can train) or ``paper`` (the papers' settings, for a GPU). Each run is
 an ordinary ``tiedlm train`` run in ``RUNS/<table>/<run>``: missing runs are started, interrupted ones
-resumed exactly (``train --resume``), finished ones skipped. The page ``OUT/<table>.md`` sets ours beside
+resumed exactly (``train --resume``), finished ones skipped; a finished run whose table now asks more epochs
+(``short``) is resumed for the rest. The page ``OUT/<table>.md`` sets ours beside
 the paper's numbers, with parameters, epochs, wall time, device, tokens/s, the exact command of every run
 and the validation curves.
 

@@ -51,10 +51,10 @@ def execute(rows: list[dict], jobs: int, threads: int, log=print) -> list[dict]:
         while running or (todo and not (halted or stop.requested)):
             while todo and len(running) < jobs and not (halted or stop.requested):
                 r = todo.pop(0)
-                args = train_command(r["spec"], r["dir"], r["extra"], threads)
+                args = train_command(r, threads)
                 r["dir"].parent.mkdir(parents=True, exist_ok=True)
                 log(
-                    f"{name(r)}: {'resume' if r['status'] == 'interrupted' else 'start'}: tiedlm "
+                    f"{name(r)}: {'start' if r['status'] == 'missing' else 'resume'}: tiedlm "
                     + " ".join(shlex.quote(a) for a in args)
                 )
                 log_file = r["dir"].parent / f"{r['dir'].name}.log"

@@ -14,13 +14,35 @@ def run_status(run_dir: Path) -> str:
     return RunDir(run_dir).status()
 
 
-def train_command(spec: RunSpec, run_dir: Path, extra: list[str], threads: int) -> list[str]:
-    """The ``tiedlm train`` (``tag train``, ``translate train``) arguments that start or resume ``spec``."""
-    if run_status(run_dir) in ("interrupted", "running"):
+RESUMED = ("interrupted", "running", "short")  # the statuses whose run goes on from its own checkpoint
+
+
+def train_command(row: dict, threads: int) -> list[str]:
+    """The ``tiedlm train`` (``tag train``, ``translate train``) arguments that start or resume a planned row
+    (:func:`plan`); a run the table now asks more epochs of is resumed with the table's count."""
+    spec, run_dir = row["spec"], row["dir"]
+    if row["status"] in RESUMED:
         command = ["train"] if spec.task == "lm" else [spec.task, "train"]
-        return [*command, "--resume", str(run_dir), "--no-progress", "--threads", str(threads)]
-    start, sets = _start(spec, extra)
+        resume = [*command, "--resume", str(run_dir), "--no-progress", "--threads", str(threads)]
+        return resume + [a for s in row.get("extend", ()) for a in ("--set", s)]
+    start, sets = _start(spec, row["extra"])
     return [*start, "--out", str(run_dir), "--no-progress", "--threads", str(threads), *sets]
+
+
+def epochs_to_extend(spec: RunSpec, run_dir: Path, config) -> list[str]:
+    """The settings that raise a language-model run folder's epoch counts to its table's (``train.epochs=N``,
+    ``train.optimizer.finetune_epochs=N``; only those the folder has fewer of), for a resume: a table whose
+    stated count went up after the run trained goes on from the run's checkpoint. Empty for other runs."""
+    own = RunDir(run_dir).config
+    if spec.task != "lm" or not own.is_file():
+        return []
+    from ..config import Config
+
+    mine, table = Config.load(own).train, config.train
+    sets = [f"train.epochs={table.epochs}"] if mine.epochs < table.epochs else []
+    if mine.finetune_epochs < table.finetune_epochs:
+        sets.append(f"train.optimizer.finetune_epochs={table.finetune_epochs}")
+    return sets
 
 
 def _start(spec: RunSpec, extra: list[str]) -> tuple[list[str], list[str]]:
@@ -56,18 +78,21 @@ def data_settings(task: str, folder: str) -> list[str]:
 
 
 def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]:
-    """One row per run: its folder, status and config (with the table's and the caller's overrides), its table
+    """One row per run: its folder, status (:func:`run_status`, or ``short``: finished with fewer epochs than the
+    table now asks, so it is resumed for the rest) and config (with the table's and the caller's overrides), its table
     and the label it is logged by (the run's name; ``TABLE/RUN`` where several tables run together)."""
     rows = []
     for spec in tab.runs[scale]:
         run_dir = runs_dir / spec.folder(tab.name)
         status, config = run_status(run_dir), run_config(spec, extra)
+        extend = epochs_to_extend(spec, run_dir, config) if status != "missing" else []
         rows.append(
             {
                 "spec": spec,
                 "dir": run_dir,
-                "status": status,
+                "status": "short" if status == "finished" and extend else status,
                 "config": config,
+                "extend": extend,
                 "extra": extra,
                 "table": tab.name,
                 "label": spec.name,
@@ -88,8 +113,8 @@ def skip_published(rows: list[dict], runs_dir: Path, published: Path) -> None:
 
 def fraction_left(row: dict) -> float:
     """The share of a planned run's epochs still to train: 1 for a missing run, 0 for a finished one, and for an
-    interrupted one its epochs without a metrics record over all (the epoch it stopped in counts as whole)."""
-    if row["status"] not in ("interrupted", "running"):
+    interrupted (or short) one its epochs without a metrics record over all (the epoch it stopped in counts whole)."""
+    if row["status"] not in RESUMED:
         return float(row["status"] == "missing")
     cfg = row["config"]
     total = cfg.train.total_epochs if row["spec"].task == "lm" else cfg.epochs
