@@ -434,6 +434,23 @@ def test_the_committed_results_pages_are_what_the_committed_runs_render(name, tm
     assert page.read_text() == (root / "docs/results" / f"{name}.md").read_text(), f"re-run: {how}"
 
 
+def test_the_page_plot_names_the_curves_as_the_table_names_its_rows(tmp_path, monkeypatch):
+    """A row whose run is another table's (Pappas's "full" is Inan's "vd" folder) is drawn under the row's name,
+    and the plot is titled with the table's title, not Inan et al.'s Figure 2."""
+    from pathlib import Path
+
+    drawn = {}
+    monkeypatch.setattr(
+        "tiedlm.analysis.report.plot_curves",
+        lambda runs, path, title="": drawn.update(names=[r["name"] for r in runs], title=title),
+    )
+    root = Path(__file__).resolve().parent.parent
+    tab = rp.table("pappas2019-table4-small")
+    rp.render(tab, "budget", root / "experiments/results/reproduce", [], tmp_path)
+    assert drawn["names"] == ["full", "tied", "bilinear", "dual", "drill-1", "drill-4"]
+    assert drawn["title"] == tab.title
+
+
 def test_a_row_that_is_another_tables_run_has_its_config_and_shares_its_folder(tmp_path, capsys):
     """Pappas's "full" on the small encoder is Inan's "vd": every ``same_as`` row resolves to the very config of
     the row it names, and both tables read, render and publish that one folder (nothing is trained twice)."""

@@ -25,9 +25,12 @@ def read_run(run_dir: Path) -> dict:
     return {"dir": run_dir, "name": run_dir.name, "config": cfg, "metrics": metrics, "summary": summary}
 
 
-def plot_curves(runs: list[dict], path: Path, log_y: bool = True) -> None:
-    """Validation perplexity per epoch for every run on one plot (the paper's Figure 2), each with its
-    paper validation number (where the preset has one) as a dashed line of the same colour."""
+def plot_curves(runs: list[dict], path: Path, log_y: bool = True, title: str = "") -> None:
+    """Validation perplexity per epoch for every run on one plot (Inan et al.'s Figure 2), each with its
+    paper validation number (where the preset has one) as a dashed line of the same colour; ``title`` names
+    the comparison (by default, that figure)."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -60,7 +63,8 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True) -> None:
         ax.yaxis.set_minor_formatter(NullFormatter())
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    ax.set_title("Validation perplexity during training (cf. Inan et al. 2017, Figure 2)")
+    title = title or "Validation perplexity during training (cf. Inan et al. 2017, Figure 2)"
+    ax.set_title(textwrap.fill(title, 80), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

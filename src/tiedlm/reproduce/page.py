@@ -71,7 +71,11 @@ def render(
     rows = plan(tab, scale, runs_dir, extra)
     task = tab.runs[scale][0].task
     title, keys, fmt = METRICS[task]
-    present = [read_run(r["dir"]) for r in rows if task == "lm" and RunDir(r["dir"]).config.is_file()]
+    present = [  # named as the table's rows are (a run shared with another table has that table's folder name)
+        {**read_run(r["dir"]), "name": r["spec"].name}
+        for r in rows
+        if task == "lm" and RunDir(r["dir"]).config.is_file()
+    ]
     command = command or f"tiedlm reproduce {tab.name} --scale {scale}"
     lines = [
         f"# {tab.title}",
@@ -80,7 +84,7 @@ def render(
         "",
     ]
     if present:
-        plot_curves(present, out / f"{tab.name}-valid.png")
+        plot_curves(present, out / f"{tab.name}-valid.png", title=tab.title)
         lines += [f"![validation perplexity per epoch]({tab.name}-valid.png)", ""]
     lines += [
         f"| run | paper | ours: {title} | params | epochs | wall time | device | tok/s | status |",
