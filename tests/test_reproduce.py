@@ -620,6 +620,8 @@ def test_a_signal_stops_the_queue_with_checkpoints_and_the_same_command_resumes_
 def test_a_run_the_table_now_asks_more_epochs_of_is_resumed_not_counted_finished(tiny_corpus, tmp_path, capsys):
     """A table's stated epoch count went up after its run finished: `reproduce` shows the run as `short`, resumes
     it with the table's count, and the two steps reach the numbers of one run trained to that count at once."""
+    from tiedlm.run_dir import RunDir
+
     base = ["reproduce", "pappas2019-table4-small", "--data", str(tiny_corpus), "--no-page", "--only", "tied"]
     tiny = [*TINY, "--set", "train.seed=3"]
 
@@ -631,7 +633,7 @@ def test_a_run_the_table_now_asks_more_epochs_of_is_resumed_not_counted_finished
     tied = next(s for s in rp.table("pappas2019-table4-small").runs["budget"] if s.name == "tied")
     folder = tied.folder("pappas2019-table4-small")  # shared with Table 1's re-bias
     run = tmp_path / "one" / folder
-    assert json.loads((run / "summary.json").read_text())["epochs"] == 1
+    assert RunDir(run).read_summary()["epochs"] == 1
     capsys.readouterr()
     reproduce(tmp_path / "one", 2, "--dry-run", "--json")
     row = json.loads(capsys.readouterr().out)["runs"][0]
@@ -639,11 +641,10 @@ def test_a_run_the_table_now_asks_more_epochs_of_is_resumed_not_counted_finished
     assert row["command"].startswith(f"tiedlm train --resume {run} ") and row["command"].endswith("train.epochs=2")
     reproduce(tmp_path / "one", 2)
     assert "tied: resume: tiedlm train --resume" in capsys.readouterr().out
-    extended = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    straight_dir = tmp_path / "two" / folder
-    straight = [json.loads(line) for line in (straight_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [m["valid_ppl"] for m in extended] == [m["valid_ppl"] for m in straight] and len(straight) == 2
-    summaries = [json.loads((d / "summary.json").read_text()) for d in (run, straight_dir)]
+    extended, straight = RunDir(run), RunDir(tmp_path / "two" / folder)
+    valid = [[m["valid_ppl"] for m in r.read_metrics()] for r in (extended, straight)]
+    assert valid[0] == valid[1] and len(valid[1]) == 2
+    summaries = [r.read_summary() for r in (extended, straight)]
     assert summaries[0]["test_ppl"] == summaries[1]["test_ppl"] and summaries[0]["epochs"] == 2
     # finished at the table's count now: skipped, and a table asking fewer epochs leaves it as it is
     reproduce(tmp_path / "one", 2)
