@@ -11,7 +11,7 @@ from torch import nn
 
 from tiedlm.models import lstm_recurrence_reference
 from tiedlm.models.encoders.lstm_layer import VDLSTMLayer
-from tiedlm.models.encoders.recurrence import fused_lstm, torch_gate_order, use_fused
+from tiedlm.models.encoders.recurrence import flat_lstm_weights, fused_lstm, torch_gate_order, use_fused
 from tiedlm.models.encoders.sparse_lstm import SparseLSTMLayer
 
 
@@ -103,3 +103,70 @@ def test_fused_components_are_the_dense_equivalent_layer(monkeypatch):
         want, h, c = lstm_recurrence_reference(x @ w_ih.t() + b, h0, c0, w_hh)
     for u, v in ((got, want), (hT, h), (cT, c)):
         assert torch.allclose(u, v, atol=1e-5)
+
+
+def _spy_on_torch_lstm(monkeypatch):
+    """Record what every ``torch.lstm`` call is handed (the kernel cuDNN runs on a GPU), then run it."""
+    calls, original = [], torch.lstm
+
+    def spy(x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+        calls.append({"x": x, "hx": hx, "params": params, "train": train})
+        return original(x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+
+    monkeypatch.setattr(torch, "lstm", spy)
+    monkeypatch.setenv("TIEDLM_FUSED_LSTM", "1")
+    return calls
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_the_kernel_runs_in_training_mode_exactly_when_gradients_are_recorded(monkeypatch, sparse):
+    """cuDNN has a backward only after a training-mode forward ("cudnn RNN backward can only be called in
+    training mode"): training, and an eval-mode model that still records gradients (dynamic evaluation), must
+    ask for it; evaluation under no_grad must not."""
+    torch.manual_seed(0)
+    layer = SparseLSTMLayer(12, 12, 3, 6, weight_drop=0.5) if sparse else VDLSTMLayer(6, 9, weight_drop=0.5)
+    n_in, H = (12, 12) if sparse else (6, 9)
+    x, state = torch.randn(5, 2, n_in), (torch.randn(2, H), torch.randn(2, H))
+    calls = _spy_on_torch_lstm(monkeypatch)
+    layer.train()(x, state)[0].sum().backward()
+    assert calls and all(c["train"] is True for c in calls)
+    calls.clear()
+    layer.eval()(x, state)[0].sum().backward()  # dynamic evaluation: eval mode, gradients on
+    assert calls and all(c["train"] is True for c in calls)
+    calls.clear()
+    with torch.no_grad():
+        layer.eval()(x, state)
+    assert calls and all(c["train"] is False for c in calls)
+
+
+def test_the_kernel_gets_contiguous_tensors_and_one_weight_buffer_in_cudnn_order(monkeypatch):
+    """The sparse layer's components read column slices of the state (``h0[:, units]``) and of the input: cuDNN
+    refuses a non-contiguous state ("rnn: hx is not contiguous"). Its weights must be views, in nn.LSTM's
+    order (W_ih, W_hh, b_ih, b_hh), of one buffer they fill exactly, so that cuDNN does not copy them."""
+    torch.manual_seed(0)
+    layer = SparseLSTMLayer(12, 12, 3, 6, weight_drop=0.5).train()
+    calls = _spy_on_torch_lstm(monkeypatch)
+    layer(torch.randn(5, 2, 12), (torch.randn(2, 12), torch.randn(2, 12)))[0].sum().backward()
+    assert len(calls) == 3
+    names = nn.LSTM(6, 4)._flat_weights_names
+    assert names == ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]
+    for c in calls:
+        assert c["x"].is_contiguous() and all(t.is_contiguous() for t in c["hx"])
+        ps = c["params"]
+        assert [tuple(p.shape) for p in ps] == [(16, 6), (16, 4), (16,), (16,)]
+        assert all(p.is_contiguous() for p in ps)
+        base, size = ps[0].data_ptr(), ps[0].element_size()
+        offsets = [(p.data_ptr() - base) // size for p in ps]
+        assert offsets == [0, 96, 160, 176]  # back to back, in nn.LSTM's order
+        assert all(p.untyped_storage().data_ptr() == ps[0].untyped_storage().data_ptr() for p in ps)
+        assert ps[0].untyped_storage().nbytes() == 192 * size  # the buffer holds these four and nothing else
+        assert torch.count_nonzero(ps[3]) == 0  # b_hh = 0: tiedlm has one bias
+
+
+def test_flat_weights_are_the_gate_reordered_weights():
+    torch.manual_seed(2)
+    w_ih, w_hh, b = torch.randn(8, 3), torch.randn(8, 2), torch.randn(8)
+    got = flat_lstm_weights(w_ih, w_hh, b)
+    for g, w in zip(got, (w_ih, w_hh, b)):
+        i, f, o, c = w.split(2)
+        assert torch.equal(g, torch.cat([i, f, c, o]))  # PyTorch's [input, forget, cell, output]

@@ -5,6 +5,7 @@ import os
 import signal
 
 import pytest
+import torch
 
 from tiedlm.cli import main
 from tiedlm.errors import UsageError
@@ -125,6 +126,7 @@ def test_tag_cli_train_evaluate_and_errors(ewt, tmp_path, capsys):
     )
     metrics = json.loads(capsys.readouterr().out)
     assert metrics["epochs"] == 1 and (out / "checkpoints" / "last.safetensors").is_file()
+    assert metrics["device"] == ("cuda" if torch.cuda.is_available() else "cpu")  # train.device = auto
     assert main(["tag", "evaluate", str(out), "--split", "dev", "--data-dir", str(ewt)]) == 0
     assert "dev accuracy" in capsys.readouterr().out
     assert main(["tag", "train", "--out", str(tmp_path / "x"), "--set", "embedding_density=0.01"]) == 2
@@ -133,6 +135,12 @@ def test_tag_cli_train_evaluate_and_errors(ewt, tmp_path, capsys):
     assert main(["tag", "evaluate", str(tmp_path / "nothing")]) == 2
     with pytest.raises(UsageError):
         TaggerConfig(epochs=0).validate()
+    with pytest.raises(UsageError, match="device"):
+        TaggerConfig(device="gpu").validate()
+    if not torch.cuda.is_available():  # train.device is honoured: a GPU asked for and not here is one line
+        assert main(["tag", "train", "--out", str(tmp_path / "y"), "--set", "train.device=cuda"]) == 2
+        assert "no CUDA GPU is visible" in capsys.readouterr().err
+        assert not (tmp_path / "y").exists()
 
 
 def test_own_treebank_folder_is_read_without_checksum(tmp_path):

@@ -172,6 +172,39 @@ def test_translation_config_errors():
         TranslationConfig(d_model=10, heads=4).validate()
     with pytest.raises(UsageError, match="--set"):
         TranslationConfig().with_overrides(["no_such_key=1"])
+    with pytest.raises(UsageError, match="device"):
+        TranslationConfig(device="gpu").validate()
+    assert TranslationConfig().with_overrides(["train.device=cpu"]).device == "cpu"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without a GPU")
+def test_translator_honours_train_device(tmp_path, capsys):
+    """train.device = cuda on a machine without a GPU is one line, exit 2, before anything is written (the
+    translator used to pick the device by itself, ignoring the setting)."""
+    from tiedlm.cli import main
+
+    folder = write_tiny_parallel(tmp_path)
+    out = tmp_path / "run"
+    code = main(
+        [
+            "translate",
+            "train",
+            "--out",
+            str(out),
+            "--data-dir",
+            str(folder),
+            "--set",
+            "train.device=cuda",
+            "--set",
+            "source_lang=xx",
+            "--set",
+            "target_lang=yy",
+            "--set",
+            "vocab_size=40",
+        ]
+    )
+    assert code == 2 and not (out / "config.toml").exists()
+    assert "no CUDA GPU is visible" in capsys.readouterr().err
 
 
 @pytest.mark.slow

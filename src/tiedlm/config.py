@@ -227,7 +227,7 @@ class Config:
         )
         _check(t.precision in ("auto", "fp32", "bf16"), "train.precision", t.precision, "one of: auto, fp32, bf16")
         _check(
-            t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:"),
+            device_is_valid(t.device),
             "train.device",
             t.device,
             "one of: auto, cpu, cuda, cuda:N",
@@ -243,6 +243,11 @@ class Config:
         """Learning rate of 1-based ``epoch``: constant, then decayed by a constant factor per epoch."""
         t = self.train
         return t.lr * t.lr_decay ** max(0, epoch - t.decay_start + 1)
+
+
+def device_is_valid(name: str) -> bool:
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:N``."""
+    return name in ("auto", "cpu", "cuda") or (name.startswith("cuda:") and name[5:].isdigit())
 
 
 def _check(ok: bool, key: str, value: Any, allowed: str) -> None:

@@ -18,6 +18,14 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def run_device(saved: str) -> torch.device:
+    """The device to evaluate a trained run on: the one it trained on where that is here, else the CPU (a run
+    trained on a GPU still evaluates on a machine without one)."""
+    if saved.startswith("cuda") and not torch.cuda.is_available():
+        return torch.device("cpu")
+    return resolve_device(saved)
+
+
 def cpu_supports_bf16() -> bool:
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())

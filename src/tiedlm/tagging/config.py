@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import KeyValueConfig
+from ..config import KeyValueConfig, device_is_valid
 
 
 @dataclass
@@ -13,7 +13,7 @@ class TaggerConfig(KeyValueConfig):
     SECTIONS = {
         "data": ("min_count", "max_sentences", "data_dir", "own_data"),
         "model": ("embedding_size", "embedding_density", "hidden_size", "layers", "dropout"),
-        "train": ("epochs", "batch_size", "lr", "clip", "seed", "threads"),
+        "train": ("epochs", "batch_size", "lr", "clip", "seed", "threads", "device"),
     }
 
     embedding_size: int = 64  # k
@@ -28,6 +28,7 @@ class TaggerConfig(KeyValueConfig):
     clip: float = 5.0  # maximum global gradient norm (0: no clipping)
     seed: int = 1  # seed of every random draw
     threads: int = 0  # 0: all cores
+    device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
     max_sentences: int = 0  # train on the first N training sentences only (0: all); for smoke tests
     data_dir: str = ""  # folder with en_ewt-ud-{train,dev,test}.conllu (default: TIEDLM_DATA mirror or download)
     own_data: bool = False  # data_dir holds a treebank of your own (*train*/*dev*/*test*.conllu), unverified
@@ -49,6 +50,7 @@ class TaggerConfig(KeyValueConfig):
             (self.lr > 0, "lr", "a number > 0"),
             (self.clip >= 0, "clip", "a number >= 0 (0 disables)"),
             (self.threads >= 0, "threads", "an integer >= 0"),
+            (device_is_valid(self.device), "device", "auto, cpu, cuda or cuda:N"),
             (self.max_sentences >= 0, "max_sentences", "an integer >= 0 (0 = all)"),
         ]
         self.require(checks)

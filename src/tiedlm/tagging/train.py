@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from ..data.vocab import Vocabulary
 from ..errors import UsageError
 from ..run_dir import RunDir, write_json_atomic, write_text_atomic
-from ..runtime import set_threads
+from ..runtime import resolve_device, run_device, set_threads
 from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state
 from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
 from ..train.step import NonFiniteSteps, update
@@ -32,8 +32,10 @@ from .model import BiLSTMTagger
 def accuracy(model: BiLSTMTagger, corpus: TaggingCorpus, split: str, batch_size: int = 256) -> float:
     """Word-level UPOS accuracy over every token of ``split``."""
     model.eval()
+    device = next(model.parameters()).device
     correct = total = 0
     for ids, tags, lengths in corpus.batches(split, batch_size):
+        ids, tags = ids.to(device), tags.to(device)
         pred = model(ids, lengths).argmax(-1)
         keep = tags != -100
         correct += int((pred[keep] == tags[keep]).sum())
@@ -75,6 +77,7 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
 def _train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print) -> dict:
     cfg.validate()
     threads = set_threads(cfg.threads)
+    device = resolve_device(cfg.device)
     run_dir = Path(run_dir)
     files = RunDir(run_dir)
     if resume:
@@ -98,7 +101,7 @@ def _train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progre
     if cfg.max_sentences:
         corpus.splits["train"] = corpus.splits["train"][: cfg.max_sentences]
     torch.manual_seed(cfg.seed)
-    model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags))
+    model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     state = {
         "epoch": 0,
@@ -136,6 +139,7 @@ def _train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progre
         "embedding_density": cfg.embedding_density,
         "train_seconds": state["seconds"],
         "threads": threads,
+        "device": str(device),
         "seed": cfg.seed,
         "vocab_size": len(corpus.vocab),
         "history": state["history"],
@@ -162,6 +166,7 @@ def _train_epoch(
     from tqdm import tqdm
 
     epoch = state["epoch"] + 1
+    device = next(model.parameters()).device
     model.train()
     start = time.perf_counter() - state.get("epoch_seconds", 0.0)
     total, seen = state.get("sums", [0.0, 0])
@@ -181,7 +186,7 @@ def _train_epoch(
                 continue
             state["epoch_seconds"] = time.perf_counter() - start
             stop.check()
-            loss = tagging_loss(model, ids, tags, lengths)
+            loss = tagging_loss(model, ids.to(device), tags.to(device), lengths)
             if not skipped(update(loss, model.parameters(), opt, cfg.clip), f"at epoch {epoch}, batch {b}"):
                 state["batch"] = b + 1
                 continue
@@ -223,6 +228,7 @@ def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, 
 def evaluate_tagger(run_dir: Path, splits=("dev", "test"), data_dir: str = "", own_data: bool = False) -> dict:
     """Accuracy of a run's best model on ``splits``."""
     model, cfg, vocab, tags = load_tagger(run_dir)
+    model.to(run_device(cfg.device))  # where it trained, or the CPU where that GPU is not here
     corpus = load_tagging_corpus(
         data_dir or cfg.data_dir, vocab=vocab, tags=tags, own_data=own_data if data_dir else cfg.own_data
     )

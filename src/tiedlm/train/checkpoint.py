@@ -42,12 +42,16 @@ def save_training_state(
     path: Path, model: torch.nn.Module, best: dict[str, torch.Tensor], opt: torch.optim.Optimizer, progress: dict
 ) -> None:
     """One atomic checkpoint of a run kept by its best weights (tagger, translator): the model, the best
-    weights so far, the optimizer's state, the RNG state and ``progress`` (JSON metadata)."""
+    weights so far, the optimizer's state, the RNG states (the CPU's, and the GPU's for a model on one) and
+    ``progress`` (JSON metadata)."""
     tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
     tensors |= {f"best.{k}": v for k, v in best.items()}
     opt_tensors, groups = optimizer_tensors(opt)
     tensors |= opt_tensors
     tensors["rng"] = torch.get_rng_state()
+    device = next(model.parameters()).device
+    if device.type == "cuda":  # dropout on a GPU draws from the CUDA generator: an exact resume needs it too
+        tensors["rng.cuda"] = torch.cuda.get_rng_state(device)
     save_checkpoint(path, tensors, progress | {"param_groups": groups})
 
 
@@ -58,4 +62,7 @@ def load_training_state(path: Path, model: torch.nn.Module, opt: torch.optim.Opt
     model.load_state_dict(model_state(tensors))
     load_optimizer(opt, tensors, meta.pop("param_groups"))
     torch.set_rng_state(tensors["rng"])
+    device = next(model.parameters()).device
+    if "rng.cuda" in tensors and device.type == "cuda":
+        torch.cuda.set_rng_state(tensors["rng.cuda"], device)
     return model_state(tensors, "best."), meta

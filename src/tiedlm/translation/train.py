@@ -28,7 +28,7 @@ from ..evaluation import perplexity
 from ..losses import AugmentedLoss
 from ..losses.fused import at_least_fp32
 from ..run_dir import RunDir, write_json_atomic, write_text_atomic
-from ..runtime import autocast, resolve_precision, set_threads
+from ..runtime import autocast, resolve_device, resolve_precision, run_device, set_threads
 from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state
 from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
 from ..train.step import NonFiniteSteps, update
@@ -103,7 +103,7 @@ def _train_translator(
 ) -> dict:
     cfg.validate()
     threads = set_threads(cfg.threads)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     run_dir = Path(run_dir)
     files = RunDir(run_dir)
@@ -164,6 +164,7 @@ def _train_translator(
         "train_seconds": state["seconds"],
         "decode_seconds": result["seconds"],
         "threads": threads,
+        "device": str(device),
         "precision": precision,
         "seed": cfg.seed,
         "output": cfg.output,
@@ -357,7 +358,8 @@ def evaluate_translator(
     if data_dir:
         cfg = dataclasses.replace(cfg, data_dir=data_dir)
     corpus = load_parallel_corpus(cfg, Path(run_dir), train_vocab=False)
-    device = torch.device("cpu")
+    device = run_device(cfg.device)  # where it trained, or the CPU where that GPU is not here
+    model.to(device)
     precision = resolve_precision(cfg.precision, device)
     result = bleu(model, cfg, corpus, split, device, precision, beam, progress=progress)
     result.pop("hypotheses")

@@ -168,23 +168,49 @@ def torch_gate_order(w: torch.Tensor) -> torch.Tensor:
     return torch.cat([i, f, g, o])
 
 
+def flat_lstm_weights(w_ih, w_hh, bias) -> list[torch.Tensor]:
+    """tiedlm's layer weights as ``torch.lstm``'s four parameters, all views of **one** new contiguous buffer.
+
+    The buffer is laid out as cuDNN keeps a one-layer LSTM's weights (what ``nn.LSTM.flatten_parameters`` builds):
+    W_ih (4H, I), W_hh (4H, H), b_ih (4H), b_hh (4H), each in PyTorch's gate order [input, forget, cell, output]
+    (:func:`torch_gate_order`), b_hh = 0. cuDNN then uses the buffer as it is; handed separate tensors, it warns
+    that the "weights are not part of single contiguous chunk of memory" and copies them into one at every call.
+    One ``torch.cat`` makes the buffer, the reordering included: the one copy a step needs anyway, since the
+    weight-dropped W_hh is a new tensor every window.
+    """
+    H = w_hh.size(-1)
+    pieces = [*w_ih.chunk(4, 0), *w_hh.chunk(4, 0), *bias.chunk(4, 0)]
+    order = (0, 1, 3, 2)  # tiedlm's [i, f, o, g] -> PyTorch's [i, f, g, o]
+    flat = torch.cat([pieces[4 * m + q].reshape(-1) for m in range(3) for q in order] + [bias.new_zeros(4 * H)])
+    n_ih, n_hh = w_ih.numel(), w_hh.numel()
+    return [
+        flat[:n_ih].view(w_ih.shape),
+        flat[n_ih : n_ih + n_hh].view(w_hh.shape),
+        flat[n_ih + n_hh : n_ih + n_hh + 4 * H],
+        flat[n_ih + n_hh + 4 * H :],
+    ]
+
+
 def fused_lstm(x, h0, c0, w_ih, w_hh, bias):
     """One LSTM layer through PyTorch's fused kernel (``torch.lstm``: cuDNN on a GPU), tiedlm's weights and gates.
 
     x (T,B,I); h0/c0 (B,H); w_ih (4H,I), w_hh (4H,H) (already weight-dropped where wanted) and bias (4H), gate
     order [input, forget, output, cell]. Returns outputs (T,B,H) and the final (h, c), the contract of
     :func:`lstm_recurrence` with its input projection folded in. fp32 state, no autocast inside, as the loop.
+
+    The kernel gets contiguous tensors only (cuDNN refuses a non-contiguous state: "rnn: hx is not contiguous",
+    as the sparse layer's column slices are) and its weights as one buffer (:func:`flat_lstm_weights`). It runs
+    in training mode whenever gradients are being recorded (cuDNN's backward exists only after a training-mode
+    forward: "cudnn RNN backward can only be called in training mode"; oneDNN on the CPU accepts either), and
+    in inference mode under ``torch.no_grad()``. The kernel's own dropout is 0 either way, so both modes compute
+    the same numbers.
     """
     dtype = h0.dtype
     with torch.autocast(device_type=x.device.type, enabled=False):
-        params = [
-            torch_gate_order(w_ih.to(dtype)),
-            torch_gate_order(w_hh.to(dtype)),
-            torch_gate_order(bias.to(dtype)),
-            bias.new_zeros(bias.shape, dtype=dtype),
-        ]
+        params = flat_lstm_weights(w_ih.to(dtype), w_hh.to(dtype), bias.to(dtype))
+        hx = (h0.to(dtype).unsqueeze(0).contiguous(), c0.to(dtype).unsqueeze(0).contiguous())
         hs, hT, cT = torch.lstm(
-            x.to(dtype), (h0.unsqueeze(0), c0.unsqueeze(0)), params, True, 1, 0.0, False, False, False
+            x.to(dtype).contiguous(), hx, params, True, 1, 0.0, torch.is_grad_enabled(), False, False
         )
     return hs, hT.squeeze(0), cT.squeeze(0)
 
