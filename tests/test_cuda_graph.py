@@ -122,26 +122,42 @@ def test_unsupported_runs_say_why(tiny_corpus):
     assert "DDP" in unsupported_reason(cfg, cuda_dev, True)
     assert "encoder" in unsupported_reason(Config.load("ptb-awd-tied"), cuda_dev, False)
     assert "target_grad" in unsupported_reason(preset, cuda_dev, False)
-    assert "aug_bias" in unsupported_reason(
-        Config.load("ptb-small-al").with_overrides(["loss.aug_bias=false"]), cuda_dev, False
+    no_bias = Config.load("ptb-small-al").with_overrides(["loss.aug_bias=false"])
+    assert "aug_bias" in unsupported_reason(no_bias, cuda_dev, False)
+    # 'on' captures them too (the captured computation is checked against eager below); the encoder still not
+    assert unsupported_reason(preset.with_overrides(["train.cuda_graph=on"]), cuda_dev, False) is None
+    assert unsupported_reason(no_bias.with_overrides(["train.cuda_graph=on"]), cuda_dev, False) is None
+    assert "encoder" in unsupported_reason(
+        Config.load("ptb-awd-tied").with_overrides(["train.cuda_graph=on"]), cuda_dev, False
     )
     with pytest.raises(Exception, match="train.cuda_graph"):
         cfg.with_overrides(["train.cuda_graph=sometimes"])
 
 
-def test_the_captured_computation_is_the_eager_step_on_the_cpu(tiny_corpus, tmp_path):
+@pytest.mark.parametrize(
+    "preset, extra",
+    [
+        ("ptb-small-vd", {"model.dropout": "0"}),
+        ("ptb-small-vd", {}),  # dropout masks: the same draws on both paths
+        ("ptb-small-real", {}),  # the augmented loss with gradients through ỹ (loss.target_grad = true)
+        ("ptb-small-al", {"loss.aug_bias": "false"}),
+    ],
+)
+def test_the_captured_computation_is_the_eager_step_on_the_cpu(tiny_corpus, tmp_path, preset, extra):
     """GraphedStep._step (what the graph captures: the shared window_loss and backward_and_clip, then its own
     foreach SGD with weight decay and the device-side finite flag), run uncaptured on the CPU, gives the weights
-    the eager step gives with torch.optim.SGD: the hand-written update is SGD."""
-    cfg = Config.load("ptb-small-vd").with_overrides(
-        tiny_overrides(tiny_corpus, **{"model.dropout": "0", "train.weight_decay": "0.01", "train.clip": "0.5"})
+    the eager step gives with torch.optim.SGD: the hand-written update is SGD. Also for the augmented loss with
+    target_grad and without aug_bias, which train.cuda_graph = 'on' captures."""
+    cfg = Config.load(preset).with_overrides(
+        tiny_overrides(tiny_corpus, **{"train.weight_decay": "0.01", "train.clip": "0.5", **extra})
     )
     tr = Trainer(cfg, tmp_path / "run", progress=False, log=lambda *a: None)
     tr.setup(False)
     x, y = tr.train_data[:8], tr.train_data[1:9]
     tr.state = tr.model.init_state(x.size(1))
     start = {k: v.clone() for k, v in tr.model.state_dict().items()}
-    ce_eager, _, finite, _ = tr._eager_step(x, y, 0.7, [p for p in tr.model.parameters() if p.requires_grad])
+    torch.manual_seed(5)
+    ce_eager, aug_eager, finite, _ = tr._eager_step(x, y, 0.7, [p for p in tr.model.parameters() if p.requires_grad])
     eager = {k: v.clone() for k, v in tr.model.state_dict().items()}
     assert finite and any(not torch.equal(start[k], eager[k]) for k in start)
 
@@ -152,8 +168,12 @@ def test_the_captured_computation_is_the_eager_step_on_the_cpu(tiny_corpus, tmp_
     graph.params = [p for p in tr.model.parameters() if p.requires_grad]
     graph.x, graph.y, graph.state, graph.lr = x, y, tr.model.init_state(x.size(1)), torch.tensor(0.7)
     graph.backup = [p.detach().clone() for p in graph.params]
-    ce_graph, _, finite_graph, _ = graph._step()
+    torch.manual_seed(5)
+    ce_graph, aug_graph, finite_graph, _ = graph._step()
     assert bool(finite_graph) and torch.equal(ce_graph, ce_eager)
+    assert (aug_graph is None) == (aug_eager is None) == (not cfg.loss.augmented)
+    if cfg.loss.augmented:
+        assert torch.equal(aug_graph, aug_eager)
     for k, v in tr.model.state_dict().items():
         assert torch.allclose(v, eager[k], rtol=1e-6, atol=1e-7), k
     assert all(torch.equal(b, start[k]) for b, k in zip(graph.backup, [n for n, _ in tr.model.named_parameters()]))

@@ -75,7 +75,8 @@ class TrainConfig:
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto | cpu | cuda
     # auto: on a GPU, capture the training step of full-length windows once as a CUDA graph and replay it
-    # (tiedlm.train.cuda_graph; where the run allows it, else eager); off: always eager
+    # (tiedlm.train.cuda_graph) where that capture has been checked on a GPU, else eager; on: also capture the
+    # steps whose capture no GPU has run yet (the augmented loss with target_grad or without aug_bias); off: eager
     cuda_graph: str = "auto"
     eval_batch_size: int = 10  # streams for validation (test: batch 1, the papers' protocol)
     threads: int = 0  # 0: all cores
@@ -233,7 +234,7 @@ class Config:
             "one of: auto, cpu, cuda, cuda:N",
         )
         _check(t.threads >= 0, "train.threads", t.threads, "an integer >= 0 (0 = all cores)")
-        _check(t.cuda_graph in ("auto", "off"), "train.cuda_graph", t.cuda_graph, "one of: auto, off")
+        _check(t.cuda_graph in ("auto", "on", "off"), "train.cuda_graph", t.cuda_graph, "one of: auto, on, off")
         t.optimizer.validate("train.optimizer")
         _check(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "an integer >= 0")
         _check(t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "a number >= 0")

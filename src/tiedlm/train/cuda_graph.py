@@ -18,7 +18,11 @@ weights from before its update, and the step is undone from it (and the carried 
 advanced) when the replay reports the step non-finite.
 
 Used by :class:`~tiedlm.train.trainer.Trainer` when :func:`unsupported_reason` finds nothing
-against it (``train.cuda_graph = "auto"``); the last, shorter window of an epoch runs eagerly.
+against it; the last, shorter window of an epoch runs eagerly. ``train.cuda_graph = "auto"`` captures only
+steps whose capture has run on a GPU; ``"on"`` also captures the augmented loss with gradients through ỹ
+(``loss.target_grad``, the REAL presets) and without the bias term (``loss.aug_bias = false``): nothing in them
+is uncapturable (the same autograd ops, all on the device), and the computation captured is checked against
+the eager step on the CPU (``tests/test_cuda_graph.py``), but no GPU has replayed them yet.
 """
 
 from __future__ import annotations
@@ -45,10 +49,11 @@ def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | No
         return f"train.optimizer = {t.optimizer.name!r} (only plain SGD is captured)"
     if t.variable_bptt:
         return "train.variable_bptt: windows of varying length"
-    if ls.augmented and ls.target_grad:
-        return "loss.target_grad: not yet tested inside a CUDA graph (gradients through ỹ run eagerly)"
-    if ls.augmented and not ls.aug_bias:
-        return "loss.aug_bias = false: not yet tested inside a CUDA graph (runs eagerly)"
+    unverified = "captured with train.cuda_graph = 'on'; 'auto' keeps it eager until a GPU has run the capture"
+    if ls.augmented and ls.target_grad and t.cuda_graph == "auto":
+        return f"loss.target_grad: gradients through ỹ are {unverified}"
+    if ls.augmented and not ls.aug_bias and t.cuda_graph == "auto":
+        return f"loss.aug_bias = false: {unverified}"
     if m.encoder.sparse_layer or m.encoder.sparse_fraction or m.embedding_density < 1.0:
         return "sparse layers or embeddings run eagerly"
     return None
