@@ -14,10 +14,11 @@ embedding dropout, locked dropout and weight drop, the loss with AR/TAR, backwar
 ``ptb-awd-{tied,drill,sparse}`` and their ``-budget`` sizes, for three implementations in one process, their
 blocks interleaved so that other work on the machine falls on each alike: ``tiedlm`` (PyTorch's fused LSTM with
 the dropped W_hh, tiedlm's default), ``tiedlm-loop`` (tiedlm's own C++ recurrence, ``TIEDLM_FUSED_LSTM=0``)
-and ``baseline``, written below the way the reference code (salesforce/awd-lstm-lm) does it: one ``nn.LSTM`` per
-layer called with a weight-dropped ``weight_hh_l0``, embedding and locked dropout, a tied softmax with
-``F.cross_entropy``, AR/TAR, SGD. The DRILL baseline puts tiedlm's DRILL output layer on that encoder, so
-its ratio is the encoder's; the sparse rows have no baseline (the reference runs its own loop over components).
+and ``baseline``, written the way the reference code (salesforce/awd-lstm-lm) does it
+(``tiedlm.selfcheck.reference``): one ``nn.LSTM`` per layer called with a weight-dropped ``weight_hh_l0``,
+embedding and locked dropout, a tied softmax with ``F.cross_entropy``, AR/TAR, SGD. The DRILL baseline puts
+tiedlm's DRILL output layer on that encoder, so its ratio is the encoder's; the sparse rows have no baseline (the
+reference runs its own loop over components).
 
 Suite ``vd-encoder``: where the VD-LSTM's time goes against the baseline. In one process, blocks interleaved: the
 forward + backward of the two-layer encoder alone (tiedlm's VD-LSTM with its per-sequence masks against
@@ -42,7 +43,6 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 VOCAB, BATCH, BPTT = 10_000, 20, 35
@@ -67,42 +67,6 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
 AWD_PRESETS = ["ptb-awd-tied", "ptb-awd-tied-budget", "ptb-awd-drill", "ptb-awd-drill-budget", "ptb-awd-sparse-budget"]
 
 
-def _locked(x: torch.Tensor, p: float) -> torch.Tensor:
-    return x * x.new_empty(1, x.size(1), x.size(2)).bernoulli_(1 - p).div_(1 - p)
-
-
-class ReferenceAWDLSTM(nn.Module):
-    """The baseline, the reference code's way: nn.LSTM layers, each called with a weight-dropped W_hh."""
-
-    def __init__(self, m, vocab: int, output: nn.Module | None):
-        super().__init__()
-        self.m, self.vocab = m, vocab
-        self.emb = nn.Embedding(vocab, m.embedding_size)
-        e = m.encoder
-        sizes = [m.embedding_size] + [e.hidden_size] * (e.layers - 1) + [m.embedding_size]
-        self.rnns = nn.ModuleList(nn.LSTM(a, b) for a, b in zip(sizes, sizes[1:]))
-        self.bias = nn.Parameter(torch.zeros(vocab))
-        self.output = output  # None: the tied softmax E h + b
-
-    def init_state(self, batch: int):
-        return [(torch.zeros(1, batch, r.hidden_size),) * 2 for r in self.rnns]
-
-    def forward(self, x, state):
-        from torch.func import functional_call
-
-        m, w = self.m, self.emb.weight
-        keep = w.new_empty(w.size(0), 1).bernoulli_(1 - m.dropout_embedding).div_(1 - m.dropout_embedding)
-        h = _locked(F.embedding(x, w * keep), m.encoder.dropout_input)
-        for i, (rnn, s) in enumerate(zip(self.rnns, state)):
-            w_hh = F.dropout(rnn.weight_hh_l0, m.encoder.weight_drop, training=True)
-            h, _ = functional_call(rnn, {"weight_hh_l0": w_hh}, (h, s))
-            if i < len(self.rnns) - 1:
-                h = _locked(h, m.encoder.dropout_hidden)
-        raw, h = h, _locked(h, m.encoder.dropout)
-        logits = F.linear(h, w, self.bias) if self.output is None else self.output(h)[0]
-        return logits, raw, h
-
-
 def awd_suite(preset: str, steps: int, blocks: int, threads: int) -> dict[str, float]:
     """Tokens/s of the three implementations of ``preset``'s training step (interleaved blocks, median)."""
     from common import interleaved_medians
@@ -111,6 +75,7 @@ def awd_suite(preset: str, steps: int, blocks: int, threads: int) -> dict[str, f
     from tiedlm.losses import LanguageModelLoss, encoder_regularization
     from tiedlm.models import LanguageModel
     from tiedlm.runtime import set_threads
+    from tiedlm.selfcheck.reference import ReferenceAWDLSTM
 
     set_threads(threads)
     cfg = Config.load(preset)
@@ -135,10 +100,7 @@ def awd_suite(preset: str, steps: int, blocks: int, threads: int) -> dict[str, f
             os.environ["TIEDLM_FUSED_LSTM"] = "0" if name == "tiedlm-loop" else "1"
             for _ in range(steps):
                 if name == "baseline":
-                    logits, raw, dropped = model(data[:-1], state)
-                    loss = F.cross_entropy(logits.reshape(-1, VOCAB), data[1:].reshape(-1))
-                    ar, tar = dropped.pow(2).mean(), (raw[1:] - raw[:-1]).pow(2).mean()
-                    loss = loss + cfg.loss.ar * ar + cfg.loss.tar * tar
+                    loss = model.loss(data[:-1], data[1:], state, cfg.loss.ar, cfg.loss.tar)
                 else:
                     logits, _ = model(data[:-1], state)
                     loss, _, _ = loss_fn(logits, data[1:], model.input_embeddings, model.output_bias)

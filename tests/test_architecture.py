@@ -31,7 +31,7 @@ LAYERS = [
     ("losses", ["tiedlm.losses"]),
     ("evaluation", ["tiedlm.evaluation"]),  # perplexity over a split (the trainer validates with it), dynamic eval
     ("train", ["tiedlm.train", "tiedlm.tagging", "tiedlm.translation"]),
-    ("analysis", ["tiedlm.inference", "tiedlm.run", "tiedlm.analysis"]),
+    ("analysis", ["tiedlm.inference", "tiedlm.run", "tiedlm.analysis", "tiedlm.selfcheck"]),
     ("cli", ["tiedlm.reproduce", "tiedlm.cli", "tiedlm.__main__"]),
 ]
 

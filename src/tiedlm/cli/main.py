@@ -1,7 +1,7 @@
 """tiedlm: word-level language models whose output layer knows the embedding space.
 
 The command line: train, evaluate, predict, generate, info, presets, analyze, experiment, report, tag,
-translate, reproduce.
+translate, reproduce, selfcheck.
 Every command takes ``--json`` for machine-readable output. Problems a user can fix are one
 line on stderr (``tiedlm: error: ...``) with exit code 2 for usage errors, 1 otherwise.
 One module per command group registers its commands here; none of them imports this module.
@@ -14,7 +14,7 @@ import os
 import sys
 
 from ..errors import TiedlmError
-from . import analysis, inference, reproduce, tagging, train, translation
+from . import analysis, inference, reproduce, selfcheck, tagging, train, translation
 from .common import Parser, add_command
 
 
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     tagging.register(add, Parser)
     translation.register(add, Parser)
     reproduce.register(add)
+    selfcheck.register(add)
     return p
 
 

@@ -1,0 +1,255 @@
+"""The checks of ``tiedlm selfcheck``: each trains, resumes or times something for real and says how it went.
+
+- :func:`train_check`: a preset (every encoder with the main output layers and the augmented loss) trains for a
+  few windows through the :class:`~tiedlm.train.trainer.Trainer`, eagerly or from a CUDA graph; it passes when
+  every step was finite and the validation perplexity of a slice fell below the untrained model's. Tokens/s
+  are timed over windows after the first ones (which hold the graph's capture and the kernels' warm-up).
+- :func:`resume_check`: a run stopped by a real SIGTERM in the middle of a step, then resumed, ends with the
+  weights of the same run trained straight through (bit for bit on the CPU).
+- :func:`baseline_check`: the AWD-LSTM's training step against the reference code's way of writing it
+  (:mod:`tiedlm.selfcheck.reference`), in one process, blocks interleaved: the ratio of their tokens/s.
+- :func:`gpu_tests_check`: the test files that exercise the GPU paths, where a checkout's ``tests/`` is at hand.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..config import Config
+from ..errors import RunInterrupted, TiedlmError
+from ..evaluation import evaluate
+from ..train import Trainer, load_checkpoint
+
+
+@dataclass
+class Check:
+    """One row of the report. ``ok``: True passed, False failed, None not run here (with the reason)."""
+
+    name: str
+    ok: bool | None
+    detail: str = ""
+    tokens_per_s: float | None = None
+    ratio: float | None = None  # to the reference-style baseline
+    peak_mib: float | None = None
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return {True: "pass", False: "FAIL", None: "skip"}[self.ok]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each check does: windows to warm up and to time, the model sizes, the baseline's blocks."""
+
+    warm: int
+    timed: int
+    eval_tokens: int
+    shrink: dict  # overrides applied to every preset (empty: the presets' own sizes)
+    resume_windows: int
+    baseline_steps: int
+    baseline_blocks: int
+
+
+def sizes_for(device: str, quick: bool) -> Sizes:
+    if device == "cuda":
+        return Sizes(3, 5 if quick else 20, 20_000, {}, 6, 3 if quick else 10, 3 if quick else 5)
+    small = {"model.embedding_size": "32", "train.batch_size": "8", "train.bptt": "16", "train.eval_batch_size": "4"}
+    if quick:  # under a minute on a 2-core CPU: narrow models, a few windows
+        return Sizes(1, 2, 2_000, {**small, "model.encoder.hidden_size": "32"}, 4, 1, 2)
+    return Sizes(2, 8, 10_000, {"train.batch_size": "20", "train.bptt": "35"}, 6, 2, 3)
+
+
+def _peak_reset(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_mib(device: torch.device) -> float:
+    """The GPU's peak allocated memory since the last reset; on the CPU the process's peak resident size."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _budgeted_fit(trainer: Trainer, windows: int) -> None:
+    """Train ``windows`` more windows (the run stops with a checkpoint, as a window budget does)."""
+    try:
+        trainer.fit(windows)
+    except RunInterrupted:
+        return
+    raise TiedlmError("the run finished before its window budget: give the check a larger corpus")
+
+
+def train_check(name: str, cfg: Config, out: Path, sizes: Sizes) -> Check:
+    """Train ``cfg`` for a few windows; pass when every step is finite and the model has learnt something."""
+    start = time.perf_counter()
+    tr = Trainer(cfg, out, progress=False, log=lambda *a, **k: None)
+    tr.setup(False)
+    _peak_reset(tr.device)
+    t = cfg.train
+    valid = tr.corpus.valid[: sizes.eval_tokens]
+    before = evaluate(tr.model, valid, t.eval_batch_size, t.bptt, tr.precision)["ppl"]
+    _budgeted_fit(tr, sizes.warm)
+    tokens0, time0 = tr.sums["tokens"], tr.sums["time"]
+    _budgeted_fit(tr, sizes.timed)
+    if tr.device.type == "cuda":
+        torch.cuda.synchronize(tr.device)
+    speed = (tr.sums["tokens"] - tokens0) / max(tr.sums["time"] - time0, 1e-9)
+    after = evaluate(tr.eval_model, valid, t.eval_batch_size, t.bptt, tr.precision)["ppl"]
+    graphed = "graphed" if tr.graphed is not None else "eager"
+    if tr.device.type == "cuda" and tr.graph_reason is not None and t.cuda_graph != "off":
+        graphed += f" (not captured: {tr.graph_reason})"
+    skipped = int(tr.sums["skipped"])
+    ok = math.isfinite(after) and after < before and skipped == 0
+    detail = f"{graphed}; valid ppl of {valid.numel():,} tokens {before:,.0f} -> {after:,.1f}"
+    if skipped:
+        detail += f"; {skipped} non-finite steps"
+    return Check(name, ok, detail, speed, None, peak_mib(tr.device), time.perf_counter() - start)
+
+
+def resume_check(cfg: Config, out: Path, sizes: Sizes) -> Check:
+    """A real SIGTERM in the middle of a step, a resume, and the weights of the straight run."""
+    start = time.perf_counter()
+    n, k = sizes.resume_windows, sizes.resume_windows // 2
+    straight = Trainer(cfg, out / "straight", progress=False, log=lambda *a, **kw: None)
+    straight.setup(False)
+    _budgeted_fit(straight, n)
+
+    stopped = Trainer(cfg, out / "stopped", progress=False, log=lambda *a, **kw: None)
+    stopped.setup(False)
+    calls = {"n": 0}
+
+    def sigterm_in_step(module, args):
+        if module.training:
+            calls["n"] += 1
+            if calls["n"] == k:
+                os.kill(os.getpid(), signal.SIGTERM)  # delivered now, in the middle of window k's step
+
+    hook = stopped.model.register_forward_pre_hook(sigterm_in_step)
+    try:
+        stopped.fit()
+        return Check("resume after SIGTERM", False, "the SIGTERM did not stop the run")
+    except RunInterrupted:
+        pass
+    finally:
+        hook.remove()
+    if stopped.window != k:
+        return Check("resume after SIGTERM", False, f"stopped after window {stopped.window}, not {k}")
+    resumed = Trainer(cfg, out / "stopped", progress=False, log=lambda *a, **kw: None)
+    resumed.setup(True)
+    _budgeted_fit(resumed, n - k)
+    a, _ = load_checkpoint(straight.files.checkpoint("last"))
+    b, _ = load_checkpoint(resumed.files.checkpoint("last"))
+    names = [x for x in a if x.startswith("model.")]
+    diff = max(float((a[x].double() - b[x].double()).abs().max()) for x in names)
+    ok = diff == 0.0 and set(names) == {x for x in b if x.startswith("model.")}
+    detail = f"{cfg.model.encoder.name}, stopped in window {k} of {n}: " + (
+        "same weights bit for bit" if ok else f"weights differ by up to {diff:.3g}"
+    )
+    return Check("resume after SIGTERM", ok, detail, seconds=time.perf_counter() - start)
+
+
+def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int = 10_000) -> Check:
+    """tiedlm's AWD-LSTM training step against the reference-style one (same sizes, same data, one process)."""
+    from ..losses import LanguageModelLoss, encoder_regularization
+    from ..models import LanguageModel
+    from .reference import ReferenceAWDLSTM, interleaved_medians
+
+    start = time.perf_counter()
+    m, t = cfg.model, cfg.train
+    torch.manual_seed(0)
+    zipf = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)
+    data = torch.multinomial(zipf / zipf.sum(), (t.bptt + 1) * t.batch_size, replacement=True)
+    data = data.view(t.bptt + 1, t.batch_size).to(device)
+    x, y = data[:-1], data[1:]
+    ours = LanguageModel(m, vocab).to(device).train()
+    base = ReferenceAWDLSTM(m, vocab).to(device).train()
+    loss_fn = LanguageModelLoss.from_config(cfg.loss)
+
+    def step_of(model, loss_of):
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        state = model.init_state(t.batch_size)
+
+        def step():
+            for _ in range(sizes.baseline_steps):
+                loss = loss_of(state)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip)
+                opt.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+
+        return step
+
+    def ours_loss(state):
+        logits, _ = ours(x, state)
+        loss, _, _ = loss_fn(logits, y, ours.input_embeddings, ours.output_bias)
+        return loss + encoder_regularization(ours, cfg.loss.ar, cfg.loss.tar)
+
+    seconds = interleaved_medians(
+        {
+            "tiedlm": step_of(ours, ours_loss),
+            "baseline": step_of(base, lambda state: base.loss(x, y, state, cfg.loss.ar, cfg.loss.tar)),
+        },
+        sizes.baseline_blocks,
+    )
+    tokens = sizes.baseline_steps * t.batch_size * t.bptt
+    speed = {k: tokens / s for k, s in seconds.items()}
+    ratio = speed["tiedlm"] / speed["baseline"]
+    e = m.encoder
+    detail = (
+        f"AWD-LSTM {m.embedding_size}/{e.hidden_size}, batch {t.batch_size} x bptt {t.bptt}: baseline "
+        f"{speed['baseline']:,.0f} tok/s"
+    )
+    return Check(
+        "AWD-LSTM step vs reference-style baseline",
+        True,
+        detail,
+        speed["tiedlm"],
+        ratio,
+        peak_mib(device),
+        time.perf_counter() - start,
+        {"baseline_tokens_per_s": speed["baseline"]},
+    )
+
+
+GPU_TEST_FILES = ["test_fused_lstm.py", "test_cuda_graph.py", "test_transformer.py", "test_step.py"]
+
+
+def gpu_tests_check(tests: Path | None) -> Check:
+    """The GPU-path test files of a checkout, run with pytest in a subprocess (on the GPU where one is)."""
+    if tests is None:
+        return Check("GPU tests", None, "no tests/ folder here (run selfcheck from a tiedlm checkout)")
+    try:
+        import pytest  # noqa: F401
+    except ImportError:
+        return Check("GPU tests", None, "pytest is not installed")
+    start = time.perf_counter()
+    files = [str(tests / f) for f in GPU_TEST_FILES if (tests / f).is_file()]
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", tmp, *files],
+            capture_output=True,
+            text=True,
+            cwd=tests.parent,
+        )
+    lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
+    last = lines[-1].strip("= ") if lines else proc.stderr.strip()[-200:]
+    failed = [ln.split(" - ")[0] for ln in lines if ln.startswith("FAILED")]
+    detail = f"{', '.join(GPU_TEST_FILES)}: {last}" + (f" ({'; '.join(failed[:3])})" if failed else "")
+    return Check("GPU tests", proc.returncode == 0, detail, seconds=time.perf_counter() - start)

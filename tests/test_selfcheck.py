@@ -1,0 +1,67 @@
+"""``tiedlm selfcheck``: the CPU --quick run passes here (CI runs it), and each check can fail."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tiedlm.cli import main
+from tiedlm.config import Config
+from tiedlm.selfcheck import MODELS, Check, format_report
+from tiedlm.selfcheck.checks import resume_check, sizes_for
+
+from conftest import tiny_overrides
+
+
+@pytest.mark.slow
+def test_quick_cpu_selfcheck_passes_and_covers_every_encoder(tmp_path, shared_data):
+    """The command as a user runs it: every encoder trains, the SIGTERM resume is exact, the baseline ran."""
+    report = tmp_path / "selfcheck.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tiedlm", "selfcheck", "--device", "cpu", "--quick", "--json-file", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = json.loads(report.read_text())
+    checks = {c["name"]: c for c in record["checks"]}
+    assert all(c["status"] == "pass" for c in checks.values())
+    assert {f"train {name}" for name, _ in MODELS} <= set(checks)
+    assert "bit for bit" in checks["resume after SIGTERM"]["detail"]
+    base = checks["AWD-LSTM step vs reference-style baseline"]
+    assert base["ratio"] > 0 and base["extra"]["baseline_tokens_per_s"] > 0
+    assert record["device"].startswith("cpu:") and record["corpus"].startswith("PTB")
+    assert "selfcheck result: 9 of 9 checks passed, 0 failed" in proc.stdout
+
+
+def test_resume_check_fails_when_the_resume_is_not_exact(tiny_corpus, tmp_path, monkeypatch):
+    """The check compares real weights: a resume that loses the RNG state (other dropout masks) is caught."""
+    cfg = Config.load("ptb-awd-tied-budget").with_overrides(
+        tiny_overrides(tiny_corpus, **{"model.encoder.hidden_size": "16", "train.epochs": "50"})
+    )
+    sizes = sizes_for("cpu", quick=True)
+    good = resume_check(cfg, tmp_path / "good", sizes)
+    assert good.ok and "bit for bit" in good.detail
+    monkeypatch.setattr(torch, "set_rng_state", lambda state: None)  # the resumed run draws other masks
+    bad = resume_check(cfg, tmp_path / "bad", sizes)
+    assert bad.ok is False and "differ" in bad.detail
+
+
+def test_a_failed_check_fails_the_command(monkeypatch, capsys):
+    rows = [Check("train x", True, "eager", 1000.0), Check("train y", False, "RuntimeError: boom")]
+    monkeypatch.setattr("tiedlm.selfcheck.run_selfcheck", lambda *a, **k: (rows, {"device": "cpu: t", "corpus": "c"}))
+    assert main(["selfcheck", "--quick"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "RuntimeError: boom" in out and "1 of 2 checks passed" in out
+    text = format_report(rows, {"device": "cpu: t", "corpus": "c"})
+    assert text.splitlines()[5].split()[:3] == ["train", "x", "pass"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without a GPU")
+def test_selfcheck_on_a_missing_gpu_is_one_line(capsys):
+    assert main(["selfcheck", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no CUDA GPU" in err
