@@ -4,8 +4,9 @@ For each model size it builds the preset's run (``ptb-{size}-real`` unless ``--p
 otherwise), trains ``--warm`` windows (which include the graph's capture), then times ``--windows`` more
 with the trainer's own loop (``Trainer.fit`` with a window budget; the per-window loss read-back
 synchronises, so the loop time is the GPU's). ``train.cuda_graph = off`` is the eager step,
-``auto`` the captured one (:mod:`tiedlm.train.cuda_graph`). Prints tokens/s, the ratio and the peak
-GPU memory of each.
+``on`` the captured one (:mod:`tiedlm.train.cuda_graph`; ``auto`` would leave the REAL presets' ``target_grad``
+eager). Prints tokens/s, the ratio and the peak
+GPU memory of each, under a line (and in ``--json``) with the date, commit, device and command.
 
     python benchmarks/gpu_training.py --sizes small medium large
 """
@@ -57,13 +58,27 @@ def main() -> None:
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("gpu_training.py: error: no CUDA GPU visible; run it on a machine with one")
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+    import datetime
+    import subprocess
+    import sys
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    settings = {
+        "date": datetime.date.today().isoformat(),
+        "commit": commit or "unknown",
+        "device": f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}",
+        "command": " ".join(["python", *sys.argv]),
+        "warm_windows": args.warm,
+        "timed_windows": args.windows,
+        "overrides": args.set,
+    }
+    print("# " + " | ".join(f"{k} {v}" for k, v in settings.items()))
     results = []
     for size in args.sizes:
         preset = args.preset_pattern.format(size=size)
-        row = {m: measure(preset, m, args.warm, args.windows, args.set) for m in ("off", "auto")}
+        row = {m: measure(preset, m, args.warm, args.windows, args.set) for m in ("off", "on")}
         results += row.values()
-        off, on = row["off"], row["auto"]
+        off, on = row["off"], row["on"]
         print(
             f"{preset:18s} {off['precision']}  eager {off['tokens_per_s']:9,.0f} tok/s   CUDA graph "
             f"{on['tokens_per_s']:9,.0f} tok/s   {on['tokens_per_s'] / off['tokens_per_s']:5.2f}x   "
@@ -71,7 +86,7 @@ def main() -> None:
             flush=True,
         )
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({**settings, "rows": results}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
