@@ -161,10 +161,10 @@ def test_a_stale_build_lock_left_by_a_killed_process_does_not_hang_the_next_run(
     process must load the kernels, remove the file and say so in one line, well within its time limit.
     """
     assert native.available()
-    name = f"tiedlm_native_{torch.backends.cpu.get_cpu_capability().lower()}"
+    built = native.current_build_dir()
     root = tmp_path / "native"
-    copy = root / native.build_dir(name).relative_to(native.build_dir(name).parents[1])
-    shutil.copytree(native.build_dir(name), copy, ignore=shutil.ignore_patterns("lock", "*.flock"))
+    copy = root / built.relative_to(built.parents[1])
+    shutil.copytree(built, copy, ignore=shutil.ignore_patterns("lock", "*.flock"))
     (copy / "lock").touch()
     code = "from tiedlm import native; print(native.available())"
     env = {**os.environ, "TIEDLM_NATIVE_DIR": str(root)}
@@ -202,3 +202,24 @@ def test_the_build_lock_excludes_a_live_builder_and_frees_itself_when_its_holder
         holder.wait()
     with native.build_lock(tmp_path, wait_s=5):  # SIGKILL released the flock; its lock file is now stale
         assert not (tmp_path / "lock").exists()
+
+
+def test_each_checkout_and_each_source_version_builds_in_a_folder_of_its_own(tmp_path):
+    """Two checkouts (same sources at other paths) must not share a build folder, whose ninja file names its
+    sources by path (they relinked each other's build at every start); an edited source gets a new folder;
+    the same checkout keeps its folder."""
+    flags = native.compiler_flags("AVX2")
+    here = native.sources_key(native.SOURCES, flags)
+    assert here == native.sources_key(list(native.SOURCES), flags)
+    other = []
+    for s in native.SOURCES:
+        (tmp_path / s.name).write_bytes(s.read_bytes())
+        other.append(tmp_path / s.name)
+    assert native.sources_key(other, flags) != here
+    edited = native.sources_key(other, flags)
+    other[0].write_bytes(other[0].read_bytes() + b"\n// edited\n")
+    assert native.sources_key(other, flags) != edited
+    assert native.sources_key(native.SOURCES, native.compiler_flags("DEFAULT")) != here
+    assert native.current_build_dir().parent.name.endswith(
+        "-" + native.sources_key(native.SOURCES, native.compiler_flags(torch.backends.cpu.get_cpu_capability()))
+    )

@@ -98,3 +98,32 @@ def test_a_second_process_cannot_train_in_a_held_run_folder(tiny_corpus, tmp_pat
     assert RunDir(run).status() == "interrupted"  # the killed holder's lock went with it
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
     assert (run / "summary.json").is_file()
+
+
+def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_keeps_the_last_good_one(tmp_path):
+    """A real file-size limit (what a full disk looks like to the writer): no SafetensorError traceback, the
+    checkpoint already there is untouched and named, no temporary file is left behind."""
+    import resource
+    import signal
+
+    import torch
+
+    from tiedlm.checkpoint_file import load_checkpoint, save_checkpoint
+    from tiedlm.errors import TiedlmError
+
+    path = tmp_path / "last.safetensors"
+    save_checkpoint(path, {"w": torch.ones(4)}, {"epoch": 1})
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write then fails with EFBIG instead of a signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))
+    try:
+        with pytest.raises(TiedlmError) as err:
+            save_checkpoint(path, {"w": torch.ones(1_000_000)}, {"epoch": 2})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, old)
+    message = str(err.value)
+    assert "\n" not in message and f"the last good one, {path}, is kept" in message and "resume" in message
+    tensors, meta = load_checkpoint(path)
+    assert meta == {"epoch": 1} and tensors["w"].numel() == 4
+    assert [p.name for p in tmp_path.iterdir()] == ["last.safetensors"]

@@ -25,6 +25,8 @@ def save_checkpoint(path: Path, tensors: dict[str, torch.Tensor], meta: dict) ->
     for name, t in tensors.items():
         if t.is_floating_point() and not torch.isfinite(t).all():
             raise TiedlmError(f"refusing to write {path.name}: tensor {name} has non-finite values")
+    from safetensors import SafetensorError
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -36,6 +38,13 @@ def save_checkpoint(path: Path, tensors: dict[str, torch.Tensor], meta: dict) ->
         )
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+    except (OSError, SafetensorError) as exc:  # a full disk, a file-size limit, a folder gone read-only
+        kept = f"the last good one, {path}, is kept" if path.is_file() else "no earlier one was written"
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise TiedlmError(
+            f"could not write checkpoint {path.name} ({reason}); {kept}. Free disk space (or raise the file-size "
+            "limit) and resume the run"
+        ) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

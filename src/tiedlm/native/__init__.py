@@ -5,11 +5,12 @@
 - ``lm_loss.cpp``: cross-entropy and the augmented loss over the logits, a row at a time
   (``torch.ops.tiedlm.lm_loss_forward`` / ``lm_loss_backward``, used by :mod:`tiedlm.losses.fused`).
 
-:func:`available` builds the library once per machine into ``$TIEDLM_NATIVE_DIR`` (default
-``~/.cache/tiedlm/native``) with ``torch.utils.cpp_extension.load`` (g++ and ninja; ~30 s), loads it and
-registers the ops. Later processes load the cached build in well under a second. Where no compiler is
-found, the build fails, or ``TIEDLM_NATIVE=0`` is set, it returns False, says why once on stderr (not for
-``TIEDLM_NATIVE=0``), and both callers run their Python code, which computes the same numbers more slowly.
+:func:`available` builds the library once per machine and checkout into ``$TIEDLM_NATIVE_DIR`` (default
+``~/.cache/tiedlm/native``; a folder per Python, torch and :func:`sources_key`) with
+``torch.utils.cpp_extension.load`` (g++ and ninja; ~30 s), loads it and registers the ops. Later processes
+load the cached build in well under a second. Where no compiler is found, the build fails, or
+``TIEDLM_NATIVE=0`` is set, it returns False, says why once on stderr (not for ``TIEDLM_NATIVE=0``), and both
+callers run their Python code, which computes the same numbers more slowly.
 """
 
 from __future__ import annotations
@@ -41,9 +42,33 @@ def compiler_flags(capability: str) -> list[str]:
     return ["-O3", "-fopenmp", *ISA_FLAGS.get(capability, []), *defines]
 
 
-def build_dir(name: str) -> Path:
+def sources_key(sources: list[Path] = SOURCES, flags: list[str] | None = None) -> str:
+    """A short hash of the kernels' source files (where they are and what they hold) and the compiler flags.
+
+    Two checkouts on one machine (a second clone, a pinned ``git worktree`` beside the main one) each get a
+    build folder of their own: the build (ninja's) names its sources by absolute path, so two checkouts sharing
+    one folder relinked each other's build at every start (keyed by Python and torch only: 9 links of 90-110 s
+    in one hour). An edited source gets a new folder too, instead of rebuilding over the old one."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for s in sources:
+        h.update(str(s.resolve()).encode() + b"\0" + s.read_bytes() + b"\0")
+    h.update(" ".join(flags or []).encode())
+    return h.hexdigest()[:12]
+
+
+def build_dir(name: str, key: str = "") -> Path:
     root = os.environ.get("TIEDLM_NATIVE_DIR") or Path.home() / ".cache" / "tiedlm" / "native"
-    return Path(root) / f"py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}" / name
+    version = f"py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}"
+    return Path(root) / (f"{version}-{key}" if key else version) / name
+
+
+def current_build_dir() -> Path:
+    """The folder this checkout's kernels are built in, for this CPU."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    name = f"tiedlm_native_{capability.lower()}"
+    return build_dir(name, sources_key(SOURCES, compiler_flags(capability)))
 
 
 def _put_ninja_on_path() -> None:
@@ -110,7 +135,7 @@ def available() -> bool:
         _put_ninja_on_path()
         capability = torch.backends.cpu.get_cpu_capability()
         name = f"tiedlm_native_{capability.lower()}"
-        folder = build_dir(name)
+        folder = current_build_dir()
         folder.mkdir(parents=True, exist_ok=True)
         with build_lock(folder):
             if not (folder / f"{name}.so").exists():
