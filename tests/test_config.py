@@ -95,7 +95,7 @@ def test_overrides_and_errors():
     c = Config.load("ptb-small-vd").with_overrides(["train.epochs=3", "loss.augmented=true", "model.dropout=0.1"])
     assert (c.train.epochs, c.loss.augmented, c.model.encoder.dropout) == (3, True, 0.1)
     bad = [
-        ("train.epochs=x", "expected a int"),
+        ("train.epochs=x", "expected an integer"),
         ("model.output=softmax", "one of: full, tied"),
         ("nope.x=1", "unknown section"),
         ("model.size=3", "unknown key"),

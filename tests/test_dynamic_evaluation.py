@@ -218,3 +218,29 @@ def test_an_interrupted_dynamic_evaluation_resumes_to_the_same_numbers(tiny_corp
     assert json.loads(capsys.readouterr().out)["dynamic_ppl"] == whole["dynamic_ppl"]
     assert main([*cmd[:-1], "--dyn-bptt", "7", "--json", "--work", str(work)]) == 2  # other settings: refused
     assert "holds the progress of another dynamic evaluation" in capsys.readouterr().err
+
+
+def test_grid_with_old_hyper_converts_only_epsilon_as_the_reference_does(tiny_corpus, tmp_path, capsys, monkeypatch):
+    """benkrause/dynamic-evaluation with --grid --oldhyper: λ /= n_tensors, η and ε /= √segments, but the grid
+    loop then sets lr and lamb to the grid's values, so only ε stays converted. Every grid point and the final
+    evaluation must run at the grid's own η and λ."""
+    import math
+
+    from tiedlm.evaluation import dynamic
+
+    run = _train(tiny_corpus, tmp_path / "run")
+    seen, real = [], dynamic.dynamic_evaluate
+
+    def spy(model, ids, stats, settings, *a, **kw):
+        seen.append((dynamic.effective_settings(settings, stats), stats.segments))
+        return real(model, ids, stats, settings, *a, **kw)
+
+    monkeypatch.setattr(dynamic, "dynamic_evaluate", spy)
+    cmd = ["evaluate", str(run), "--dynamic", "--grid", "--dyn-old-hyper", "--grid-lrs", "3e-5", "--grid-lambdas"]
+    cmd += ["0.001", "--dyn-epsilon", "0.001", "--stat-tokens", "300", "--grid-tokens", "200", "--json"]
+    assert main(cmd) == 0
+    capsys.readouterr()
+    assert len(seen) == 2  # the grid point, then the test split with the chosen point
+    for eff, segments in seen:
+        assert eff.lr == 3e-5 and eff.lamb == 0.001
+        assert math.isclose(eff.epsilon, 0.001 / math.sqrt(segments), rel_tol=1e-12)

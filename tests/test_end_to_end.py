@@ -319,7 +319,7 @@ def test_error_paths_are_one_line(tiny_corpus, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TIEDLM_DATA", str(tmp_path / "empty-mirror"))
     cases = [
         (["train", "ptb-small-vd", "--out", str(tmp_path / "a")], 1, "ptb/train.txt is missing"),
-        (["train", "ptb-small-vd", "--set", "train.epochs=zero"], 2, "expected a int"),
+        (["train", "ptb-small-vd", "--set", "train.epochs=zero"], 2, "expected an integer"),
         (
             ["train", "ptb-small-re", "--set", "model.encoder.hidden_size=100"],
             2,

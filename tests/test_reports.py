@@ -227,3 +227,23 @@ def test_analyze_augmented_matches_the_augmented_loss_and_tends_to_uniform(two_r
     monkeypatch.setattr("tiedlm.analysis.augmented_targets.augmented_loss_strength", lambda *a, **k: analysed.append(a))
     assert main(["analyze", "augmented", str(two_runs[1]), str(tmp_path), "--tau", "2"]) == 2
     assert "not a tiedlm run directory" in capsys.readouterr().err and analysed == []
+
+
+def test_plots_with_nothing_labelled_draw_no_legend_and_warn_nothing(tmp_path):
+    """matplotlib's "No artists with labels found to put in legend" leaked from `report` and `analyze bands`
+    (a bands table of one run, a report of runs without epochs)."""
+    import warnings
+
+    from tiedlm.analysis.bands import plot_bands
+    from tiedlm.analysis.report import plot_curves
+
+    table = {
+        "baseline": "a",
+        "runs": ["a"],
+        "rows": [{"band": "1-10", "word_types": 5, "tokens": 9, "relative_ce": {}}],
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_bands(table, tmp_path / "bands.png")
+        plot_curves([], tmp_path / "curves.png")
+    assert (tmp_path / "bands.png").stat().st_size > 0 and (tmp_path / "curves.png").stat().st_size > 0

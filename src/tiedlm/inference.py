@@ -69,7 +69,13 @@ def generate(model, vocab, words: int = 50, temperature: float = 1.0, seed: int 
         logits, state = model(torch.tensor([[nxt]], device=device), state)
         logits = logits[-1, 0].float()
     tokens = [vocab.words[i] for i in out]
-    text = " ".join("\n" if t == EOS else t for t in tokens).replace(" \n ", "\n").replace(" \n", "\n")
+    lines: list[list[str]] = [[]]
+    for t in tokens:  # one line per sentence: no space before or after a line break, at the start included
+        if t == EOS:
+            lines.append([])
+        else:
+            lines[-1].append(t)
+    text = "\n".join(" ".join(line) for line in lines)
     return {
         "prompt": prompt,
         "unknown": unknown,

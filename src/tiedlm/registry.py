@@ -56,8 +56,9 @@ class Entry:
 
     @property
     def summary(self) -> str:
-        """First line of the config's docstring."""
-        return (self.config.__doc__ or "").strip().splitlines()[0]
+        """The first paragraph of the config's docstring, as one line (a sentence is never cut at a line end)."""
+        paragraph = (self.config.__doc__ or "").strip().split("\n\n")[0]
+        return " ".join(line.strip() for line in paragraph.splitlines())
 
 
 class Registry:
@@ -91,10 +92,13 @@ class Registry:
             raise UsageError(f"{self.key} = {name!r} is not allowed; expected one of: {', '.join(self._entries)}")
         return self._entries[name]
 
-    def config(self, values: dict[str, Any] | str, origin: str = "config") -> ComponentConfig:
-        """A validated config from a table ``{"name": ..., key: value}`` (or just a name, for the defaults)."""
+    def config(self, values: dict[str, Any] | str, origin: str = "config", default: str = "") -> ComponentConfig:
+        """A validated config from a table ``{"name": ..., key: value}`` (or just a name, for the defaults); a
+        table without a name is the ``default`` component's, where the caller has one."""
         if isinstance(values, str):
             values = {"name": values}
+        if isinstance(values, dict) and "name" not in values and default:
+            values = {"name": default, **values}
         if not isinstance(values, dict) or "name" not in values:
             raise UsageError(
                 f"{origin}: {self.key} needs a name, one of: {', '.join(self._entries)} "
@@ -158,4 +162,5 @@ def parse_text(text: str, want: type, dotted: str) -> Any:
             return float(text)
         return text
     except ValueError:
-        raise UsageError(f"--set {dotted}={text}: expected a {want.__name__}") from None
+        what = {int: "an integer", float: "a number", bool: "true or false"}.get(want, f"a {want.__name__}")
+        raise UsageError(f"--set {dotted}={text}: expected {what}") from None

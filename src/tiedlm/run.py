@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import torch
 
 from .config import Config
 from .data import Vocabulary
+from .errors import DataError
 from .models import LanguageModel
 from .run_dir import RunDir
 from .runtime import resolve_device
@@ -35,11 +37,24 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> R
     cfg = Config.load(files.config)
     vocab = Vocabulary.load(files.vocab)
     ckpt = files.checkpoint(which)
-    if which == "best" and not ckpt.exists():
+    if which == "best" and not ckpt.exists() and files.checkpoint("last").exists():
+        # a run stopped before its first validation has no best yet: say so, never silently
+        print(
+            f"tiedlm: {path} has no best checkpoint yet (stopped before its first epoch ended); using last",
+            file=sys.stderr,
+        )
         ckpt, which = files.checkpoint("last"), "last"
     tensors, _ = load_checkpoint(ckpt)
     model = LanguageModel(cfg.model, len(vocab))
-    model.load_state_dict(model_state(tensors))
+    state = model_state(tensors)
+    for name, want in model.state_dict().items():  # a vocabulary of another size: say so, not "size mismatch"
+        got = state.get(name)
+        if got is not None and got.dim() and want.dim() and want.size(0) == len(vocab) != got.size(0):
+            raise DataError(
+                f"{files.vocab} has {len(vocab):,} words but {ckpt.name} was trained with {got.size(0):,}: the "
+                "vocabulary file is damaged or from another run; restore the run's own vocab.txt"
+            )
+    model.load_state_dict(state)
     model.to(resolve_device(device)).eval()
     return Run(path=path, config=cfg, vocab=vocab, model=model, checkpoint=which)
 

@@ -106,6 +106,8 @@ class RunDir:
 
     def require_config(self) -> None:
         """A one-line error unless this is a run folder (it has the config.toml that `tiedlm train` wrote)."""
+        if not self.path.exists():
+            raise UsageError(f"{self.path} does not exist; give the --out folder of a `tiedlm train` run")
         if not self.config.is_file():
             raise UsageError(
                 f"{self.path} is not a tiedlm run directory (no config.toml); give the --out folder of `tiedlm train`"

@@ -190,7 +190,8 @@ def plot_bands(table: dict, path: Path, title: str = "") -> None:
     ax.set_title(
         title or "Cross-entropy difference by frequency band (Figure 3 of Pappas & Henderson 2019)", fontsize=9
     )
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # no labelled artist: no legend (and no warning)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)

@@ -62,7 +62,8 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True, title: str = "
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(NullFormatter())
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # no labelled artist: no legend (and no warning)
+        ax.legend(fontsize=8)
     title = title or "Validation perplexity during training (cf. Inan et al. 2017, Figure 2)"
     ax.set_title(textwrap.fill(title, 80), fontsize=10)
     fig.tight_layout()

@@ -156,6 +156,11 @@ def _dynamic_steps(args, settings, run, corpus, precision: str, static: dict) ->
         if work is not None:
             save_statistics(work / "statistics.safetensors", stats)
     grid = []
+    if args.grid and settings.old_hyper:
+        # Krause et al.'s --grid --oldhyper converts only ε: the grid's η and λ are already on the corrected
+        # code's scale, so each grid point is used as it is (converting it again made 3e-5 / 0.001 into
+        # 6.7e-6 / 9.1e-5)
+        settings = dataclasses.replace(effective_settings(settings, stats), lr=settings.lr, lamb=settings.lamb)
     if args.grid:
         done_file = work / "grid.jsonl" if work is not None else None
         done = [json.loads(x) for x in done_file.read_text().splitlines()] if done_file and done_file.is_file() else []
@@ -248,7 +253,7 @@ def cmd_predict(args) -> int:
         targets = dict(PAPER_PHRASES)
     if not phrases and not args.word_stats:
         raise UsageError('give at least one phrase (e.g. "the company said"), --paper-phrases or --word-stats')
-    runs = [load_run(d, device=args.device) for d in run_dirs]
+    runs = [load_run(d, which=args.checkpoint, device=args.device) for d in run_dirs]
     result = {"runs": [str(r.path) for r in runs], "tables": []}
     lines = []
     for phrase in phrases:
@@ -259,7 +264,7 @@ def cmd_predict(args) -> int:
             if t["unknown"]:
                 lines.append(f"  ({r.path.name}: not in the vocabulary, read as <unk>: {', '.join(t['unknown'])})")
         lines.append("      " + "".join(f"{r.path.name[:24]:<26s}" for r in runs))
-        for i in range(args.top):
+        for i in range(max(len(t["predictions"]) for t in tables)):  # at most |V| rows
             cells = [
                 f"{t['predictions'][i]['word'][:15]:15s} {t['predictions'][i]['prob']:.3f}    "
                 if i < len(t["predictions"])
@@ -297,7 +302,7 @@ def cmd_generate(args) -> int:
     from ..inference import generate
     from ..run import load_run
 
-    run = load_run(args.run_dir, device=args.device)
+    run = load_run(args.run_dir, which=args.checkpoint, device=args.device)
     out = generate(run.model, run.vocab, args.words, args.temperature, args.seed, args.prompt or "")
     emit(args, {"run_dir": str(run.path), **out}, out["text"])
     return 0
@@ -310,14 +315,22 @@ def cmd_info(args) -> int:
     from ..run import count_parameters
 
     target = RunDir(args.target)
+    if target.path.is_dir() and not target.config.is_file():
+        raise UsageError(
+            f"{args.target} is a folder but not a tiedlm run directory (no config.toml); give a run folder, "
+            "a preset name (see `tiedlm presets`) or a CONFIG.toml"
+        )
     if target.config.is_file():
         cfg = Config.load(target.config)
         vocab_size = len(Vocabulary.load(target.vocab))
         kind = "run"
     else:
         cfg = Config.load(args.target)
-        vocab_size = VOCAB_SIZES.get(cfg.data.name) or len(load_corpus(cfg.data.name, cfg.data.data_dir).vocab)
         kind = "preset"
+    if args.set:  # what the model would be with these settings (train takes the same --set)
+        cfg = cfg.with_overrides(args.set)
+    if kind == "preset":
+        vocab_size = VOCAB_SIZES.get(cfg.data.name) or len(load_corpus(cfg.data.name, cfg.data.data_dir).vocab)
     counts = count_parameters(cfg, vocab_size)
     m, e = cfg.model, cfg.model.encoder
     tied = " (W = L^T, learnable b)" if getattr(m.output, "bias", False) else " (RE: W = L^T, b = 0)"
@@ -417,6 +430,7 @@ def register(add) -> None:
         "items", nargs="+", metavar="RUN_DIR [RUN_DIR_B] PHRASE", help="one or two run directories, then phrases"
     )
     p.add_argument("--top", type=POSITIVE, default=10)
+    p.add_argument("--checkpoint", choices=["best", "last"], default="best", help="which weights (default best)")
     p.add_argument("--paper-phrases", action="store_true", help="add the four PTB test phrases of the paper's table")
     p.add_argument(
         "--word-stats",
@@ -433,7 +447,15 @@ def register(add) -> None:
     g.add_argument("--temperature", type=number(0, above=True), default=1.0)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--prompt", default="", help="words to continue (default: a sentence start)")
+    g.add_argument("--checkpoint", choices=["best", "last"], default="best", help="which weights (default best)")
     g.add_argument("--device", default="cpu")
 
     i = add("info", cmd_info, "model description and parameter counts per component")
     i.add_argument("target", metavar="PRESET|CONFIG.toml|RUN_DIR")
+    i.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="describe the model with these settings changed, as `tiedlm train --set` would",
+    )

@@ -19,7 +19,10 @@ from .common import Parser, add_command
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     p = Parser(prog="tiedlm", description=__doc__.split("\n")[0])
+    p.add_argument("--version", action="version", version=f"tiedlm {__version__}")
     sub = p.add_subparsers(dest="command", parser_class=Parser, metavar="COMMAND")
 
     def add(name, func, help_):

@@ -25,6 +25,11 @@ def cmd_train(args) -> int:
             raise UsageError("give either a PRESET/CONFIG to start a run or --resume RUN_DIR, not both")
         run_dir = Path(args.resume)
         files = RunDir(run_dir)
+        if args.data:
+            raise UsageError(
+                f"--data {args.data}: a resumed run trains on its own corpus (data.name in {run_dir}/config.toml); "
+                "to train on another corpus, start a new run (--out NEW --set train.init_from=RUN keeps the weights)"
+            )
         if not files.checkpoint("last").is_file():
             raise UsageError(
                 f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder "
@@ -48,7 +53,16 @@ def cmd_train(args) -> int:
             if not item.startswith(allowed):
                 raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")
         cfg = cfg.with_overrides(args.set)
-        if args.set:
+        if args.data_dir:  # the same verified corpus, found in another folder (its checksums are checked again)
+            from ..data.sources import CORPORA
+
+            if cfg.data.name not in CORPORA:
+                raise UsageError(
+                    f"--data-dir: {run_dir} trains on a folder of its own ({cfg.data.name}), not a known corpus; "
+                    "move that folder back, or give a new run"
+                )
+            cfg = cfg.with_overrides([f"data.data_dir={Path(args.data_dir).expanduser().resolve()}"])
+        if args.set or args.data_dir:
             write_text_atomic(files.config, cfg.to_toml())
     else:
         if not args.config:

@@ -3,7 +3,8 @@
 Where files come from, first match wins:
 1. an explicit folder (``data.data_dir`` / ``--data-dir``);
 2. a mirror named by the ``TIEDLM_DATA`` environment variable, laid out like
-   ``TIEDLM_DATA/ptb/train.txt`` (our machines point it at ``shared/data``);
+   ``TIEDLM_DATA/ptb/train.txt`` (our machines point it at ``shared/data``), or, without it, a
+   ``shared/data`` folder beside the checkout (:func:`beside_checkout`; ``TIEDLM_DATA=`` empty turns both off);
 3. the user cache (``$XDG_CACHE_HOME/tiedlm`` or ``~/.cache/tiedlm``), filled on first use by
    downloading from the canonical public locations in :mod:`tiedlm.data.sources`.
 Files of the standard corpora are always checked against their SHA-256.
@@ -112,15 +113,25 @@ def resolve_corpus_dir(name: str, data_dir: str = "", download: bool = True) -> 
     return resolve_source(SOURCES[CORPORA[name][0]], data_dir, download, own=own if data_dir else "")
 
 
+def beside_checkout(name: str) -> str:
+    """``../shared/data`` beside a tiedlm checkout (this project's own machines lay the verified corpora out
+    there), where it holds ``name``: a mirror found without ``TIEDLM_DATA`` set (a shell that did not activate
+    the venv, where setup.sh exports it). "" where there is none."""
+    folder = Path(__file__).resolve().parents[4] / "shared" / "data"
+    return str(folder) if (folder / name).is_dir() else ""
+
+
 def resolve_source(source: CorpusSource, data_dir: str = "", download: bool = True, own: str = "") -> Path:
     """Folder holding the verified files of ``source``: ``data_dir``, else the mirror, else the download cache.
 
     ``own`` tells a user whose folder holds other files how to use them as their own corpus instead."""
-    mirror = os.environ.get(ENV_VAR)
+    # TIEDLM_DATA set, even empty (no mirror: the cache), wins over the folder beside the checkout
+    mirror = os.environ[ENV_VAR] if ENV_VAR in os.environ else beside_checkout(source.name)
     if data_dir:
         folder, origin = Path(data_dir).expanduser(), "--data-dir"
     elif mirror:
-        folder, origin = Path(mirror) / source.name, f"the {ENV_VAR} mirror"
+        where = f"the {ENV_VAR} mirror" if os.environ.get(ENV_VAR) else "the shared/data folder beside the checkout"
+        folder, origin = Path(mirror) / source.name, where
     else:
         folder, origin = cache_root() / source.name, "cache"
     for spec in source.files:
@@ -151,15 +162,24 @@ def read_tokens(path: Path) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     tokens: list[str] = []
-    for line in lines:
-        tokens.extend(line.split())
+    for n, line in enumerate(lines, 1):
+        words = line.split()
+        if EOS in line and EOS in words:
+            raise DataError(
+                f"{path}, line {n}: the text holds the token {EOS}, which tiedlm adds at the end of every line "
+                "(one sentence a line); remove it or write it otherwise, or it merges with the sentence ends"
+            )
+        tokens.extend(words)
         tokens.append(EOS)
     return tokens
 
 
 def read_text(path: Path) -> str:
-    """The file as UTF-8 text; a one-line error naming the file and line of the first byte that is not UTF-8."""
+    """The file as UTF-8 text, without a byte-order mark (which would otherwise be part of the first word); a
+    one-line error naming the file and line of the first byte that is not UTF-8."""
     data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -222,7 +242,7 @@ def load_corpus(name: str, data_dir: str = "", vocab: Vocabulary | None = None) 
     tokens = {split: read_tokens(folder / f"{split}.txt") for split in SPLITS}
     if vocab is None:
         vocab = Vocabulary.build(tokens["train"])  # halves share the full training vocabulary
-        if UNK not in vocab and any(t not in vocab for s in ("valid", "test") for t in tokens[s]):
+        if UNK not in vocab:  # always: evaluate --data, predict and generate read an unseen word as <unk>
             vocab.add(UNK)
     if part != "all":
         half = len(tokens["train"]) // 2

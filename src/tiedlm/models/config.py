@@ -81,8 +81,8 @@ class ModelConfig:
         raw = convert_legacy(raw, strict=origin == "--set", origin=origin)
         cfg = cls()
         for key, value in raw.items():
-            if key in COMPONENTS:
-                setattr(cfg, key, COMPONENTS[key].config(value, origin))
+            if key in COMPONENTS:  # a table without a name is the default component's (vd-lstm, full)
+                setattr(cfg, key, COMPONENTS[key].config(value, origin, default=getattr(cfg, key).name))
             else:
                 assign_typed(cfg, "model", key, value, origin)
         return cfg

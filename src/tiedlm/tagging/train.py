@@ -116,6 +116,11 @@ def _train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progre
     best = {k: v.clone() for k, v in model.state_dict().items()}
     if resume:
         best, state = load_training_state(files.training_state(), model, opt)
+        if state["epoch"] >= cfg.epochs and files.summary.exists():
+            raise UsageError(
+                f"{run_dir} is finished: it trained {state['epoch']} epochs; to train longer resume with "
+                f"--set train.epochs=N (N > {state['epoch']}); `tiedlm tag evaluate {run_dir}` scores it"
+            )
         log(f"resuming {run_dir} after epoch {state['epoch']} of {cfg.epochs}")
     counts = model.parameter_counts()
     n_train = corpus.tokens("train")

@@ -538,14 +538,23 @@ def train(
         trainer = Trainer(cfg, out_dir, command=command, progress=progress, log=log)
         try:
             trainer.setup(resume)  # bad data or settings: the lock leaves no empty run folder behind
+            done = trainer.epoch - 1  # epochs the run has trained (finetune included)
             if (
                 resume
                 and (trainer.epoch > cfg.train.total_epochs or trainer.nt_asgd.stopped)
                 and RunDir(out_dir).summary.exists()
             ):
+                asked = (
+                    f" (train.epochs = {cfg.train.epochs} asks for no more)" if done > cfg.train.total_epochs else ""
+                )
                 raise UsageError(
-                    f"{out_dir} finished all {cfg.train.epochs} epochs; to train longer resume with "
-                    f"--set train.epochs=N (N > {cfg.train.epochs})"
+                    f"{out_dir} is finished: it trained {done} epochs{asked}; to train longer resume with "
+                    f"--set train.epochs=N (N > {done})"
+                )
+            if resume and done > cfg.train.total_epochs:
+                raise UsageError(
+                    f"{out_dir} has trained {done} epochs already; train.epochs = {cfg.train.epochs} cannot undo "
+                    f"them: resume with --set train.epochs=N (N >= {done})"
                 )
             return trainer.fit(budget_windows)
         finally:

@@ -132,6 +132,11 @@ def _train_translator(
     best = {k: v.clone() for k, v in model.state_dict().items()}
     if resume:
         best, state = load_training_state(files.training_state(), model, opt)
+        if state["epoch"] > cfg.epochs and files.summary.exists():
+            raise UsageError(
+                f"{run_dir} is finished: it trained {state['epoch'] - 1} epochs; to train longer resume with "
+                f"--set train.epochs=N (N > {state['epoch'] - 1}); `tiedlm translate evaluate {run_dir}` scores it"
+            )
         log(f"resuming {run_dir} at epoch {state['epoch']}, batch {state['batch']}")
     counts = model.parameter_counts()
     log(

@@ -1,0 +1,136 @@
+"""What a new user runs into: each bad input is one line that names the fix (exit 2 for usage errors), and
+nothing a user has is lost or silently changed. One test per defect found by trying tiedlm as a newcomer."""
+
+from pathlib import Path
+
+import pytest
+
+from tiedlm.cli import main
+from tiedlm.data import load_corpus
+from tiedlm.data.corpus import read_tokens
+from tiedlm.errors import DataError
+
+from conftest import tiny_overrides
+
+
+def _sets(corpus, **extra) -> list[str]:
+    out = []
+    for item in tiny_overrides(corpus, **{"train.epochs": "1", **extra}):
+        out += ["--set", item]
+    return out
+
+
+@pytest.fixture
+def run(tiny_corpus, tmp_path, capsys):
+    """A finished one-epoch run on the tiny corpus."""
+    out = tmp_path / "run"
+    assert main(["train", "ptb-small-vd", "--out", str(out), "--no-progress", *_sets(tiny_corpus)]) == 0
+    capsys.readouterr()
+    return out
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_a_damaged_vocab_is_named_not_a_size_mismatch(run, capsys):
+    vocab = run / "vocab.txt"
+    vocab.write_text("\n".join(vocab.read_text().splitlines()[:-3]) + "\n")  # three words lost
+    assert main(["evaluate", str(run)]) == 1
+    err = _one_line_error(capsys)
+    assert "vocab.txt has" in err and "restore the run's own vocab.txt" in err and "size mismatch" not in err
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_bytes("\ufeffthe cat\nsat\n".encode())
+    assert read_tokens(path) == ["the", "cat", "<eos>", "sat", "<eos>"]
+
+
+def test_a_literal_eos_in_the_text_is_refused_with_its_line(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("the cat\nsat <eos> down\n")
+    with pytest.raises(DataError, match=r"t.txt, line 2: the text holds the token <eos>"):
+        read_tokens(path)
+    path.write_text("a<eos>b is one word\n")  # only the token itself is tiedlm's
+    assert read_tokens(path)[0] == "a<eos>b"
+
+
+def test_resume_refuses_another_corpus_and_a_finished_run_says_what_it_trained(run, tiny_corpus, tmp_path, capsys):
+    assert main(["train", "--resume", str(run), "--data", "ptb"]) == 2
+    assert "trains on its own corpus" in _one_line_error(capsys)
+    assert main(["train", "--resume", str(run), "--set", "train.epochs=1"]) == 2
+    err = _one_line_error(capsys)
+    assert "is finished: it trained 1 epochs" in err and "N > 1" in err
+    # a lower count than it trained: not "finished all 0 epochs ... N > 0"
+    two = tmp_path / "two"
+    assert (
+        main(
+            ["train", "ptb-small-vd", "--out", str(two), "--no-progress", *_sets(tiny_corpus, **{"train.epochs": "2"})]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["train", "--resume", str(two), "--set", "train.epochs=1"]) == 2
+    err = _one_line_error(capsys)
+    assert "it trained 2 epochs (train.epochs = 1 asks for no more)" in err and "N > 2" in err
+
+
+def test_a_custom_corpus_always_has_unk(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for split in ("train", "valid", "test"):
+        (folder / f"{split}.txt").write_text("the cat sat\nthe dog sat\n")  # no unseen word anywhere
+    corpus = load_corpus(str(folder))
+    assert "<unk>" in corpus.vocab and corpus.vocab.encode(["zebra"])[0] == [corpus.vocab.unk_id]
+
+
+def test_predict_prints_at_most_the_vocabulary_and_both_take_checkpoint(run, capsys):
+    assert main(["predict", str(run), "w1 w2", "--top", "1000", "--checkpoint", "last"]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip()[:1].isdigit()]
+    vocab_size = len((run / "vocab.txt").read_text().splitlines())
+    assert len(rows) == vocab_size and all(ln.split(". ", 1)[1].strip() for ln in rows)  # no empty rows
+    assert main(["generate", str(run), "--checkpoint", "last", "--words", "200", "--temperature", "1e9"]) == 0
+    text = capsys.readouterr().out.rstrip("\n")
+    lines = text.split("\n")
+    assert len(lines) > 1 and all(ln == ln.strip(" ") for ln in lines)  # no stray space at a line's start or end
+
+
+def test_info_and_evaluate_say_what_is_wrong_with_a_folder(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["info", str(tmp_path / "empty")]) == 2
+    assert "is a folder but not a tiedlm run directory" in _one_line_error(capsys)
+    assert main(["evaluate", str(tmp_path / "nothing")]) == 2
+    assert "does not exist" in _one_line_error(capsys)
+
+
+def test_version_info_set_and_tables_without_a_name(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.startswith("tiedlm ")
+    assert main(["info", "ptb-small-re", "--set", "model.output=drill"]) == 0
+    assert "output drill" in capsys.readouterr().out
+    config = tmp_path / "c.toml"
+    config.write_text('[data]\nname = "ptb"\n[model.encoder]\nhidden_size = 300\n')  # the default encoder
+    assert main(["info", str(config)]) == 0
+    assert "2x300 VD-LSTM" in capsys.readouterr().out
+    assert main(["train", "ptb-small-vd", "--set", "train.epochs=two"]) == 2
+    assert "expected an integer" in _one_line_error(capsys)
+
+
+def test_list_gives_each_summary_whole(capsys):
+    assert main(["list"]) == 0
+    dual = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("dual "))
+    assert dual.rstrip().endswith("(its footnote 6).")
+
+
+def test_the_shared_data_beside_the_checkout_is_found_without_tiedlm_data(monkeypatch, shared_data):
+    from tiedlm.data.corpus import beside_checkout, resolve_corpus_dir
+
+    if not beside_checkout("ptb"):
+        pytest.skip("no shared/data beside this checkout")
+    monkeypatch.delenv("TIEDLM_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/nonexistent-cache")  # nothing in the cache: the folder must be found
+    assert resolve_corpus_dir("ptb", download=False) == Path(beside_checkout("ptb")) / "ptb"
