@@ -81,15 +81,66 @@ def keep_freed_memory(limit: int = 32 << 20) -> bool:
         return False
 
 
-def set_threads(threads: int) -> int:
-    """Use ``threads`` intra-op threads (0: every core this process may run on), flush denormals, keep freed memory.
+def _cpu_times(cpus: set[int]) -> tuple[float, float]:
+    """(busy, total) jiffies of ``cpus`` from /proc/stat (Linux); (0, 0) where it cannot be read."""
+    busy = total = 0.0
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *fields = line.split()
+                if not (name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus):
+                    continue
+                values = [float(v) for v in fields[:8]]  # user nice system idle iowait irq softirq steal
+                total += sum(values)
+                busy += sum(values) - values[3] - values[4]
+    except OSError:
+        return 0.0, 0.0
+    return busy, total
+
+
+def busy_cores(interval: float = 0.2) -> float:
+    """How many of the cores this process may run on were busy over ``interval`` seconds (this process idles
+    meanwhile, so the load is other processes'). 0.0 where /proc/stat cannot be read."""
+    import time
+
+    cpus = os.sched_getaffinity(0)
+    b0, t0 = _cpu_times(cpus)
+    time.sleep(interval)
+    b1, t1 = _cpu_times(cpus)
+    if t1 <= t0:
+        return 0.0
+    return len(cpus) * (b1 - b0) / (t1 - t0)
+
+
+def default_threads(log=None) -> int:
+    """The thread count for ``threads = 0``: the cores this process may run on that other processes leave free.
+
+    On a busy machine an OpenMP thread that shares a core with another busy process is descheduled, and its
+    partner threads wait for it at every parallel region: on the 2-core machine, 2 threads beside one other busy
+    process trained at 398 tok/s against 6,920 with 1 thread (17x; ``benchmarks/contention.py``). Taking only
+    the free cores avoids that; ``log`` (if given) says so when other processes hold cores.
+    """
+    cores = len(os.sched_getaffinity(0))
+    busy = min(cores - 1, round(busy_cores()))
+    n = max(1, cores - busy)
+    if busy and log is not None:
+        log(
+            f"tiedlm: {busy} of the {cores} cores are busy with other processes: using {n} thread"
+            f"{'s' if n > 1 else ''} (--threads N, or train.threads, sets it)"
+        )
+    return n
+
+
+def set_threads(threads: int, log=None) -> int:
+    """Use ``threads`` intra-op threads (0: the free cores, :func:`default_threads`), flush denormals, keep freed
+    memory.
 
     Flushing subnormal floats to zero matters for speed: late in training, and whenever the augmented
     loss is on, gradients such as (ŷ − ỹ)/τ produce subnormal values whose arithmetic is ~100x slower on
     x86 CPUs (during development they made a step with the augmented loss ~1.7x slower). Values below
     1e-38 carry no information for SGD.
     """
-    n = threads or len(os.sched_getaffinity(0))
+    n = threads or default_threads(log)
     torch.set_num_threads(n)
     torch.set_flush_denormal(True)
     keep_freed_memory()

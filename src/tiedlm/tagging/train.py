@@ -76,7 +76,7 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
 
 def _train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print) -> dict:
     cfg.validate()
-    threads = set_threads(cfg.threads)
+    threads = set_threads(cfg.threads, log)
     device = resolve_device(cfg.device)
     run_dir = Path(run_dir)
     files = RunDir(run_dir)

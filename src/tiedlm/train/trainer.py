@@ -78,7 +78,7 @@ class Trainer:
         cfg.data = cfg.data.resolved()  # a folder is saved as an absolute path: the run works from anywhere
         self.cfg, self.run_dir, self.command, self.progress, self.log = cfg, Path(run_dir), command, progress, log
         t = cfg.train
-        self.threads = set_threads(t.threads)
+        self.threads = set_threads(t.threads, log)
         device = resolve_device(t.device)
         self.dist = DistributedContext.from_environment(device.type)
         self.device = self.dist.device(device)

@@ -102,7 +102,7 @@ def _train_translator(
     cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print
 ) -> dict:
     cfg.validate()
-    threads = set_threads(cfg.threads)
+    threads = set_threads(cfg.threads, log)
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     run_dir = Path(run_dir)

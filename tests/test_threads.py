@@ -1,0 +1,49 @@
+"""The default thread count takes the cores that other processes leave free (a busy machine must not make
+training collapse: OpenMP threads sharing a core with another busy process wait for each other)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tiedlm import runtime
+
+
+@pytest.mark.parametrize("busy, expected", [(0.0, 2), (0.3, 2), (0.8, 1), (1.4, 1), (3.0, 1)])
+def test_default_threads_leaves_the_busy_cores(monkeypatch, busy, expected):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(runtime, "busy_cores", lambda interval=0.2: busy)
+    said = []
+    assert runtime.default_threads(said.append) == expected
+    assert bool(said) == (expected < 2)  # a warning exactly when other processes hold a core
+    if said:
+        assert "busy with other processes" in said[0] and "--threads" in said[0]
+
+
+def test_busy_cores_sees_a_spinning_process():
+    """Measured, not assumed: a process spinning on this process's cores shows up as about one busy core."""
+    cores = os.sched_getaffinity(0)
+    idle_before = runtime.busy_cores(0.3)
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        busy = runtime.busy_cores(0.5)
+    finally:
+        spinner.kill()
+    assert 0.0 <= idle_before <= len(cores) + 0.01
+    assert busy >= min(idle_before + 0.5, len(cores) - 0.2)  # one more busy core, or all of them already
+
+
+def test_the_command_line_sets_a_passive_wait_policy_unless_one_is_set():
+    code = "import os, sys; from tiedlm.cli import main; main(['presets']); print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "PASSIVE"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+        check=True,
+    )
+    assert out.stdout.strip().splitlines()[-1] == "ACTIVE"
