@@ -71,3 +71,45 @@ def test_readme_is_a_manual_that_fits_a_few_screens():
     assert len(lines) <= 250, len(lines)
     first_screen = "\n".join(lines[:60])
     assert "bash setup.sh" in first_screen  # the two commands come first
+
+
+def _committed_figures() -> set[str]:
+    """Every number in the committed result files (JSON), to 2 decimals; fractions also as percentages; and the
+    POS table's sparse-minus-dense test differences in points, which the README quotes."""
+    import json
+
+    found: set[str] = set()
+
+    def walk(v):
+        if isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            found.add(f"{v:.2f}")
+            if 0 < v < 1:
+                found.add(f"{100 * v:.2f}")
+
+    for path in (ROOT / "experiments" / "results").rglob("*.json"):
+        walk(json.loads(path.read_text()))
+    pos = ROOT / "experiments" / "results" / "reproduce" / "demeester2018-pos"
+    acc = {p.name: json.loads((p / "summary.json").read_text())["test_accuracy"] for p in pos.iterdir() if p.is_dir()}
+    for sparse, dense in [("0.5", 64), ("0.25", 32), ("0.125", 16), ("0.0625", 8)]:
+        found.add(f"{100 * (acc[f'sparse-128-{sparse}'] - acc[f'dense-{dense}']):.2f}")
+    return found
+
+
+def test_every_figure_of_the_readme_results_table_is_in_a_committed_run_file():
+    """The two "ours" columns hold only numbers that committed run files hold: a changed or invented figure
+    fails here."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("## Results") :].split("\n\n")[2]
+    rows = [r.split("|")[1:-1] for r in table.splitlines()[2:]]
+    assert len(rows) >= 10
+    figures = _committed_figures()
+    for row in rows:
+        for cell in row[2:4]:
+            for number in re.findall(r"\d+\.\d\d\b", cell):
+                assert number in figures, f"{number} in the README's row {row[0].strip()!r} is in no committed run file"
