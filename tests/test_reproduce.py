@@ -651,3 +651,31 @@ def test_a_run_the_table_now_asks_more_epochs_of_is_resumed_not_counted_finished
     assert "tied: finished, skipped" in capsys.readouterr().out
     reproduce(tmp_path / "one", 1, "--dry-run", "--json")
     assert json.loads(capsys.readouterr().out)["runs"][0]["status"] == "finished"
+
+
+def test_the_page_gives_each_row_across_seeds_and_says_when_a_difference_changes_sign():
+    """Rows ROW and ROW-seedN are one row's seeds: mean ± sample sd; a pair's difference per seed, its mean, and
+    whether its sign held (computed from the summaries, so a changed run changes or fails the page)."""
+    import statistics
+
+    from tiedlm.reproduce.page import seeds_section
+    from tiedlm.reproduce.tables import TABLES
+
+    def run(seed, dev, test):
+        return {"seed": seed, "dev_accuracy": dev, "test_accuracy": test}
+
+    finished = {
+        "dense-64": run(1, 0.90, 0.910),
+        "dense-64-seed2": run(2, 0.91, 0.920),
+        "sparse-128-0.5": run(1, 0.90, 0.915),
+        "sparse-128-0.5-seed2": run(2, 0.91, 0.918),
+        "dense-8": run(1, 0.8, 0.8),  # one seed: not averaged
+    }
+    lines = seeds_section(TABLES["demeester2018-pos"], finished, "tag")
+    text = "\n".join(lines)
+    sd = statistics.stdev([91.0, 92.0])
+    assert f"| dense-64 | 2 | 90.50 ± 0.71 | 91.50 ± {sd:.2f} | 91.00 (1), 92.00 (2) |" in text
+    assert "dense-8 |" not in text
+    assert "| sparse-128-0.5 − dense-64 | +0.50 (1), -0.20 (2) |" in text and "not stable" in text
+    finished["sparse-128-0.5-seed2"] = run(2, 0.91, 0.921)
+    assert "the same sign at every seed" in "\n".join(seeds_section(TABLES["demeester2018-pos"], finished, "tag"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from ..run_dir import RunDir
@@ -24,6 +25,75 @@ def _test_ppl(files: RunDir, summary: dict) -> str:
     if later.is_file():
         return f"{json.loads(later.read_text())['ppl']:.2f}; {streams}"
     return streams
+
+
+SEEDED = re.compile(r"^(?P<row>.+)-seed(?P<seed>\d+)$")
+
+
+SEED_COLUMNS = {
+    "lm": ("valid ppl", "test ppl (batch 1)"),
+    "tag": ("dev accuracy (%)", "test accuracy (%)"),
+    "translate": ("valid ppl", "test BLEU"),
+}
+
+
+def seed_groups(finished: dict[str, dict]) -> dict[str, dict[int, dict]]:
+    """Finished runs by table row: a row's seeds are the runs named ROW and ROW-seedN ({row: {seed: summary}})."""
+    groups: dict[str, dict[int, dict]] = {}
+    for name, summary in finished.items():
+        m = SEEDED.match(name)
+        groups.setdefault(m["row"] if m else name, {})[int(summary["seed"])] = summary
+    return groups
+
+
+def _mean_sd(values: list[float]) -> str:
+    import statistics
+
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def seeds_section(tab: Table, finished: dict[str, dict], task: str) -> list[str]:
+    """Mean ± sample standard deviation of each row over its finished seeds (where there are two or more), and
+    for ``tab.pairs`` the difference at every seed both rows have, with whether its sign held at every one."""
+    title, keys, _ = METRICS[task]
+    scale = 100.0 if task == "tag" else 1.0  # accuracies in points
+    groups = {row: seeds for row, seeds in seed_groups(finished).items() if len(seeds) >= 2}
+    if not groups:
+        return []
+    names = SEED_COLUMNS[task]
+    lines = [
+        "",
+        "## Across seeds",
+        "",
+        f"Mean ± sample standard deviation over the finished seeds of each row ({title}).",
+        "",
+        f"| row | seeds | {names[0]} | {names[-1]} | {names[-1]} per seed |",
+        "|---|---|---|---|---|",
+    ]
+    for row, seeds in groups.items():
+        valid = [scale * s[keys[0]] for s in seeds.values()]
+        test = [scale * s[keys[1]] for s in seeds.values()]
+        per = ", ".join(f"{scale * s[keys[1]]:.2f} ({seed})" for seed, s in sorted(seeds.items()))
+        lines.append(f"| {row} | {len(seeds)} | {_mean_sd(valid)} | {_mean_sd(test)} | {per} |")
+    every = seed_groups(finished)
+    pair_lines = []
+    for base, other in tab.pairs:
+        common = sorted(set(every.get(base, {})) & set(every.get(other, {})))
+        if len(common) < 2:
+            continue
+        diffs = [scale * (every[other][s][keys[1]] - every[base][s][keys[1]]) for s in common]
+        signs = {d > 0 for d in diffs if d != 0}
+        held = "the same sign at every seed" if len(signs) <= 1 else "**the sign is not stable across seeds**"
+        per = ", ".join(f"{d:+.2f} ({s})" for d, s in zip(diffs, common))
+        pair_lines.append(f"| {other} − {base} | {per} | {_mean_sd(diffs)} | {held} |")
+    if pair_lines:
+        lines += [
+            "",
+            f"| difference in {names[-1]} | per seed | mean ± sd | sign |",
+            "|---|---|---|---|",
+            *pair_lines,
+        ]
+    return lines
 
 
 def _bands_section(tab: Table, runs_dir: Path, out: Path) -> list[str]:
@@ -90,7 +160,7 @@ def render(
         f"| run | paper | ours: {title} | params | epochs | wall time | device | tok/s | status |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    commands, waiting = [], []
+    commands, waiting, finished = [], [], {}
 
     def how(spec: RunSpec) -> str:  # the command that runs one row, and the training command it stands for
         return (
@@ -104,6 +174,7 @@ def render(
         metrics = files.read_metrics()
         paper = " / ".join("–" if v is None else f"{v:g}" for v in spec.paper)
         if summary:
+            finished[spec.name] = summary
             test = _test_ppl(files, summary) if task == "lm" else fmt.format(summary[keys[1]])
             ours = f"{fmt.format(summary[keys[0]])} / {test}"
             params = f"{summary['parameters']['total'] / 1e6:.2f}M"
@@ -129,6 +200,7 @@ def render(
         lines.append(
             f"| {spec.name}{note} | {paper} | {ours} | {params} | {epochs} | {wall} | {device} | {tps} | {status} |"
         )
+    lines += seeds_section(tab, finished, task)
     if tab.notes:
         lines += ["", "## Notes", "", tab.notes]
     if task == "lm":

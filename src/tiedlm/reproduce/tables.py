@@ -45,6 +45,9 @@ class Table:
     runs: dict[str, tuple[RunSpec, ...]] = field(default_factory=dict)  # scale -> runs
     notes: str = ""  # where ours differs from the paper and what was tried (rendered under the table)
     bands_baseline: str = ""  # a run's name: the page shows Figure 3's bands of the finished runs against it
+    # (baseline, other) row names whose difference the page gives per seed, with its mean and whether its sign
+    # held at every seed; a row's seeds are the runs named ROW and ROW-seedN (reproduce.page.seed_groups)
+    pairs: tuple[tuple[str, str], ...] = ()
 
 
 # the CPU-budget dense vs sparse AWD-LSTM comparison: a stated epoch count both models reach within one working
@@ -104,21 +107,35 @@ _INAN_SMALL = (
     RunSpec("real-bias", "ptb-small-real-bias", note="the sweep's reference: a learnable bias at the paper's tau = 20"),
 )
 
-_POS = (
-    *(
-        RunSpec(f"dense-{k}", "", (f"model.embedding_size={k}", "train.epochs=10", "train.seed=1"), task="tag")
-        for k in (8, 16, 32, 64, 128)
-    ),
-    *(
-        RunSpec(
-            f"sparse-128-{d:g}",
-            "",
-            ("model.embedding_size=128", f"model.embedding_density={d}", "train.epochs=10", "train.seed=1"),
-            task="tag",
-        )
-        for d in (0.5, 0.25, 0.125, 0.0625)
-    ),
-)
+_POS_DENSITIES = {0.5: 64, 0.25: 32, 0.125: 16, 0.0625: 8}  # sparse 128 at density d: dense k's embedding budget
+
+
+def _pos_runs(seed: int) -> tuple[RunSpec, ...]:
+    """The POS table's nine runs at ``seed`` (seed 1 keeps the plain names it was published under)."""
+    suffix = "" if seed == 1 else f"-seed{seed}"
+    return (
+        *(
+            RunSpec(
+                f"dense-{k}{suffix}",
+                "",
+                (f"model.embedding_size={k}", "train.epochs=10", f"train.seed={seed}"),
+                task="tag",
+            )
+            for k in (8, 16, 32, 64, 128)
+        ),
+        *(
+            RunSpec(
+                f"sparse-128-{d:g}{suffix}",
+                "",
+                ("model.embedding_size=128", f"model.embedding_density={d}", "train.epochs=10", f"train.seed={seed}"),
+                task="tag",
+            )
+            for d in _POS_DENSITIES
+        ),
+    )
+
+
+_POS = (*_pos_runs(1), *_pos_runs(2), *_pos_runs(3))
 _MT = (
     RunSpec("tied", "", ("model.output=tied",), paper=(None, 27.3), note="WMT14 in the paper", task="translate"),
     RunSpec("drill", "", ("model.output=drill",), paper=(None, 28.1), note="WMT14 in the paper", task="translate"),
@@ -316,6 +333,7 @@ TABLES: dict[str, Table] = {
             "table](pappas2019-table4-awd.md)'s tied run (same preset and seed, 2 threads, one session) to the last "
             "digit, through this run's two resumptions and its change of thread count. The sparse model trains 4% "
             "slower here (2,319 against 2,413 tok/s).",
+            pairs=(("dense", "sparse"),),
         ),
         Table(
             "transformer-lm",
@@ -355,6 +373,7 @@ TABLES: dict[str, Table] = {
             "against 170k in all at dense 8's). One seed, and every run's best dev epoch is its last (10): equal "
             "budgets, not converged models. An earlier run of the same settings is in "
             "../../experiments/results/pos_tagging/results.md.",
+            pairs=tuple((f"dense-{k}", f"sparse-128-{d:g}") for d, k in _POS_DENSITIES.items()),
         ),
         Table(
             "pappas2019-mt",
