@@ -353,7 +353,7 @@ def test_error_paths_are_one_line(tiny_corpus, tmp_path, capsys, monkeypatch):
     got, err = _cli(["train", "ptb-small-real", "--out", str(run)], capsys)
     assert got == 2 and "already holds a run" in err
     got, err = _cli(["train", "--resume", str(run)], capsys)
-    assert got == 2 and "finished all 1 epochs" in err
+    assert got == 2 and "is finished: it trained 1 epochs" in err
 
 
 def _corpus(folder: Path, train: bytes, valid: bytes = b"a b c d e\n" * 30, test: bytes = b"a b c d e\n" * 30):

@@ -22,6 +22,9 @@ def test_layout_and_status(tmp_path):
     )
     assert run.checkpoint("last") == tmp_path / "r" / "checkpoints" / "last.safetensors"
     assert run.status() == "missing" and run.read_metrics() == [] and run.read_summary() is None
+    with pytest.raises(UsageError, match="does not exist"):
+        run.require_config()
+    run.path.mkdir()
     with pytest.raises(UsageError, match="not a tiedlm run directory"):
         run.require_config()
     run.checkpoints.mkdir(parents=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from ..errors import UsageError
 from .common import emit, progress_log
 from .types import POSITIVE
 
@@ -93,15 +94,24 @@ def cmd_reproduce(args) -> int:
             how = (
                 f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
             )
-            page = rp.render(tab, args.scale, published, extra[tab.name], Path(args.out), command=how)
+            page = rp.render(
+                tab, args.scale, published, extra[tab.name], Path(args.out), command=how, train_runs=args.runs
+            )
             records.append({"table": tab.name, "published": copied, "page": str(page)})
             lines.append(f"published {len(copied)} run(s); wrote {page}")
         emit(args, records if several else records[0], "\n".join(lines))
         return 0
     if args.render_only:  # the page from the runs already there (e.g. the committed results); start nothing
+        if not runs_dir.is_dir():  # a page of all-missing rows under notes that claim results would mislead
+            raise UsageError(
+                f"--runs {args.runs} does not exist: --render-only draws the page from finished runs there; give "
+                "the folder the runs trained in, or experiments/results/reproduce for the committed ones"
+            )
         for tab in tables:
             how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.runs} --render-only --out {args.out}"
-            page = rp.render(tab, args.scale, runs_dir, extra[tab.name], Path(args.out), command=how)
+            page = rp.render(
+                tab, args.scale, runs_dir, extra[tab.name], Path(args.out), command=how, train_runs=_train_runs(args)
+            )
             records.append({"table": tab.name, "started": [], "page": str(page)})
             lines.append(f"wrote {page}")
         emit(args, records if several else records[0], "\n".join(lines))
@@ -112,7 +122,7 @@ def cmd_reproduce(args) -> int:
         page = None
         if not args.no_page:
             rp.band_analysis(tab, rp.plan(tab, args.scale, runs_dir, extra[tab.name]), runs_dir, args.threads, log=log)
-            page = rp.render(tab, args.scale, runs_dir, extra[tab.name], Path(args.out))
+            page = rp.render(tab, args.scale, runs_dir, extra[tab.name], Path(args.out), train_runs=args.runs)
             lines.append(f"wrote {page}")
         labels = {r["label"] for r in planned[tab.name]}
         started = [d for d in done if d["run"] in labels]
@@ -122,6 +132,18 @@ def cmd_reproduce(args) -> int:
         lines.append(f"{len(failed)} run(s) stopped early: see {', '.join(d['log'] for d in failed)}")
     emit(args, records if several else records[0], "; ".join(lines))
     return 1 if failed else 0
+
+
+def _train_runs(args) -> str:
+    """Where a page's "run it again" commands train: the --runs folder, unless it holds committed results
+    (which no run may write into), then the default runs/reproduce."""
+    from ..paths import refuse_committed
+
+    try:
+        refuse_committed(Path(args.runs), "--runs")
+    except UsageError:
+        return "runs/reproduce"
+    return args.runs
 
 
 def _extra(rp, tab, args) -> list[str]:

@@ -129,6 +129,7 @@ def render(
     out: Path,
     command: str = "",
     links_from: Path | None = None,
+    train_runs: str = "runs/reproduce",
 ) -> Path:
     """Write ``out/<table>.md`` (and ``<table>-valid.png``): paper vs ours per run, what we ran, and how.
 
@@ -164,7 +165,8 @@ def render(
 
     def how(spec: RunSpec) -> str:  # the command that runs one row, and the training command it stands for
         return (
-            f"`tiedlm reproduce {tab.name} --scale {scale} --only {spec.name}`, that is `{rerun_command(spec, extra)}`"
+            f"`tiedlm reproduce {tab.name} --scale {scale} --runs {train_runs} --only {spec.name}`, that is "
+            f"`{rerun_command(spec, extra)}`"
         )
 
     for r in rows:
