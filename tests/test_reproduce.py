@@ -679,3 +679,30 @@ def test_the_page_gives_each_row_across_seeds_and_says_when_a_difference_changes
     assert "| sparse-128-0.5 − dense-64 | +0.50 (1), -0.20 (2) |" in text and "not stable" in text
     finished["sparse-128-0.5-seed2"] = run(2, 0.91, 0.921)
     assert "the same sign at every seed" in "\n".join(seeds_section(TABLES["demeester2018-pos"], finished, "tag"))
+
+
+def test_a_notes_figures_come_from_the_run_files_and_change_with_them(tmp_path):
+    """The committed demeester2018-lm runs, copied: their notes state the runs' figures; a changed summary
+    changes the notes, and a run gone from the folder withholds them (no claim about a missing row)."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "experiments/results/reproduce"
+    runs = tmp_path / "runs"
+    shutil.copytree(root / "demeester2018-lm", runs / "demeester2018-lm", symlinks=False)
+    tab = rp.table("demeester2018-lm")
+
+    def notes():
+        text = rp.render(tab, "budget", runs, [], tmp_path / "out").read_text()
+        return text.split("## Notes\n\n", 1)[1].split("\n", 1)[0]
+
+    first = notes()
+    summary = json.loads((runs / "demeester2018-lm/sparse-seed141/summary.json").read_text())
+    dense = json.loads((runs / "demeester2018-lm/dense-seed141/summary.json").read_text())
+    assert f"the sparse model is {dense['test_ppl'] - summary['test_ppl']:.2f} test perplexity better" in first
+    summary["test_ppl"] = 90.0
+    (runs / "demeester2018-lm/sparse-seed141/summary.json").write_text(json.dumps(summary))
+    second = notes()
+    assert second != first and f"{dense['test_ppl'] - 90.0:.2f} test perplexity better (90.00 against" in second
+    (runs / "demeester2018-lm/sparse-seed141/summary.json").unlink()
+    assert notes().startswith("(The notes are withheld") and "sparse-seed141" in notes()

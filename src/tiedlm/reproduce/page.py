@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ..run_dir import RunDir
+from .notes import render_notes
 from .plan import plan, rerun_command
 from .publish import BANDS
 from .tables import METRICS, RunSpec, Table
@@ -204,7 +205,10 @@ def render(
         )
     lines += seeds_section(tab, finished, task)
     if tab.notes:
-        lines += ["", "## Notes", "", tab.notes]
+        bands_file = runs_dir / tab.name / BANDS
+        bands = json.loads(bands_file.read_text()) if bands_file.is_file() else None
+        folders = {r["spec"].name: Path(r["dir"]) for r in rows}
+        lines += ["", "## Notes", "", render_notes(tab.notes, folders, task, bands)]
     if task == "lm":
         lines += _bands_section(tab, runs_dir, out)
     lines += ["", "## Commands", "", *(commands or ["(no run has finished yet)"]), ""]

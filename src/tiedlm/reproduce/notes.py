@@ -1,0 +1,95 @@
+"""A results page's notes, with every figure that comes from the table's runs computed from their files.
+
+A table's notes are text with placeholders in double braces, filled from the finished runs of the page:
+
+- ``{{ROW.FIELD}}``: a figure of row ROW's run. FIELD is ``valid`` / ``test`` (the page's valid and test
+  figures: perplexity, with test by batch 1 where the run has it; accuracy in %; BLEU), ``streams`` (test over
+  the evaluation streams), ``wall`` (minutes), ``tps`` (tokens/s), ``params`` (millions), ``epochs``,
+  ``valid@N`` (valid perplexity after epoch N, from metrics.jsonl);
+- ``{{A.FIELD-B.FIELD}}``: the difference of two such figures (signed where the template writes ``{{+...}}``);
+- ``{{bands:ROW:BAND}}``: Δ% of ROW against the bands' baseline in BAND (the page's Figure 3 table), signed.
+
+So a changed run changes its page, and a page whose notes name a run that is not finished there renders no
+claim about it: :func:`render_notes` then withholds the notes and says which rows they wait for.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from ..run_dir import RunDir
+from .tables import METRICS
+
+PLACEHOLDER = re.compile(r"\{\{(\+?)([^{}]+)\}\}")
+
+
+class Missing(Exception):
+    """A placeholder names a run (or band) that is not finished on this page."""
+
+
+def _figure(row: str, field: str, runs: dict[str, Path], task: str) -> float:
+    folder = runs.get(row)
+    files = RunDir(folder) if folder is not None else None
+    summary = files.read_summary() if files is not None else None
+    if summary is None:
+        raise Missing(row)
+    _, keys, fmt = METRICS[task]
+    scale = 100.0 if "%" in fmt else 1.0
+    if field == "valid":
+        return scale * summary[keys[0]]
+    if field == "test":
+        if task == "lm" and "test_protocol" not in summary and (folder / "test_batch1.json").is_file():
+            return json.loads((folder / "test_batch1.json").read_text())["ppl"]
+        return scale * summary[keys[1]]
+    if field == "streams":
+        return summary.get("test_ppl_streams", summary["test_ppl"])
+    if field == "wall":
+        return summary.get("wall_time_s", summary.get("train_seconds", 0.0)) / 60
+    if field == "tps":
+        return summary["tokens_per_s"]
+    if field == "params":
+        return summary["parameters"]["total"] / 1e6
+    if field == "epochs":
+        return float(len(files.read_metrics()))
+    if field.startswith("valid@"):
+        epoch = int(field[6:])
+        return next(m["valid_ppl"] for m in files.read_metrics() if m["epoch"] == epoch)
+    raise ValueError(f"unknown note field {field!r} (row {row})")
+
+
+def _value(expr: str, runs: dict[str, Path], task: str, bands: dict | None) -> tuple[float, str]:
+    """(value, format) of one placeholder's expression."""
+    if expr.startswith("bands:"):
+        _, row, band = expr.split(":")
+        if bands is None or row not in bands["runs"]:
+            raise Missing(row)
+        line = next(r for r in bands["rows"] if r["band"] == band)
+        return 100 * line["relative_ce"][row], "+.2f"
+    parts = [p.strip() for p in expr.split(" - ")] if " - " in expr else [expr.strip()]
+    values = [_figure(*p.rsplit(".", 1), runs, task) for p in parts]
+    field = parts[0].rsplit(".", 1)[1]
+    fmt = {"wall": ".1f", "tps": ",.0f", "params": ".2f", "epochs": ".0f"}.get(field, ".2f")
+    return (values[0] - values[1] if len(values) == 2 else values[0]), fmt
+
+
+def render_notes(notes: str, runs: dict[str, Path], task: str, bands: dict | None = None) -> str:
+    """``notes`` with every placeholder filled; where one names a run not finished here, a line saying so."""
+    missing: list[str] = []
+
+    def fill(m: re.Match) -> str:
+        try:
+            value, fmt = _value(m[2], runs, task, bands)
+        except Missing as e:
+            missing.append(str(e))
+            return "?"
+        if m[1] == "+" and not fmt.startswith("+"):
+            fmt = "+" + fmt
+        return format(value, fmt)
+
+    text = PLACEHOLDER.sub(fill, notes)
+    if missing:
+        waiting = ", ".join(dict.fromkeys(missing))
+        return f"(The notes are withheld: they state figures of runs not finished in this folder: {waiting}.)"
+    return text
