@@ -127,9 +127,13 @@ def test_unsupported_runs_say_why(tiny_corpus):
     # 'on' captures them too (the captured computation is checked against eager below); the encoder still not
     assert unsupported_reason(preset.with_overrides(["train.cuda_graph=on"]), cuda_dev, False) is None
     assert unsupported_reason(no_bias.with_overrides(["train.cuda_graph=on"]), cuda_dev, False) is None
-    assert "encoder" in unsupported_reason(
-        Config.load("ptb-awd-tied").with_overrides(["train.cuda_graph=on"]), cuda_dev, False
-    )
+    # the AWD-LSTM family: eager under 'auto' (no GPU has replayed it), captured per window length under 'on'
+    for name in ("ptb-awd-tied", "ptb-awd-drill", "ptb-awd-sparse"):
+        awd = Config.load(name)
+        assert "captured with train.cuda_graph = 'on'" in unsupported_reason(awd, cuda_dev, False)
+        assert unsupported_reason(awd.with_overrides(["train.cuda_graph=on"]), cuda_dev, False) is None
+    transformer = Config.load("ptb-transformer-tied").with_overrides(["train.cuda_graph=on"])
+    assert "Adam" in unsupported_reason(transformer, cuda_dev, False)
     with pytest.raises(Exception, match="train.cuda_graph"):
         cfg.with_overrides(["train.cuda_graph=sometimes"])
 
@@ -141,6 +145,10 @@ def test_unsupported_runs_say_why(tiny_corpus):
         ("ptb-small-vd", {}),  # dropout masks: the same draws on both paths
         ("ptb-small-real", {}),  # the augmented loss with gradients through ỹ (loss.target_grad = true)
         ("ptb-small-al", {"loss.aug_bias": "false"}),
+        # the AWD-LSTM family (cuda_graph = 'on'): weight drop, embedding and locked dropout, AR/TAR, mean loss
+        ("ptb-awd-tied-budget", {"model.encoder.hidden_size": "24"}),
+        ("ptb-awd-drill-budget", {"model.encoder.hidden_size": "24"}),
+        ("ptb-awd-sparse-budget", {"model.encoder.hidden_size": "24"}),
     ],
 )
 def test_the_captured_computation_is_the_eager_step_on_the_cpu(tiny_corpus, tmp_path, preset, extra):
@@ -164,7 +172,9 @@ def test_the_captured_computation_is_the_eager_step_on_the_cpu(tiny_corpus, tmp_
     tr.model.load_state_dict(start)
     graph = GraphedStep.__new__(GraphedStep)  # the captured computation without a graph (no CUDA here)
     graph.model, graph.loss_fn, graph.precision = tr.model, tr.loss_fn, "fp32"
-    graph.clip, graph.weight_decay, graph.time_scale = 0.5, 0.01, float(y.size(0))
+    graph.ar, graph.tar = cfg.loss.ar, cfg.loss.tar
+    summed = cfg.train.loss_reduction == "sum_over_time"
+    graph.clip, graph.weight_decay, graph.time_scale = 0.5, 0.01, float(y.size(0)) if summed else 1.0
     graph.params = [p for p in tr.model.parameters() if p.requires_grad]
     graph.x, graph.y, graph.state, graph.lr = x, y, tr.model.init_state(x.size(1)), torch.tensor(0.7)
     graph.backup = [p.detach().clone() for p in graph.params]
@@ -177,3 +187,30 @@ def test_the_captured_computation_is_the_eager_step_on_the_cpu(tiny_corpus, tmp_
     for k, v in tr.model.state_dict().items():
         assert torch.allclose(v, eager[k], rtol=1e-6, atol=1e-7), k
     assert all(torch.equal(b, start[k]) for b, k in zip(graph.backup, [n for n, _ in tr.model.named_parameters()]))
+
+
+def test_variable_windows_get_one_graph_per_length_sharing_a_pool_and_the_weight_backup(monkeypatch):
+    """GraphedSteps (the AWD-LSTM's variable windows): a graph is captured the first time a length comes and
+    replayed after; every graph gets the same memory pool and the same backup of the weights."""
+    from tiedlm.train import cuda_graph
+
+    made = []
+
+    class FakeStep:
+        def __init__(self, model, loss_fn, cfg, x, y, state, precision, pool=None, backup=None):
+            self.length, self.pool = y.size(0), pool
+            self.backup = backup if backup is not None else ["weights"]
+            self.replays = 0
+            made.append(self)
+
+        def step(self, x, y, state, lr):
+            self.replays += 1
+            return self.length
+
+    monkeypatch.setattr(cuda_graph, "GraphedStep", FakeStep)
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: ("pool",))
+    steps = cuda_graph.GraphedSteps(None, None, None, "fp32")
+    for n in (70, 65, 70, 33, 65):
+        assert steps.step(torch.zeros(n, 2), torch.zeros(n, 2), None, 1.0) == n
+    assert [s.length for s in made] == [70, 65, 33] and [s.replays for s in made] == [2, 2, 1]
+    assert all(s.pool == ("pool",) for s in made) and all(s.backup is made[0].backup for s in made)

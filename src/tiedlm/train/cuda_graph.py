@@ -1,4 +1,4 @@
-"""A whole training step captured once as a CUDA graph and replayed for every full-length window.
+"""A whole training step captured once as a CUDA graph (per window length) and replayed for every window.
 
 A small VD-LSTM step on a GPU is thousands of tiny kernels: per time step and layer one matmul and a
 handful of element-wise ops forward, about twice that backward, then the loss, the clipping and the
@@ -17,12 +17,17 @@ A non-finite loss or gradient norm is caught as in the eager loop: the graph kee
 weights from before its update, and the step is undone from it (and the carried state is not
 advanced) when the replay reports the step non-finite.
 
-Used by :class:`~tiedlm.train.trainer.Trainer` when :func:`unsupported_reason` finds nothing
-against it; the last, shorter window of an epoch runs eagerly. ``train.cuda_graph = "auto"`` captures only
-steps whose capture has run on a GPU; ``"on"`` also captures the augmented loss with gradients through ỹ
-(``loss.target_grad``, the REAL presets) and without the bias term (``loss.aug_bias = false``): nothing in them
-is uncapturable (the same autograd ops, all on the device), and the computation captured is checked against
-the eager step on the CPU (``tests/test_cuda_graph.py``), but no GPU has replayed them yet.
+Used by :class:`~tiedlm.train.trainer.Trainer` when :func:`unsupported_reason` finds nothing against it;
+with fixed windows the last, shorter window of an epoch runs eagerly, and with the AWD-LSTM's variable
+windows every length met gets a graph of its own (:class:`GraphedSteps`, one memory pool), so that weight
+drop, AR/TAR and the NT-ASGD average (updated after each replay) all train from graphs.
+``train.cuda_graph = "auto"`` captures only steps whose capture has run on a GPU (the VD-LSTM with plain SGD
+and fixed windows); ``"on"`` also captures the augmented loss with gradients through ỹ (``loss.target_grad``,
+the REAL presets) and without the bias term (``loss.aug_bias = false``), and the AWD-LSTM family (DRILL and
+the other output layers, sparse layers, NT-ASGD, variable windows). Nothing in them is uncapturable (the same
+autograd ops, all on the device: cuDNN's LSTM, dropout masks from the CUDA generator), and the computation
+captured is checked against the eager step on the CPU (``tests/test_cuda_graph.py``), but no GPU has replayed
+them yet: ``tiedlm selfcheck --device cuda`` does.
 """
 
 from __future__ import annotations
@@ -35,7 +40,11 @@ from .step import backward_and_clip, window_loss
 
 
 def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | None:
-    """Why this run's step is not captured (None: it is)."""
+    """Why this run's step is not captured (None: it is).
+
+    What no GPU has replayed yet is captured only with ``train.cuda_graph = "on"`` ("auto" says so and trains
+    eagerly): the augmented loss with ``target_grad`` or without ``aug_bias``, and the AWD-LSTM family (variable
+    windows, one graph per window length; NT-ASGD's averaging after each replay; weight drop; sparse layers)."""
     t, m, ls = cfg.train, cfg.model, cfg.loss
     if t.cuda_graph == "off":
         return "train.cuda_graph = 'off'"
@@ -43,19 +52,27 @@ def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | No
         return "CUDA graphs need a CUDA device"
     if distributed:
         return "data-parallel training (DDP) runs eagerly"
-    if m.encoder.name != "vd-lstm":
-        return f"model.encoder = {m.encoder.name!r} (only the VD-LSTM step is captured)"
-    if t.optimizer.name != "sgd":
-        return f"train.optimizer = {t.optimizer.name!r} (only plain SGD is captured)"
-    if t.variable_bptt:
-        return "train.variable_bptt: windows of varying length"
+    if m.encoder.name not in ("vd-lstm", "awd-lstm"):
+        return (
+            f"model.encoder = {m.encoder.name!r}: its Adam step runs eagerly (the Transformer gained 1.00-1.07x "
+            "from a graph on an H100, 2026-11-25)"
+        )
+    if t.optimizer.name not in ("sgd", "nt-asgd"):
+        return f"train.optimizer = {t.optimizer.name!r} (only SGD, with or without NT-ASGD's average, is captured)"
     unverified = "captured with train.cuda_graph = 'on'; 'auto' keeps it eager until a GPU has run the capture"
-    if ls.augmented and ls.target_grad and t.cuda_graph == "auto":
-        return f"loss.target_grad: gradients through ỹ are {unverified}"
-    if ls.augmented and not ls.aug_bias and t.cuda_graph == "auto":
-        return f"loss.aug_bias = false: {unverified}"
-    if m.encoder.sparse_layer or m.encoder.sparse_fraction or m.embedding_density < 1.0:
-        return "sparse layers or embeddings run eagerly"
+    if t.cuda_graph == "auto":
+        if m.encoder.name != "vd-lstm":
+            return f"model.encoder = {m.encoder.name!r}: its step (one graph per window length) is {unverified}"
+        if t.optimizer.name != "sgd":
+            return f"train.optimizer = {t.optimizer.name!r}: {unverified}"
+        if t.variable_bptt:
+            return f"train.variable_bptt: windows of varying length (one graph per length) are {unverified}"
+        if ls.augmented and ls.target_grad:
+            return f"loss.target_grad: gradients through ỹ are {unverified}"
+        if ls.augmented and not ls.aug_bias:
+            return f"loss.aug_bias = false: {unverified}"
+        if m.encoder.sparse_layer or m.encoder.sparse_fraction or m.embedding_density < 1.0:
+            return f"sparse layers or embeddings: {unverified}"
     return None
 
 
@@ -67,10 +84,23 @@ class GraphedStep:
     finite (a Python bool: a non-finite step has been undone), and the state to carry to the next window.
     """
 
-    def __init__(self, model, loss_fn, cfg, x: torch.Tensor, y: torch.Tensor, state, precision: str, warmup: int = 2):
+    def __init__(
+        self,
+        model,
+        loss_fn,
+        cfg,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        state,
+        precision: str,
+        warmup: int = 2,
+        pool=None,
+        backup: list[torch.Tensor] | None = None,
+    ):
         self.model, self.loss_fn, self.precision = model, loss_fn, precision
         self.clip = cfg.train.clip if cfg.train.clip > 0 else math.inf
         self.weight_decay = cfg.train.weight_decay
+        self.ar, self.tar = cfg.loss.ar, cfg.loss.tar  # the AWD-LSTM's activation regularisers (0: none)
         self.time_scale = float(y.size(0)) if cfg.train.loss_reduction == "sum_over_time" else 1.0
         self.params = [p for p in model.parameters() if p.requires_grad]
         dev = x.device
@@ -78,7 +108,7 @@ class GraphedStep:
         self.x, self.y = x.clone(), y.clone()
         self.state = [tuple(t.detach().clone() for t in s) for s in state]
         self.lr = torch.zeros((), device=dev)
-        self.backup = [p.detach().clone() for p in self.params]
+        self.backup = backup if backup is not None else [p.detach().clone() for p in self.params]
         # warm-up on a side stream (cuBLAS handles, autograd's lazy set-up) with lr 0; the weights, the
         # gradients and the RNG are put back afterwards, so the warm-up leaves no trace in training
         weights = [p.detach().clone() for p in self.params]
@@ -92,7 +122,7 @@ class GraphedStep:
         for p in self.params:
             p.grad = None  # so that the captured backward allocates the gradients in the graph's pool
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        with torch.cuda.graph(self.graph, pool=pool):
             self.out = self._step()
         with torch.no_grad():
             for p, w in zip(self.params, weights):
@@ -108,6 +138,8 @@ class GraphedStep:
             self.y,
             self.state,
             self.precision,
+            ar=self.ar,
+            tar=self.tar,
             time_scale=self.time_scale,
             cache_enabled=False,
         )
@@ -126,6 +158,7 @@ class GraphedStep:
         return ce, aug, finite, next_state
 
     def step(self, x: torch.Tensor, y: torch.Tensor, state, lr: float):
+        """Replay for this window (its ids, the carried ``state``, the learning rate)."""
         self.x.copy_(x)
         self.y.copy_(y)
         for mine, given in zip(self.state, state):
@@ -143,3 +176,32 @@ class GraphedStep:
             for a, b in zip(mine, new):
                 a.copy_(b)
         return ce, aug, True, self.state
+
+
+class GraphedSteps:
+    """One :class:`GraphedStep` per window length, captured when that length first comes, all in one memory pool.
+
+    The AWD-LSTM's windows vary in length (``train.variable_bptt``), and a CUDA graph replays fixed shapes, so
+    each length gets its own graph. They share one pool: they never run at the same time, and nothing a graph
+    allocates is needed after its own replay (the step's outputs are read, and its state copied out, before the
+    next replay), so a later capture may reuse what an earlier one freed. The weights, their backups, the
+    inputs' and the state's buffers and the learning rate live outside the pool.
+    """
+
+    def __init__(self, model, loss_fn, cfg, precision: str):
+        self.model, self.loss_fn, self.cfg, self.precision = model, loss_fn, cfg, precision
+        self.by_length: dict[int, GraphedStep] = {}
+        self.pool = None
+        self.backup = None  # one copy of the weights from before an update, shared by every length's graph
+
+    def step(self, x: torch.Tensor, y: torch.Tensor, state, lr: float):
+        graph = self.by_length.get(y.size(0))
+        if graph is None:
+            if self.pool is None:
+                self.pool = torch.cuda.graph_pool_handle()
+            graph = GraphedStep(
+                self.model, self.loss_fn, self.cfg, x, y, state, self.precision, pool=self.pool, backup=self.backup
+            )
+            self.backup = graph.backup
+            self.by_length[y.size(0)] = graph
+        return graph.step(x, y, state, lr)

@@ -51,7 +51,7 @@ from .checkpoint import (
     optimizer_tensors,
     save_checkpoint,
 )
-from .cuda_graph import GraphedStep, unsupported_reason
+from .cuda_graph import GraphedSteps, unsupported_reason
 from .distributed import DistributedContext
 from .interrupts import RunInterrupted, StopRequest, StopRequested
 from .nt_asgd import NTASGD, make_optimizer
@@ -126,7 +126,7 @@ class Trainer:
         # the iterate average of NT-ASGD, once triggered (inert for the other optimisers)
         self.nt_asgd = NTASGD(t.optimizer.name == "nt-asgd", getattr(t.optimizer, "nonmono", 1), self.log)
         self.train_data = self.dist.shard(batchify(self.corpus.train, cfg.train.batch_size)).to(self.device)
-        self.graphed = None  # the CUDA-graph step (tiedlm.train.cuda_graph), captured at the first full window
+        self.graphs = None  # the CUDA-graph steps (tiedlm.train.cuda_graph), one per window length, captured on use
         self.graph_reason = unsupported_reason(cfg, self.device, self.dist.enabled)
         # position and running state; overwritten by a resumed checkpoint
         self.epoch, self.window, self.best_valid, self.best_epoch, self.elapsed = 1, 0, math.inf, 0, 0.0
@@ -261,7 +261,7 @@ class Trainer:
                 step_lr = lr * min(1.0, (self.updates + 1) / t.warmup_steps) if t.warmup_steps else lr
                 if t.variable_bptt:  # variable windows: lr scaled by length / bptt
                     step_lr *= y.size(0) / t.bptt
-                if self.graph_reason is None and y.size(0) == t.bptt:
+                if self.graph_reason is None and (t.variable_bptt or y.size(0) == t.bptt):
                     ce, aug, finite, new_state = self._graphed_step(x, y, step_lr)
                 else:
                     ce, aug, finite, new_state = self._eager_step(x, y, step_lr, params)
@@ -329,11 +329,17 @@ class Trainer:
         finite = update(loss, params, self.optimizer, t.clip, self.dist.all_true)
         return ce, aug, finite, new_state
 
+    @property
+    def graphed(self):
+        """The first captured CUDA-graph step, or None while every step has run eagerly."""
+        return next(iter(self.graphs.by_length.values()), None) if self.graphs is not None else None
+
     def _graphed_step(self, x, y, lr: float):
-        """The same step replayed from a CUDA graph (:mod:`tiedlm.train.cuda_graph`), captured on first use."""
-        if self.graphed is None:
-            self.graphed = GraphedStep(self.model, self.loss_fn, self.cfg, x, y, self.state, self.precision)
-        return self.graphed.step(x, y, self.state, lr)
+        """The same step replayed from a CUDA graph (:mod:`tiedlm.train.cuda_graph`): one graph per window length
+        (fixed windows: one; the AWD-LSTM's variable windows: one per length met), each captured on first use."""
+        if self.graphs is None:
+            self.graphs = GraphedSteps(self.model, self.loss_fn, self.cfg, self.precision)
+        return self.graphs.step(x, y, self.state, lr)
 
     # ------------------------------------------------------------------ end of training
     def finish(self) -> dict:
