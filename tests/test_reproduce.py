@@ -137,7 +137,8 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     assert page.count("| finished |") == 7 and "`tiedlm train ptb-small-re" in page
     # each finished run names the command that runs it again: the same --set arguments it was started with
     line = next(ln for ln in page.splitlines() if ln.startswith("- drill-4: "))
-    assert "`tiedlm reproduce pappas2019-table4-small --scale budget --only drill-4`" in line
+    runs_arg = str(tmp_path / "runs")
+    assert f"`tiedlm reproduce pappas2019-table4-small --scale budget --runs {runs_arg} --only drill-4`" in line
     rerun = shlex.split(line.split("that is `")[1].split("`")[0])
     started = shlex.split(drill["command"])
     sets = lambda argv: [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]  # noqa: E731
@@ -274,7 +275,11 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
     assert "| 90.00 / 86.50 |" in page and "| 90.00 / 85.12; 86.50 (10 streams) |" in page
     assert not any((table_dir / n).exists() for n in ("full", "bilinear", "dual", "drill-1"))  # nothing started
     # each row still to run names the command that runs it
-    assert "- dual (missing): `tiedlm reproduce pappas2019-table4-small --scale budget --only dual`, that is " in page
+    runs_arg = str(tmp_path / "runs")  # not committed: the page's commands train there
+    assert (
+        f"- dual (missing): `tiedlm reproduce pappas2019-table4-small --scale budget --runs {runs_arg} --only dual`, "
+        "that is " in page
+    )
 
 
 def test_publish_copies_finished_runs_and_never_overwrites_other_results(tmp_path, capsys):
@@ -357,7 +362,7 @@ def test_dry_run_estimates_tagger_and_translator_runs_from_timed_batches(tmp_pat
     dry = ["reproduce", "demeester2018-pos", "--dry-run", "--json", "--data", str(data), "--runs", str(tmp_path)]
     assert main([*dry, "--set", "data.min_count=1"]) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert len(plan["runs"]) == 9 and all(r["estimated_s"] > 0 for r in plan["runs"])
+    assert len(plan["runs"]) == 27 and all(r["estimated_s"] > 0 for r in plan["runs"])  # 9 runs, 3 seeds
     assert plan["estimated_s"] == pytest.approx(sum(r["estimated_s"] for r in plan["runs"]), abs=0.01)
 
     from tiedlm.translation import TranslationConfig
@@ -406,7 +411,7 @@ def test_a_tagging_table_runs_and_renders_end_to_end(tmp_path, capsys):
     ]
     assert main(args) == 0
     page = (tmp_path / "pages" / "demeester2018-pos.md").read_text()
-    assert page.count("| finished |") == 2 and page.count("| missing |") == 7
+    assert page.count("| finished |") == 2 and page.count("| missing |") == 25  # 27 rows: 9 runs, 3 seeds
     assert "dev / test accuracy (%)" in page and "%" in page.split("| dense-8 |")[1].split("\n")[0]
     summary = json.loads((tmp_path / "runs" / "demeester2018-pos" / "dense-8" / "summary.json").read_text())
     assert summary["epochs"] == 1 and summary["embedding_size"] == 8

@@ -65,7 +65,9 @@ def _value(expr: str, runs: dict[str, Path], task: str, bands: dict | None) -> t
         _, row, band = expr.split(":")
         if bands is None or row not in bands["runs"]:
             raise Missing(row)
-        line = next(r for r in bands["rows"] if r["band"] == band)
+        line = next((r for r in bands["rows"] if r["band"] == band), None)
+        if line is None or line["relative_ce"].get(row) is None:  # no test target in that band
+            raise Missing(f"{row} (band {band})")
         return 100 * line["relative_ce"][row], "+.2f"
     parts = [p.strip() for p in expr.split(" - ")] if " - " in expr else [expr.strip()]
     values = [_figure(*p.rsplit(".", 1), runs, task) for p in parts]
