@@ -134,3 +134,18 @@ def test_the_shared_data_beside_the_checkout_is_found_without_tiedlm_data(monkey
     monkeypatch.delenv("TIEDLM_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", "/nonexistent-cache")  # nothing in the cache: the folder must be found
     assert resolve_corpus_dir("ptb", download=False) == Path(beside_checkout("ptb")) / "ptb"
+
+
+@pytest.mark.parametrize("task", ["tag", "translate"])
+def test_tag_and_translate_train_refuse_a_folder_of_committed_results(tmp_path, capsys, task):
+    """As `tiedlm train` does: a folder holding files tracked by git is never trained into."""
+    import subprocess
+
+    folder = tmp_path / "results" / "run"
+    folder.mkdir(parents=True)
+    (folder / "summary.json").write_text("{}\n")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "results"], check=True)
+    assert main([task, "train", "--out", str(folder)]) == 2
+    assert "holds committed results" in _one_line_error(capsys)
+    assert sorted(p.name for p in folder.iterdir()) == ["summary.json"]

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from ..data.vocab import Vocabulary
 from ..errors import UsageError
+from ..paths import refuse_committed
 from ..run_dir import RunDir, write_json_atomic, write_text_atomic
 from ..runtime import resolve_device, run_device, set_threads
 from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state
@@ -70,6 +71,8 @@ class TaggerInterrupted(RunInterrupted):
 
 def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print) -> dict:
     """Train (or continue) a tagger in ``run_dir``; returns the summary written to ``summary.json``."""
+    if not resume:
+        refuse_committed(Path(run_dir))  # committed results are never overwritten (as `tiedlm train`)
     with RunDir(run_dir).training_lock():  # one process trains in a folder at a time
         return _train_tagger(cfg, Path(run_dir), resume, progress, log)
 

@@ -27,6 +27,7 @@ from ..errors import UsageError
 from ..evaluation import perplexity
 from ..losses import AugmentedLoss
 from ..losses.fused import at_least_fp32
+from ..paths import refuse_committed
 from ..run_dir import RunDir, write_json_atomic, write_text_atomic
 from ..runtime import autocast, resolve_device, resolve_precision, run_device, set_threads
 from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state
@@ -94,6 +95,8 @@ def train_translator(
     cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print
 ) -> dict:
     """Train (or continue) a translator in ``run_dir``; returns the summary written to ``summary.json``."""
+    if not resume:
+        refuse_committed(Path(run_dir))  # committed results are never overwritten (as `tiedlm train`)
     with RunDir(run_dir).training_lock():  # one process trains in a folder at a time
         return _train_translator(cfg, Path(run_dir), resume, progress, log)
 
