@@ -149,3 +149,18 @@ def test_tag_and_translate_train_refuse_a_folder_of_committed_results(tmp_path, 
     assert main([task, "train", "--out", str(folder)]) == 2
     assert "holds committed results" in _one_line_error(capsys)
     assert sorted(p.name for p in folder.iterdir()) == ["summary.json"]
+
+
+def test_every_task_takes_the_non_finite_limit_as_a_setting():
+    """train.max_nonfinite was the LM's only; the tagger, the translator and the subspace experiment had a
+    literal 10."""
+    from tiedlm.analysis.subspace_config import SubspaceConfig
+    from tiedlm.errors import UsageError
+    from tiedlm.tagging import TaggerConfig
+    from tiedlm.translation import TranslationConfig
+
+    for config in (TaggerConfig, TranslationConfig):
+        assert config().with_overrides(["train.max_nonfinite=3"]).max_nonfinite == 3
+        with pytest.raises(UsageError, match="max_nonfinite"):
+            config(max_nonfinite=0).validate()
+    assert SubspaceConfig().max_nonfinite == 10

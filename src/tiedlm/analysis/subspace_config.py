@@ -31,6 +31,7 @@ class SubspaceExperimentConfig:
     output_init_range: float = 0.0  # init range of the output W (b = 0); < 0: the same as init_range
     precision: str = "fp32"
     threads: int = 0
+    max_nonfinite: int = 10  # consecutive non-finite steps tolerated (skipped) before a run stops
     corpus: str = "ptb"  # a corpus name or folder (the paper: PTB)
     data_dir: str = ""
 

@@ -112,7 +112,8 @@ def train_point(
     device = torch.device("cpu")
     t0 = time.perf_counter()
     skipped = NonFiniteSteps(
-        10, lambda what: f"the subspace run at beta {beta:g}, tau {tau:g} diverged: {what}; lower --lr (now {cfg.lr:g})"
+        cfg.max_nonfinite,
+        lambda what: f"the subspace run at beta {beta:g}, tau {tau:g} diverged: {what}; lower --lr (now {cfg.lr:g})",
     )
     for epoch in range(cfg.epochs):
         model.train()

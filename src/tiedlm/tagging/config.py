@@ -13,7 +13,7 @@ class TaggerConfig(KeyValueConfig):
     SECTIONS = {
         "data": ("min_count", "max_sentences", "data_dir", "own_data"),
         "model": ("embedding_size", "embedding_density", "hidden_size", "layers", "dropout"),
-        "train": ("epochs", "batch_size", "lr", "clip", "seed", "threads", "device"),
+        "train": ("epochs", "batch_size", "lr", "clip", "seed", "threads", "device", "max_nonfinite"),
     }
 
     embedding_size: int = 64  # k
@@ -29,6 +29,7 @@ class TaggerConfig(KeyValueConfig):
     seed: int = 1  # seed of every random draw
     threads: int = 0  # 0: all cores
     device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
+    max_nonfinite: int = 10  # consecutive non-finite steps tolerated (skipped) before the run stops
     max_sentences: int = 0  # train on the first N training sentences only (0: all); for smoke tests
     data_dir: str = ""  # folder with en_ewt-ud-{train,dev,test}.conllu (default: TIEDLM_DATA mirror or download)
     own_data: bool = False  # data_dir holds a treebank of your own (*train*/*dev*/*test*.conllu), unverified
@@ -51,6 +52,7 @@ class TaggerConfig(KeyValueConfig):
             (self.clip >= 0, "clip", "a number >= 0 (0 disables)"),
             (self.threads >= 0, "threads", "an integer >= 0"),
             (device_is_valid(self.device), "device", "auto, cpu, cuda or cuda:N"),
+            (self.max_nonfinite >= 1, "max_nonfinite", "an integer >= 1"),
             (self.max_sentences >= 0, "max_sentences", "an integer >= 0 (0 = all)"),
         ]
         self.require(checks)

@@ -44,9 +44,6 @@ def accuracy(model: BiLSTMTagger, corpus: TaggingCorpus, split: str, batch_size:
     return correct / total
 
 
-MAX_NONFINITE = 10  # consecutive non-finite steps tolerated (skipped) before the run stops
-
-
 def tagging_loss(model: BiLSTMTagger, ids: torch.Tensor, tags: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of the tag scores over the real (unpadded, tag ≠ -100) tokens of a batch."""
     return F.cross_entropy(model(ids, lengths).flatten(0, 1), tags.flatten(), ignore_index=-100)
@@ -178,7 +175,7 @@ def _train_epoch(
     model.train()
     start = time.perf_counter() - state.get("epoch_seconds", 0.0)
     total, seen = state.get("sums", [0.0, 0])
-    skipped = NonFiniteSteps(MAX_NONFINITE, lambda what: _diverged(what, run_dir, cfg), log)
+    skipped = NonFiniteSteps(cfg.max_nonfinite, lambda what: _diverged(what, run_dir, cfg), log)
     with tqdm(
         total=n_train,
         initial=seen,

@@ -57,7 +57,18 @@ class TranslationConfig(KeyValueConfig):
             "drill_init_range",
         ),
         "loss": ("label_smoothing", "augmented", "tau", "gamma"),
-        "train": ("epochs", "batch_tokens", "lr", "warmup_steps", "clip", "seed", "threads", "precision", "device"),
+        "train": (
+            "epochs",
+            "batch_tokens",
+            "lr",
+            "warmup_steps",
+            "clip",
+            "seed",
+            "threads",
+            "precision",
+            "device",
+            "max_nonfinite",
+        ),
         "decode": ("beam", "length_penalty", "max_decode_ratio"),
     }
     # the LM's names of the output layer's keys work here too: --set model.output=drill --set model.output.depth=2
@@ -108,6 +119,7 @@ class TranslationConfig(KeyValueConfig):
     threads: int = 0  # 0: all cores
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
+    max_nonfinite: int = 10  # consecutive non-finite steps tolerated (skipped) before the run stops
     # decoding
     beam: int = 5
     length_penalty: float = 1.0  # hypotheses ranked by log P / length^length_penalty
@@ -148,6 +160,7 @@ class TranslationConfig(KeyValueConfig):
             (self.threads >= 0, "threads", "an integer >= 0"),
             (self.precision in ("auto", "fp32", "bf16"), "precision", "auto, fp32 or bf16"),
             (device_is_valid(self.device), "device", "auto, cpu, cuda or cuda:N"),
+            (self.max_nonfinite >= 1, "max_nonfinite", "an integer >= 1"),
             (self.beam >= 1, "beam", "an integer >= 1"),
             (self.length_penalty >= 0, "length_penalty", "a number >= 0"),
             (self.max_decode_ratio > 0, "max_decode_ratio", "a number > 0"),

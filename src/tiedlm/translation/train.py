@@ -38,8 +38,6 @@ from .data import PAD, ParallelCorpus, SubwordVocab, encode_source, load_paralle
 from .model import TransformerTranslator
 from .search import beam_search, greedy_search
 
-MAX_NONFINITE = 10  # consecutive non-finite steps tolerated (skipped) before the run stops
-
 
 class TranslationInterrupted(RunInterrupted):
     def __init__(self, run_dir: Path, epoch: int, batch: int, saved: bool = True):
@@ -204,7 +202,7 @@ def _train_epoch(
 
     epoch = state["epoch"]
     skipped = NonFiniteSteps(
-        MAX_NONFINITE,
+        cfg.max_nonfinite,
         lambda what: (
             f"translation training diverged: {what}; lower lr (now {cfg.lr:g}) or raise warmup_steps "
             f"(now {cfg.warmup_steps}) in a new run"
