@@ -154,7 +154,7 @@ def test_tag_and_translate_train_refuse_a_folder_of_committed_results(tmp_path, 
 def test_every_task_takes_the_non_finite_limit_as_a_setting():
     """train.max_nonfinite was the LM's only; the tagger, the translator and the subspace experiment had a
     literal 10."""
-    from tiedlm.analysis.subspace_config import SubspaceConfig
+    from tiedlm.analysis.subspace_config import SubspaceExperimentConfig
     from tiedlm.errors import UsageError
     from tiedlm.tagging import TaggerConfig
     from tiedlm.translation import TranslationConfig
@@ -163,4 +163,4 @@ def test_every_task_takes_the_non_finite_limit_as_a_setting():
         assert config().with_overrides(["train.max_nonfinite=3"]).max_nonfinite == 3
         with pytest.raises(UsageError, match="max_nonfinite"):
             config(max_nonfinite=0).validate()
-    assert SubspaceConfig().max_nonfinite == 10
+    assert SubspaceExperimentConfig().max_nonfinite == 10
