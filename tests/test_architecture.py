@@ -17,6 +17,7 @@ LAYERS = [
         "base",
         [
             "tiedlm.errors",
+            "tiedlm.interrupts",
             "tiedlm.paths",
             "tiedlm.runtime",
             "tiedlm.native",

@@ -176,8 +176,12 @@ def test_old_hyper_converts_like_the_reference_oldhyper(tiny_corpus, tmp_path):
 
 def test_an_interrupted_dynamic_evaluation_resumes_to_the_same_numbers(tiny_corpus, tmp_path, capsys, monkeypatch):
     """--work DIR keeps the statistics, each grid point and the adapted model: stopped in the middle of the test
-    pass (by an exception inside a segment's update), the same command finishes with the numbers of an
-    uninterrupted evaluation, to the last bit, without computing the statistics or the grid again."""
+    pass (a real SIGTERM inside a segment's update: the pass stops after that segment, saving it), the same
+    command finishes with the numbers of an uninterrupted evaluation, to the last bit, without computing the
+    statistics or the grid again."""
+    import os
+    import signal
+
     import tiedlm.evaluation.dynamic as dyn
 
     run = _train(tiny_corpus, tmp_path / "run")
@@ -193,13 +197,13 @@ def test_an_interrupted_dynamic_evaluation_resumes_to_the_same_numbers(tiny_corp
     def stopping_step(*a, **k):
         calls["steps"] += 1
         if calls["steps"] == segments + 40:  # the 40th segment of the test pass
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGTERM)  # delivered here, in the middle of the segment
         return real_step(*a, **k)
 
     monkeypatch.setattr(dyn, "dynamic_step", stopping_step)
-    monkeypatch.setattr(dyn, "DEFAULT_SAVE_SECONDS", 0.0)  # save after every segment
+    monkeypatch.setattr(dyn, "DEFAULT_SAVE_SECONDS", 1e9)  # no periodic save: the stop itself must save
     work = tmp_path / "work"
-    assert main([*cmd, "--work", str(work)]) == 130  # Ctrl-C's exit code
+    assert main([*cmd, "--work", str(work)]) == 130  # a stopped run's exit code
     assert "run the same command to resume" in capsys.readouterr().err
     assert len((work / "grid.jsonl").read_text().splitlines()) == 2 and (work / "test.safetensors").is_file()
 

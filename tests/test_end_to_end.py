@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from tiedlm import interrupts
 from tiedlm.cli import main
 from tiedlm.config import Config
 from tiedlm.errors import TiedlmError
 from tiedlm.run import load_run
-from tiedlm.train import Interrupted, Trainer, interrupts, load_checkpoint
+from tiedlm.train import Interrupted, Trainer, load_checkpoint
 from tiedlm.train.trainer import read_metrics
 
 from conftest import tiny_overrides

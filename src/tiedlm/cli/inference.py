@@ -82,142 +82,53 @@ def _dynamic_settings(args):
     )
 
 
-def _work_folder(args, settings, run, precision: str):
-    """``--work DIR``: the folder of an evaluation's progress, checked to belong to this very evaluation."""
+def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
+    """``evaluate --dynamic``: tiedlm.evaluation.dynamic_run with the command's settings, then the report."""
     import dataclasses
-    import json
     from pathlib import Path
 
+    from ..evaluation.dynamic_run import Grid, claim_work_folder, run_dynamic_evaluation
     from ..paths import ensure_writable_folder
-    from ..run_dir import write_json_atomic
 
-    if not args.work:
-        return None
-    work = Path(args.work)
-    ensure_writable_folder(work, "--work")
-    what = {
-        "run_dir": str(run.path.resolve()),
-        "checkpoint": run.checkpoint,
-        "split": args.split,
-        "precision": precision,
-        "settings": dataclasses.asdict(settings),
-        "grid": [args.grid, args.grid_lrs, args.grid_lambdas, args.grid_tokens],
-    }
-    known = work / "evaluation.json"
-    if known.is_file() and json.loads(known.read_text()) != what:
-        raise UsageError(
-            f"--work {work} holds the progress of another dynamic evaluation (other run, split or settings); "
-            f"give another --work folder"
-        )
-    write_json_atomic(known, what)
-    return work
-
-
-def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
-    """``evaluate --dynamic``: gradient statistics on train, optional lr/λ grid on valid, then the split
-    (each kept in ``--work DIR``, where given, and taken from there when the same command runs again)."""
-    try:
-        return _dynamic_steps(args, settings, run, corpus, precision, static)
-    except KeyboardInterrupt:
-        if not args.work:
-            raise
-        from ..errors import RunInterrupted
-
-        raise RunInterrupted(
-            f"dynamic evaluation interrupted; its progress is in {args.work}: run the same command to resume"
-        ) from None
-
-
-def _dynamic_steps(args, settings, run, corpus, precision: str, static: dict) -> int:
-    import dataclasses
-    import json
-
-    from ..evaluation.dynamic import (
-        GRID_LAMBDAS,
-        GRID_LRS,
-        dynamic_evaluate,
-        effective_settings,
-        gradient_rms,
-        load_statistics,
-        save_statistics,
-    )
-    from ..run_dir import write_json_atomic, write_text_atomic
-
-    log = progress_log(args)
-    work = _work_folder(args, settings, run, precision)
-    if work is not None and (work / "result.json").is_file():
-        out = json.loads((work / "result.json").read_text())
-        emit(args, out, f"{work}: finished before: dynamic ppl {out['dynamic_ppl']:.2f} (result.json)")
-        return 0
-    if work is not None and (work / "statistics.safetensors").is_file():
-        stats = load_statistics(work / "statistics.safetensors")
-    else:
-        stats = gradient_rms(run.model, corpus.train, settings, precision, progress=not args.json)
-        if work is not None:
-            save_statistics(work / "statistics.safetensors", stats)
-    grid = []
-    if args.grid and settings.old_hyper:
-        # Krause et al.'s --grid --oldhyper converts only ε: the grid's η and λ are already on the corrected
-        # code's scale, so each grid point is used as it is (converting it again made 3e-5 / 0.001 into
-        # 6.7e-6 / 9.1e-5)
-        settings = dataclasses.replace(effective_settings(settings, stats), lr=settings.lr, lamb=settings.lamb)
-    if args.grid:
-        done_file = work / "grid.jsonl" if work is not None else None
-        done = [json.loads(x) for x in done_file.read_text().splitlines()] if done_file and done_file.is_file() else []
-        valid = corpus.valid[: args.grid_tokens + 1] if args.grid_tokens else corpus.valid
-        scale = settings.bptt / 5  # Krause et al. scale their grid with the segment length
-        lrs = args.grid_lrs or [v * scale for v in GRID_LRS]
-        lambdas = args.grid_lambdas or [v * scale for v in GRID_LAMBDAS]
-        for lr in lrs:
-            for lamb in lambdas:
-                known = [g for g in done if g["lr"] == lr and g["lambda"] == lamb]
-                if known:
-                    grid.append(known[0])
-                    continue
-                trial = dataclasses.replace(settings, lr=lr, lamb=lamb)
-                r = dynamic_evaluate(
-                    run.model, valid, stats, trial, precision, progress=not args.json, desc=f"grid lr={lr:g} λ={lamb:g}"
-                )
-                grid.append({"lr": lr, "lambda": lamb, "valid_ppl": r["ppl"], "tokens": r["tokens"]})
-                log(f"grid: lr {lr:g} λ {lamb:g}: valid ppl {r['ppl']:.2f} ({r['tokens']:,} tokens)")
-                if done_file is not None:
-                    done.append(grid[-1])
-                    write_text_atomic(done_file, "".join(json.dumps(g) + "\n" for g in done))
-        best = min(grid, key=lambda g: g["valid_ppl"])
-        settings.lr, settings.lamb = best["lr"], best["lambda"]
-    res = dynamic_evaluate(
+    work = Path(args.work) if args.work else None
+    if work is not None:
+        ensure_writable_folder(work, "--work")
+        identity = {
+            "run_dir": str(run.path.resolve()),
+            "checkpoint": run.checkpoint,
+            "split": args.split,
+            "precision": precision,
+            "settings": dataclasses.asdict(settings),
+            "grid": [args.grid, args.grid_lrs, args.grid_lambdas, args.grid_tokens],
+        }
+        claim_work_folder(work, identity)
+    grid = Grid(tuple(args.grid_lrs or ()), tuple(args.grid_lambdas or ()), args.grid_tokens) if args.grid else None
+    about = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "static_ppl": static["ppl"]}
+    out = run_dynamic_evaluation(
         run.model,
-        corpus.splits[args.split],
-        stats,
+        corpus,
+        args.split,
         settings,
         precision,
+        grid=grid,
+        work=work,
         progress=not args.json,
-        desc=f"dynamic {args.split}",
-        save_to=work / f"{args.split}.safetensors" if work is not None else None,
+        log=progress_log(args),
+        about=about,
     )
-    eff = effective_settings(settings, stats)
-    out = {
-        "run_dir": str(run.path),
-        "checkpoint": run.checkpoint,
-        "split": args.split,
-        "static_ppl": static["ppl"],
-        "dynamic_ppl": res["ppl"],
-        "tokens": res["tokens"],
-        "settings": dataclasses.asdict(settings),
-        "effective": res["effective"],
-        "statistics_segments": stats.segments,
-        "grid": grid,
-        "precision": precision,
-    }
-    if work is not None:
-        write_json_atomic(work / "result.json", out)
-    old = f" = paper scaling lr {eff.lr:.3g}, λ {eff.lamb:.3g}, ε {eff.epsilon:.3g}" if settings.old_hyper else ""
+    if out.pop("finished_before", False):
+        emit(args, out, f"{work}: finished before: dynamic ppl {out['dynamic_ppl']:.2f} (result.json)")
+        return 0
+    used, eff = out["settings"], out["effective"]
+    old = (
+        f" = paper scaling lr {eff['lr']:.3g}, λ {eff['lamb']:.3g}, ε {eff['epsilon']:.3g}" if used["old_hyper"] else ""
+    )
     emit(
         args,
         out,
         f"{run.path} [{run.checkpoint}] {args.split}: static ppl {static['ppl']:.2f} -> dynamic ppl "
-        f"{res['ppl']:.2f} (lr {settings.lr:g}, λ {settings.lamb:g}, ε {settings.epsilon:g}{old}, "
-        f"bptt {settings.bptt}, batch {settings.batch_size})",
+        f"{out['dynamic_ppl']:.2f} (lr {used['lr']:g}, λ {used['lamb']:g}, ε {used['epsilon']:g}{old}, "
+        f"bptt {used['bptt']}, batch {used['batch_size']})",
     )
     return 0
 

@@ -176,9 +176,13 @@ def dynamic_evaluate(
     return_model: bool = False,
     save_to: Path | None = None,
     save_seconds: float | None = None,
+    check=None,
 ) -> dict:
     """Mean cross-entropy and perplexity of ``ids`` under dynamic evaluation of a *copy* of ``model``
-    (the adapted copy under ``"model"`` with ``return_model``); resumable through ``save_to`` (module docstring)."""
+    (the adapted copy under ``"model"`` with ``return_model``); resumable through ``save_to`` (module docstring).
+
+    ``check`` (optional) runs before each segment and raises to stop (a :class:`~tiedlm.interrupts.StopRequest`'s
+    ``check``): the pass so far is saved to ``save_to`` first, so the same call resumes from there."""
     from tqdm import tqdm
 
     s = effective_settings(settings, stats)
@@ -202,6 +206,13 @@ def dynamic_evaluate(
         leave=False,
         unit="seg",
     ):
+        if check is not None:
+            try:
+                check()
+            except BaseException:
+                if save_to is not None:  # between two segments: the weights, state and sums agree
+                    _save(Path(save_to), params, state, total, count, i, len(ids))
+                raise
         model.zero_grad(set_to_none=True)
         loss, state = _segment_loss(model, x, y, detach_state(state), device, precision)
         total += loss.item() * y.numel()  # scored before the model learns from this segment
