@@ -98,6 +98,9 @@ def test_old_flat_config_files_load_as_the_same_config(tmp_path, preset, overrid
     assert Config.from_dict(raw) == cfg
 
 
+ADDED_SINCE = {("train", "device"), ("train", "max_nonfinite"), ("model", "output_options")}
+
+
 def test_committed_old_run_folders_load():
     """Results committed before the [model.output] table (flat keys, every layer's defaults listed) still load."""
     from tiedlm.reproduce import TABLES, run_config
@@ -114,7 +117,7 @@ def test_committed_old_run_folders_load():
             for section, values in raw.items():  # every saved value loads as it was saved
                 assert {k: loaded[section][k] for k in values} == values, (path, section)
             new = {(s, k) for s, vs in loaded.items() for k in vs} - {(s, k) for s, vs in raw.items() for k in vs}
-            assert new <= {("train", "device"), ("train", "max_nonfinite")}, (path, new)  # added since: their defaults
+            assert new <= ADDED_SINCE, (path, new)  # settings added since the run: their defaults
             assert all(loaded[s][k] == getattr(kind(), k) for s, k in new)
             continue
         cfg = Config.load(path)

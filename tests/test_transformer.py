@@ -356,3 +356,29 @@ def test_own_en_de_data_and_vocab_size_messages(tmp_path):
         SubwordVocab.train(lines, tmp_path / "spm", 16, "bpe")
     with pytest.raises(UsageError, match="lower --set vocab_size"):
         SubwordVocab.train(lines, tmp_path / "spm", 5000, "bpe")
+
+
+def test_the_translator_takes_any_key_of_its_output_layer_as_the_lm_does(tmp_path):
+    """`translate train --set model.output=dual --set model.output.residual=true` (DRILL's Table 4 dual setting):
+    keys with no translator name of their own go to output_options, typed and checked by the chosen layer, are
+    saved in config.toml and reach the built layer."""
+    import torch
+
+    from tiedlm.translation import TransformerTranslator
+
+    cfg = TranslationConfig(d_model=16, ffn_size=32, heads=2, encoder_layers=1, decoder_layers=1).with_overrides(
+        ["model.output=dual", "model.output.residual=true", "model.output.dropout=0.6"]
+    )
+    assert cfg.output_options == {"residual": True} and cfg.drill_dropout == 0.6
+    layer = cfg.output_config()
+    assert layer.name == "dual" and layer.residual is True and layer.dropout == 0.6
+    cfg.save(tmp_path)
+    assert TranslationConfig.load_run(tmp_path) == cfg
+    model = TransformerTranslator(cfg, 30, 30)
+    states = model(torch.randint(3, 30, (2, 5)), torch.randint(3, 30, (2, 4)))  # teacher forcing: (B, T, d)
+    logits, _ = model.output(states)
+    assert model.output.residual and logits.shape == (2, 4, 30) and torch.isfinite(logits).all()
+    with pytest.raises(UsageError, match="output layer 'drill' has no key 'residual'"):
+        TranslationConfig().with_overrides(["model.output=drill", "model.output.residual=true"])
+    with pytest.raises(UsageError, match="expected true or false"):
+        TranslationConfig().with_overrides(["model.output=dual", "model.output.residual=maybe"])

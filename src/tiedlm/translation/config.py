@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field, replace
 
 from ..config import KeyValueConfig, device_is_valid
 from ..errors import UsageError
@@ -19,6 +20,11 @@ OUTPUT_KEYS = {
     "drill_variational": "variational",
     "drill_init_range": "init_range",
 }
+
+
+def _field_type(hint) -> type:
+    """A dataclass field's type, from its annotation (a string under ``from __future__ import annotations``)."""
+    return {"int": int, "float": float, "bool": bool, "str": str}.get(hint, hint) if isinstance(hint, str) else hint
 
 
 @dataclass
@@ -55,6 +61,7 @@ class TranslationConfig(KeyValueConfig):
             "drill_dropout",
             "drill_variational",
             "drill_init_range",
+            "output_options",
         ),
         "loss": ("label_smoothing", "augmented", "tau", "gamma"),
         "train": (
@@ -104,6 +111,9 @@ class TranslationConfig(KeyValueConfig):
     drill_dropout: float = 0.6  # dropout on each label-encoder layer's input
     drill_variational: bool = True  # one dropout mask over the d dimensions per pass, shared by all labels
     drill_init_range: float = 0.1  # uniform initialisation of the label encoder
+    # any other key of the chosen output layer, as the LM's [model.output] table has it (--set
+    # model.output.KEY=VALUE; `tiedlm list` shows every layer's keys), e.g. {residual = true} for dual
+    output_options: dict = field(default_factory=dict)
     # loss: label-smoothed cross-entropy, optionally + the augmented loss (Inan et al. eq. 3.3)
     label_smoothing: float = 0.1
     augmented: bool = False  # add γτ·J_aug over the target embeddings
@@ -174,11 +184,46 @@ class TranslationConfig(KeyValueConfig):
             )
         return self
 
+    def with_overrides(self, items: list[str]):
+        """As every task's ``--set``, and ``model.output.KEY=VALUE`` for any key of the chosen output layer that
+        has no translator name of its own (kept in ``output_options``, typed by that layer's config)."""
+        from ..registry import field_names, parse_text
+
+        plain, options = [], dict(self.output_options)
+        names = [i.partition("=")[2] for i in items if i.partition("=")[0] in ("model.output", "output")]
+        layer = names[-1] if names else self.output
+        for item in items:
+            key, sep, text = item.partition("=")
+            name = key[len("model.output.") :] if key.startswith("model.output.") else ""
+            if sep and name and key not in self.ALIASES:
+                if layer not in OUTPUTS.names():
+                    raise UsageError(f"--set {item}: model.output = {layer!r} is not an output layer")
+                own = {f.name: f.type for f in dataclasses.fields(OUTPUTS[layer].config)}
+                if name not in own:
+                    raise UsageError(
+                        f"--set {item}: output layer {layer!r} has no key {name!r} (its keys: "
+                        f"{', '.join(field_names(OUTPUTS[layer].config)) or 'none'})"
+                    )
+                options[name] = parse_text(text, _field_type(own[name]), key)
+            else:
+                plain.append(item)
+        return super(TranslationConfig, replace(self, output_options=options)).with_overrides(plain)
+
     def output_config(self) -> ComponentConfig:
-        """The output layer's config, the registered one the LM uses (``[model.output]``): its keys from ours."""
+        """The output layer's config, the registered one the LM uses (``[model.output]``): its keys from ours,
+        and ``output_options`` for the rest."""
         try:
-            return OUTPUTS.config_for(
-                self.output, "translation", **{new: getattr(self, old) for old, new in OUTPUT_KEYS.items()}
+            own = {new: getattr(self, old) for old, new in OUTPUT_KEYS.items()}
+            shared = OUTPUTS.config_for(self.output, "translation", **own)
+            if not self.output_options:
+                return shared
+            return OUTPUTS.config(
+                {
+                    "name": self.output,
+                    **{k: v for k, v in shared.to_dict().items() if k != "name"},
+                    **self.output_options,
+                },
+                "translation",
             )
         except UsageError as exc:  # name the translator's own key, not the LM's
             message = str(exc).replace("translation: ", "")
