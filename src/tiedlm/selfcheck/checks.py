@@ -243,7 +243,20 @@ def gpu_tests_check(tests: Path | None) -> Check:
     files = [str(tests / f) for f in GPU_TEST_FILES if (tests / f).is_file()]
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", tmp, *files],
+            # addopts emptied: the project's own -q would hide the summary line ("N passed, M skipped")
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-o",
+                "addopts=",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--basetemp",
+                tmp,
+                *files,
+            ],
             capture_output=True,
             text=True,
             cwd=tests.parent,
