@@ -68,7 +68,7 @@ def test_tag_train_resume_dir_and_threads(tmp_path, capsys):
     assert main(["tag", "train", "--no-progress"]) == 2
     assert "give --out DIR for a new run, or --resume DIR" in capsys.readouterr().err
     assert main(["tag", "train", "--resume", str(run), "--set", "model.hidden_size=8"]) == 2
-    assert "only accepts epochs= and threads=" in capsys.readouterr().err
+    assert "only accepts epochs=, threads=, max_nonfinite=" in capsys.readouterr().err
 
 
 def test_train_threads_option_sets_train_threads(tiny_corpus, tmp_path, capsys):

@@ -56,6 +56,20 @@ class LossConfig:
     tar: float = 0.0  # temporal activation regularisation beta (awd-lstm)
 
 
+# the settings `tiedlm train --resume RUN --set ...` may change (the others would make it another run);
+# `tag train` and `translate train` have their own (KeyValueConfig.RESUMABLE)
+RESUMABLE = (
+    "train.epochs",
+    "train.finetune_epochs",
+    "train.optimizer.finetune_epochs",
+    "train.threads",
+    "train.lr",
+    "train.clip",
+    "train.cuda_graph",
+    "train.max_nonfinite",
+)
+
+
 @dataclass
 class TrainConfig:
     epochs: int = 40  # epochs of the main stage
@@ -300,6 +314,8 @@ class KeyValueConfig:
             if not ok:
                 raise UsageError(f"{self.label} {key} = {getattr(self, key)!r} is not allowed; expected {allowed}")
 
+    # the settings a resumed run may change (the others would make it another run); a task adds its own
+    RESUMABLE: ClassVar[tuple[str, ...]] = ("epochs", "threads", "max_nonfinite")
     # section -> its keys, so that ``--set section.key=value`` works as for language models (``--set
     # train.epochs=3``); the bare ``key=value`` is accepted too
     SECTIONS: ClassVar[dict[str, tuple[str, ...]]] = {}
@@ -344,7 +360,7 @@ class KeyValueConfig:
     @classmethod
     def for_run(cls, run_dir: Path, resume: bool, overrides: list[str]):
         """The settings of a new run (defaults + ``overrides``) or of the run being resumed in ``run_dir``
-        (its saved config, where only ``epochs`` and ``threads`` may change; saved back)."""
+        (its saved config, where only the ``RESUMABLE`` settings may change; saved back)."""
         if not resume:
             return cls().with_overrides(overrides)
         files = RunDir(run_dir)
@@ -354,9 +370,10 @@ class KeyValueConfig:
                 f"config.toml); give the folder of a stopped `tiedlm {cls.command} train`"
             )
         overrides = cls.normalize(overrides)
-        extra = [s for s in overrides if not s.startswith(("epochs=", "threads="))]
+        extra = [s for s in overrides if s.partition("=")[0] not in cls.RESUMABLE]
         if extra:
-            raise UsageError(f"--set {extra[0]}: a resumed {cls.label} run only accepts epochs= and threads=")
+            allowed = ", ".join(f"{k}=" for k in cls.RESUMABLE)
+            raise UsageError(f"--set {extra[0]}: a resumed {cls.label} run only accepts {allowed}")
         cfg = cls.load_run(run_dir).with_overrides(overrides)
         cfg.save(run_dir)
         return cfg

@@ -40,15 +40,9 @@ def cmd_train(args) -> int:
                 f"{run_dir} has no config.toml; a run folder needs the config.toml that `tiedlm train` wrote into it"
             )
         cfg = Config.load(files.config)
-        allowed = (
-            "train.epochs=",
-            "train.finetune_epochs=",
-            "train.optimizer.finetune_epochs=",
-            "train.threads=",
-            "train.lr=",
-            "train.clip=",
-            "train.cuda_graph=",
-        )
+        from ..config import RESUMABLE
+
+        allowed = tuple(f"{k}=" for k in RESUMABLE)
         for item in args.set:
             if not item.startswith(allowed):
                 raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")
