@@ -32,18 +32,3 @@ def test_busy_cores_sees_a_spinning_process():
         spinner.kill()
     assert 0.0 <= idle_before <= len(cores) + 0.01
     assert busy >= min(idle_before + 0.5, len(cores) - 0.2)  # one more busy core, or all of them already
-
-
-def test_the_command_line_sets_a_passive_wait_policy_unless_one_is_set():
-    code = "import os, sys; from tiedlm.cli import main; main(['presets']); print(os.environ['OMP_WAIT_POLICY'])"
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "PASSIVE"
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
-        check=True,
-    )
-    assert out.stdout.strip().splitlines()[-1] == "ACTIVE"

@@ -41,11 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from ..errors import RunInterrupted
 
-    # OpenMP threads that wait sleep instead of spinning: beside another busy process a spinning thread holds
-    # the core its descheduled partner needs (benchmarks/contention.py). Read when torch starts OpenMP, so it
-    # is set before anything imports torch; a value the user set is kept.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
