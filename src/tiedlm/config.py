@@ -93,7 +93,7 @@ class TrainConfig:
     # steps whose capture no GPU has run yet (the augmented loss with target_grad or without aug_bias); off: eager
     cuda_graph: str = "auto"
     eval_batch_size: int = 10  # streams for validation (test: batch 1, the papers' protocol)
-    threads: int = 0  # 0: all cores
+    threads: int = 0  # 0: the cores other processes leave free
     max_nonfinite: int = 10  # consecutive non-finite steps tolerated before the run stops
     # start from the final weights (last checkpoint) of this run directory, with a fresh lr schedule: Inan et
     # al. re-train their small PTB models this way (arXiv footnote 4, ICLR footnote 5). Same architecture and
@@ -247,7 +247,7 @@ class Config:
             t.device,
             "one of: auto, cpu, cuda, cuda:N",
         )
-        _check(t.threads >= 0, "train.threads", t.threads, "an integer >= 0 (0 = all cores)")
+        _check(t.threads >= 0, "train.threads", t.threads, "an integer >= 0 (0 = the free cores)")
         _check(t.cuda_graph in ("auto", "on", "off"), "train.cuda_graph", t.cuda_graph, "one of: auto, on, off")
         t.optimizer.validate("train.optimizer")
         _check(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "an integer >= 0")

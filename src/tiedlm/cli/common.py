@@ -73,7 +73,7 @@ def add_run_arguments(parser, example: str, resume_help: str, data_help: str) ->
         metavar="RUN_DIR",
         help=resume_help + " (as `tiedlm train --resume RUN_DIR`; `--out DIR --resume` works too)",
     )
-    parser.add_argument("--threads", type=THREADS, help="CPU threads (0: all cores); also on resume")
+    parser.add_argument("--threads", type=THREADS, help="CPU threads (0: the free cores); also on resume")
     parser.add_argument(
         "--data",
         metavar="FOLDER",

@@ -46,4 +46,4 @@ def register(add) -> None:
     s.add_argument("--quick", action="store_true", help="fewer windows; on the CPU narrow models (under a minute)")
     s.add_argument("--json-file", metavar="FILE", help="also write the report as JSON to FILE")
     s.add_argument("--data-dir", help="folder holding PTB's train/valid/test.txt (default: the mirror or cache)")
-    s.add_argument("--threads", type=THREADS, help="CPU threads (0: all cores)")
+    s.add_argument("--threads", type=THREADS, help="CPU threads (0: the free cores)")

@@ -157,7 +157,7 @@ def register(add) -> None:
     t.add_argument(
         "--data-dir", help="folder holding the preset's corpus files, verified by checksum (overrides TIEDLM_DATA)"
     )
-    t.add_argument("--threads", type=THREADS, help="CPU threads (0: all cores; sets train.threads, also on resume)")
+    t.add_argument("--threads", type=THREADS, help="CPU threads (0: the free cores; sets train.threads, on resume too)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     add("presets", cmd_presets, "list the built-in presets")

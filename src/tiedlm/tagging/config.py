@@ -27,7 +27,7 @@ class TaggerConfig(KeyValueConfig):
     lr: float = 2e-3  # Adam
     clip: float = 5.0  # maximum global gradient norm (0: no clipping)
     seed: int = 1  # seed of every random draw
-    threads: int = 0  # 0: all cores
+    threads: int = 0  # 0: the cores other processes leave free
     device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
     max_nonfinite: int = 10  # consecutive non-finite steps tolerated (skipped) before the run stops
     max_sentences: int = 0  # train on the first N training sentences only (0: all); for smoke tests

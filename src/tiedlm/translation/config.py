@@ -126,7 +126,7 @@ class TranslationConfig(KeyValueConfig):
     warmup_steps: int = 400  # linear warm-up updates
     clip: float = 1.0  # maximum global gradient norm (0: no clipping)
     seed: int = 1  # seed of every random draw
-    threads: int = 0  # 0: all cores
+    threads: int = 0  # 0: the cores other processes leave free
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
     max_nonfinite: int = 10  # consecutive non-finite steps tolerated (skipped) before the run stops
