@@ -97,6 +97,16 @@ def seeds_section(tab: Table, finished: dict[str, dict], task: str) -> list[str]
     return lines
 
 
+def _logged_device(files: RunDir) -> str:
+    """The device a run's log names in its first line (``| device cpu |``), for summaries written before they
+    recorded it."""
+    log = files.path / "train.log"
+    if not log.is_file():
+        return ""
+    m = re.search(r"\| device (\S+) \|", log.read_text().split("\n", 1)[0])
+    return m.group(1) if m else ""
+
+
 def _bands_section(tab: Table, runs_dir: Path, out: Path) -> list[str]:
     """The page's Figure 3: the plot and the table of ``RUNS/TABLE/bands.json``, where there is one."""
     path = runs_dir / tab.name / BANDS
@@ -183,7 +193,7 @@ def render(
             params = f"{summary['parameters']['total'] / 1e6:.2f}M"
             seconds = summary.get("wall_time_s", summary.get("train_seconds"))
             wall = f"{seconds / 60:.1f} min" if seconds is not None else "–"
-            device = summary.get("device", "cpu" if task == "tag" else "–")
+            device = summary.get("device") or _logged_device(files) or ("cpu" if task == "tag" else "–")
             device += f", {summary['precision']}" if "precision" in summary else ""
             tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
             folder = Path(os.path.relpath(r["dir"], links_from or out)).as_posix()
