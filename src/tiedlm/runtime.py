@@ -121,7 +121,7 @@ def default_threads(log=None) -> int:
     the free cores avoids that; ``log`` (if given) says so when other processes hold cores.
     """
     cores = len(os.sched_getaffinity(0))
-    busy = min(cores - 1, round(busy_cores()))
+    busy = min(cores, round(busy_cores()))
     n = max(1, cores - busy)
     if busy and log is not None:
         log(
