@@ -47,10 +47,10 @@ def seed_groups(finished: dict[str, dict]) -> dict[str, dict[int, dict]]:
     return groups
 
 
-def _mean_sd(values: list[float]) -> str:
+def _mean_sd(values: list[float], signed: bool = False) -> str:
     import statistics
 
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+    return f"{statistics.mean(values):{'+' if signed else ''}.2f} ± {statistics.stdev(values):.2f}"
 
 
 def seeds_section(tab: Table, finished: dict[str, dict], task: str) -> list[str]:
@@ -86,7 +86,7 @@ def seeds_section(tab: Table, finished: dict[str, dict], task: str) -> list[str]
         signs = {d > 0 for d in diffs if d != 0}
         held = "the same sign at every seed" if len(signs) <= 1 else "**the sign is not stable across seeds**"
         per = ", ".join(f"{d:+.2f} ({s})" for d, s in zip(diffs, common))
-        pair_lines.append(f"| {other} − {base} | {per} | {_mean_sd(diffs)} | {held} |")
+        pair_lines.append(f"| {other} − {base} | {per} | {_mean_sd(diffs, signed=True)} | {held} |")
     if pair_lines:
         lines += [
             "",
