@@ -116,9 +116,10 @@ def default_threads(log=None) -> int:
     """The thread count for ``threads = 0``: the cores this process may run on that other processes leave free.
 
     On a busy machine an OpenMP thread that shares a core with another busy process is descheduled, and its
-    partner threads wait for it at every parallel region: on the 2-core machine, 2 threads beside one other busy
-    process trained at 398 tok/s against 6,920 with 1 thread (17x; ``benchmarks/contention.py``). Taking only
-    the free cores avoids that; ``log`` (if given) says so when other processes hold cores.
+    partner threads wait for it at every parallel region: on the 2-core machine, 2 threads beside one spinning
+    process trained the small VD-LSTM at 2,893 tok/s against 4,638 with 1 thread (``benchmarks/contention.py``;
+    issue 42 saw 398 against 6,920 beside another training run). Taking only the free cores avoids that;
+    ``log`` (if given) says so when other processes hold cores.
     """
     cores = len(os.sched_getaffinity(0))
     busy = min(cores, round(busy_cores()))

@@ -25,6 +25,18 @@ from .tables import METRICS
 PLACEHOLDER = re.compile(r"\{\{(\+?)([^{}]+)\}\}")
 
 
+def batch1_test_ppl(folder: Path, summary: dict) -> float | None:
+    """A run's test perplexity by the papers' protocol (batch 1), or None where only the streamed one is known.
+
+    Runs trained before the summary recorded ``test_protocol`` measured test over ``eval_batch_size`` streams;
+    their batch-1 figure, where taken afterwards, is ``test_batch1.json`` (``tiedlm evaluate RUN --split test
+    --json`` saved in the run folder)."""
+    if "test_protocol" in summary:
+        return summary["test_ppl"]
+    later = Path(folder) / "test_batch1.json"
+    return json.loads(later.read_text())["ppl"] if later.is_file() else None
+
+
 class Missing(Exception):
     """A placeholder names a run (or band) that is not finished on this page."""
 
@@ -40,9 +52,8 @@ def _figure(row: str, field: str, runs: dict[str, Path], task: str) -> float:
     if field == "valid":
         return scale * summary[keys[0]]
     if field == "test":
-        if task == "lm" and "test_protocol" not in summary and (folder / "test_batch1.json").is_file():
-            return json.loads((folder / "test_batch1.json").read_text())["ppl"]
-        return scale * summary[keys[1]]
+        batch1 = batch1_test_ppl(folder, summary) if task == "lm" else None
+        return batch1 if batch1 is not None else scale * summary[keys[1]]
     if field == "streams":
         return summary.get("test_ppl_streams", summary["test_ppl"])
     if field == "wall":

@@ -7,25 +7,20 @@ import re
 from pathlib import Path
 
 from ..run_dir import RunDir
-from .notes import render_notes
+from .notes import batch1_test_ppl, render_notes
 from .plan import plan, rerun_command
 from .publish import BANDS
 from .tables import METRICS, RunSpec, Table
 
 
 def _test_ppl(files: RunDir, summary: dict) -> str:
-    """The run's test perplexity by the papers' protocol (batch 1), saying so where only another is known.
-
-    Runs trained before the summary recorded ``test_protocol`` measured test over ``eval_batch_size`` streams;
-    their batch-1 figure, where taken afterwards, is ``test_batch1.json`` (``tiedlm evaluate RUN --split test
-    --json`` saved in the run folder)."""
+    """The run's test perplexity by the papers' protocol (batch 1, :func:`batch1_test_ppl`), with the streamed
+    figure beside it where the run recorded that one instead."""
+    batch1 = batch1_test_ppl(files.path, summary)
     if "test_protocol" in summary:
-        return f"{summary['test_ppl']:.2f}"
-    later = files.path / "test_batch1.json"
+        return f"{batch1:.2f}"
     streams = f"{summary['test_ppl']:.2f} ({summary.get('eval_batch_size', 10)} streams)"
-    if later.is_file():
-        return f"{json.loads(later.read_text())['ppl']:.2f}; {streams}"
-    return streams
+    return f"{batch1:.2f}; {streams}" if batch1 is not None else streams
 
 
 SEEDED = re.compile(r"^(?P<row>.+)-seed(?P<seed>\d+)$")
