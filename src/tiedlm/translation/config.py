@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import typing
 from dataclasses import dataclass, field, replace
 
 from ..config import KeyValueConfig, device_is_valid
@@ -20,11 +20,6 @@ OUTPUT_KEYS = {
     "drill_variational": "variational",
     "drill_init_range": "init_range",
 }
-
-
-def _field_type(hint) -> type:
-    """A dataclass field's type, from its annotation (a string under ``from __future__ import annotations``)."""
-    return {"int": int, "float": float, "bool": bool, "str": str}.get(hint, hint) if isinstance(hint, str) else hint
 
 
 @dataclass
@@ -198,13 +193,15 @@ class TranslationConfig(KeyValueConfig):
             if sep and name and key not in self.ALIASES:
                 if layer not in OUTPUTS.names():
                     raise UsageError(f"--set {item}: model.output = {layer!r} is not an output layer")
-                own = {f.name: f.type for f in dataclasses.fields(OUTPUTS[layer].config)}
+                layer_cfg = OUTPUTS[layer].config
+                hints = typing.get_type_hints(layer_cfg)  # the fields' types (ClassVars like name left out below)
+                own = {k: hints[k] for k in field_names(layer_cfg)}
                 if name not in own:
                     raise UsageError(
                         f"--set {item}: output layer {layer!r} has no key {name!r} (its keys: "
                         f"{', '.join(field_names(OUTPUTS[layer].config)) or 'none'})"
                     )
-                options[name] = parse_text(text, _field_type(own[name]), key)
+                options[name] = parse_text(text, own[name], key)
             else:
                 plain.append(item)
         return super(TranslationConfig, replace(self, output_options=options)).with_overrides(plain)
