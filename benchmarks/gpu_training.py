@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 from pathlib import Path
 
@@ -31,7 +32,7 @@ def measure(preset: str, mode: str, warm: int, windows: int, extra: list[str]) -
         tr.setup(False)
         torch.cuda.reset_peak_memory_stats()
         for budget in (warm, windows):
-            t0, n0 = tr.sums["time"], tr.sums["tokens"]
+            t0, n0, ce0 = tr.sums["time"], tr.sums["tokens"], tr.sums["ce"]
             try:
                 tr.fit(budget_windows=budget)
             except Interrupted:
@@ -43,6 +44,10 @@ def measure(preset: str, mode: str, warm: int, windows: int, extra: list[str]) -
             "tokens_per_s": rate,
             "precision": tr.precision,
             "graph_used": tr.graphed is not None,
+            # graphs captured (one per window length for the AWD-LSTM family), and the timed windows' training
+            # perplexity: eager and graphed runs should learn alike (their dropout masks differ)
+            "graphs": len(tr.graphs.by_length) if tr.graphs is not None else 0,
+            "train_ppl": math.exp((tr.sums["ce"] - ce0) / (tr.sums["tokens"] - n0)),
             "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20,
         }
 
@@ -82,7 +87,8 @@ def main() -> None:
         print(
             f"{preset:18s} {off['precision']}  eager {off['tokens_per_s']:9,.0f} tok/s   CUDA graph "
             f"{on['tokens_per_s']:9,.0f} tok/s   {on['tokens_per_s'] / off['tokens_per_s']:5.2f}x   "
-            f"peak GPU memory {off['peak_gpu_mb']:,.0f} / {on['peak_gpu_mb']:,.0f} MB",
+            f"peak GPU memory {off['peak_gpu_mb']:,.0f} / {on['peak_gpu_mb']:,.0f} MB   train ppl "
+            f"{off['train_ppl']:,.1f} / {on['train_ppl']:,.1f}   graphs {on['graphs']}",
             flush=True,
         )
     if args.json:

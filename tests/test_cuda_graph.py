@@ -111,6 +111,65 @@ def test_graphed_divergence_stops_without_checkpoint(tiny_corpus, tmp_path):
     assert tr.graphed is not None and not (tmp_path / "run" / "checkpoints").exists()
 
 
+def _awd(corpus, **extra):
+    """A tiny AWD-LSTM (weight drop, embedding and locked dropout, AR/TAR, variable windows) on the GPU, graphed."""
+    over = {"model.encoder.hidden_size": "24", "train.bptt": "10", "train.lr": "5", "train.device": "cuda"}
+    return Config.load("ptb-awd-tied-budget").with_overrides(
+        tiny_overrides(corpus, **{**over, "train.cuda_graph": "on", **extra})
+    )
+
+
+@cuda
+def test_graphed_awd_step_draws_the_eager_masks_and_fresh_ones_each_replay(tiny_corpus, tmp_path):
+    """The AWD-LSTM's masks (embedding, locked, weight drop) in a replay come from the CUDA generator as eagerly:
+    from one generator state, the replay's loss is the eager forward's; the next replay draws new masks."""
+    from tiedlm.train.step import window_loss
+
+    tr = Trainer(_awd(tiny_corpus), tmp_path / "run", progress=False, log=lambda *a: None)
+    tr.setup(False)
+    tr.model.train()
+    x, y = tr.train_data[:10], tr.train_data[1:11]
+    state = tr.model.init_state(x.size(1))
+    step = GraphedStep(tr.model, tr.loss_fn, tr.cfg, x, y, state, tr.precision)
+    s = torch.cuda.get_rng_state()
+    ce1 = step.step(x, y, state, 0.0)[0].item()  # lr 0: the weights stay
+    ce2 = step.step(x, y, state, 0.0)[0].item()
+    torch.cuda.set_rng_state(s)
+    ce3 = step.step(x, y, state, 0.0)[0].item()
+    torch.cuda.set_rng_state(s)
+    _, ce_eager, _, _ = window_loss(tr.model, tr.loss_fn, x, y, state, tr.precision, ar=2.0, tar=1.0)
+    assert ce1 != ce2 and ce3 == ce1
+    assert ce_eager.item() == pytest.approx(ce1, rel=1e-5)
+
+
+@cuda
+def test_graphed_awd_run_with_nt_asgd_averaging_resumes_exactly(tiny_corpus, tmp_path):
+    """Variable windows (a graph per length), the NT-ASGD average updated after each replay: a run stopped
+    in its second epoch and resumed ends with the straight run's weights and average, bit for bit."""
+    cfg = _awd(tiny_corpus, **{"train.epochs": "2"})
+
+    def trainer(out, resume=False):
+        tr = Trainer(cfg, out, progress=False, log=lambda *a: None)
+        tr.setup(resume)
+        if not resume:
+            tr.nt_asgd.start_averaging(tr.model)  # averaging from the first step
+        return tr
+
+    straight = trainer(tmp_path / "full")
+    straight.fit()
+    assert straight.graphs is not None and len(straight.graphs.by_length) > 1
+    part = trainer(tmp_path / "part")
+    with pytest.raises(Interrupted):
+        part.fit(budget_windows=len(part.window_lengths()) + 3)  # stops inside epoch 2
+    resumed = trainer(tmp_path / "part", resume=True)
+    assert resumed.nt_asgd.averaging
+    resumed.fit()
+    a, _ = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.safetensors")
+    b, _ = load_checkpoint(tmp_path / "part" / "checkpoints" / "last.safetensors")
+    assert any(k.startswith("avg.") for k in a) and set(a) == set(b)
+    assert all(torch.equal(a[k], b[k]) for k in a if k.startswith(("model.", "avg.")))
+
+
 def test_unsupported_runs_say_why(tiny_corpus):
     """Runs the graph cannot take train eagerly, with the reason shown at the start of training."""
     preset = Config.load("ptb-small-real")

@@ -64,7 +64,11 @@ class Sizes:
 
 def sizes_for(device: str, quick: bool) -> Sizes:
     if device == "cuda":
-        return Sizes(3, 5 if quick else 20, 20_000, {}, 6, 3 if quick else 10, 3 if quick else 5)
+        # the AWD-LSTM's variable windows capture a graph per length: 60 warm-up windows meet most lengths, so
+        # that the timed ones are mostly replays (on an H100, 2026-11-26, 3 + 20 windows timed its captures)
+        if quick:
+            return Sizes(3, 5, 20_000, {}, 6, 3, 3)
+        return Sizes(60, 100, 20_000, {}, 6, 10, 9)
     small = {"model.embedding_size": "32", "train.batch_size": "8", "train.bptt": "16", "train.eval_batch_size": "4"}
     if quick:  # under a minute on a 2-core CPU: narrow models, a few windows
         return Sizes(1, 2, 2_000, {**small, "model.encoder.hidden_size": "32"}, 4, 1, 2)
@@ -110,7 +114,7 @@ def train_check(name: str, cfg: Config, out: Path, sizes: Sizes) -> Check:
         torch.cuda.synchronize(tr.device)
     speed = (tr.sums["tokens"] - tokens0) / max(tr.sums["time"] - time0, 1e-9)
     after = evaluate(tr.eval_model, valid, t.eval_batch_size, t.bptt, tr.precision)["ppl"]
-    graphed = "graphed" if tr.graphed is not None else "eager"
+    graphed = f"graphed ({len(tr.graphs.by_length)} graphs)" if tr.graphed is not None else "eager"
     if tr.device.type == "cuda" and tr.graph_reason is not None and t.cuda_graph != "off":
         graphed += f" (not captured: {tr.graph_reason})"
     skipped = int(tr.sums["skipped"])
@@ -163,13 +167,14 @@ def resume_check(cfg: Config, out: Path, sizes: Sizes) -> Check:
     return Check("resume after SIGTERM", ok, detail, seconds=time.perf_counter() - start)
 
 
-def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int = 10_000) -> Check:
-    """tiedlm's AWD-LSTM training step against the reference-style one (same sizes, same data, one process)."""
+def baseline_steps(cfg: Config, device: torch.device, steps: int, vocab: int = 10_000) -> dict:
+    """``{"tiedlm": fn, "baseline": fn}``: each call trains ``steps`` SGD steps of one window (cross-entropy,
+    AR/TAR, clipping) on the same Zipfian ids, tiedlm's AWD-LSTM and the reference-style one
+    (:class:`~tiedlm.selfcheck.reference.ReferenceAWDLSTM`), same sizes; on a GPU each call synchronises."""
     from ..losses import LanguageModelLoss, encoder_regularization
     from ..models import LanguageModel
-    from .reference import ReferenceAWDLSTM, interleaved_medians
+    from .reference import ReferenceAWDLSTM
 
-    start = time.perf_counter()
     m, t = cfg.model, cfg.train
     torch.manual_seed(0)
     zipf = 1.0 / torch.arange(1, vocab + 1, dtype=torch.float64)
@@ -185,7 +190,7 @@ def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int =
         state = model.init_state(t.batch_size)
 
         def step():
-            for _ in range(sizes.baseline_steps):
+            for _ in range(steps):
                 loss = loss_of(state)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -201,13 +206,19 @@ def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int =
         loss, _, _ = loss_fn(logits, y, ours.input_embeddings, ours.output_bias)
         return loss + encoder_regularization(ours, cfg.loss.ar, cfg.loss.tar)
 
-    seconds = interleaved_medians(
-        {
-            "tiedlm": step_of(ours, ours_loss),
-            "baseline": step_of(base, lambda state: base.loss(x, y, state, cfg.loss.ar, cfg.loss.tar)),
-        },
-        sizes.baseline_blocks,
-    )
+    return {
+        "tiedlm": step_of(ours, ours_loss),
+        "baseline": step_of(base, lambda state: base.loss(x, y, state, cfg.loss.ar, cfg.loss.tar)),
+    }
+
+
+def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int = 10_000) -> Check:
+    """tiedlm's AWD-LSTM training step against the reference-style one (same sizes, same data, one process)."""
+    from .reference import interleaved_medians
+
+    start = time.perf_counter()
+    m, t = cfg.model, cfg.train
+    seconds = interleaved_medians(baseline_steps(cfg, device, sizes.baseline_steps, vocab), sizes.baseline_blocks)
     tokens = sizes.baseline_steps * t.batch_size * t.bptt
     speed = {k: tokens / s for k, s in seconds.items()}
     ratio = speed["tiedlm"] / speed["baseline"]
