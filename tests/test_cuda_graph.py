@@ -170,31 +170,33 @@ def test_graphed_awd_run_with_nt_asgd_averaging_resumes_exactly(tiny_corpus, tmp
     assert all(torch.equal(a[k], b[k]) for k in a if k.startswith(("model.", "avg.")))
 
 
-def test_unsupported_runs_say_why(tiny_corpus):
+def test_unsupported_runs_say_why(tiny_corpus, monkeypatch):
     """Runs the graph cannot take train eagerly, with the reason shown at the start of training."""
     preset = Config.load("ptb-small-real")
-    cfg = preset.with_overrides(["loss.target_grad=false"])
     cuda_dev, cpu = torch.device("cuda"), torch.device("cpu")
-    assert unsupported_reason(cfg, cuda_dev, False) is None
-    assert "'off'" in unsupported_reason(cfg.with_overrides(["train.cuda_graph=off"]), cuda_dev, False)
-    assert "CUDA device" in unsupported_reason(cfg, cpu, False)
-    assert "DDP" in unsupported_reason(cfg, cuda_dev, True)
-    assert "encoder" in unsupported_reason(Config.load("ptb-awd-tied"), cuda_dev, False)
-    assert "target_grad" in unsupported_reason(preset, cuda_dev, False)
+    # 'auto' captures every step a GPU has replayed (selfcheck --device cuda, H100, 2026-11-26): the augmented
+    # loss with gradients through ỹ (the REAL presets) and without its bias, and the AWD-LSTM family
+    assert unsupported_reason(preset, cuda_dev, False) is None
     no_bias = Config.load("ptb-small-al").with_overrides(["loss.aug_bias=false"])
-    assert "aug_bias" in unsupported_reason(no_bias, cuda_dev, False)
-    # 'on' captures them too (the captured computation is checked against eager below); the encoder still not
-    assert unsupported_reason(preset.with_overrides(["train.cuda_graph=on"]), cuda_dev, False) is None
-    assert unsupported_reason(no_bias.with_overrides(["train.cuda_graph=on"]), cuda_dev, False) is None
-    # the AWD-LSTM family: eager under 'auto' (no GPU has replayed it), captured per window length under 'on'
-    for name in ("ptb-awd-tied", "ptb-awd-drill", "ptb-awd-sparse"):
-        awd = Config.load(name)
-        assert "captured with train.cuda_graph = 'on'" in unsupported_reason(awd, cuda_dev, False)
-        assert unsupported_reason(awd.with_overrides(["train.cuda_graph=on"]), cuda_dev, False) is None
+    assert unsupported_reason(no_bias, cuda_dev, False) is None
+    for name in ("ptb-awd-tied", "ptb-awd-drill", "ptb-awd-sparse", "ptb-awd-tied-budget"):
+        assert unsupported_reason(Config.load(name), cuda_dev, False) is None
+    assert "'off'" in unsupported_reason(preset.with_overrides(["train.cuda_graph=off"]), cuda_dev, False)
+    assert "CUDA device" in unsupported_reason(preset, cpu, False)
+    assert "DDP" in unsupported_reason(preset, cuda_dev, True)
     transformer = Config.load("ptb-transformer-tied").with_overrides(["train.cuda_graph=on"])
     assert "Adam" in unsupported_reason(transformer, cuda_dev, False)
+    adam = Config.load("ptb-small-vd").with_overrides(["train.optimizer.name=adam"])
+    assert "only SGD" in unsupported_reason(adam, cuda_dev, False)
+    # an encoder declared capturable whose capture no GPU has run yet: eager under 'auto', captured under 'on'
+    from tiedlm.models.encoders.configs import AWDLSTMConfig
+
+    monkeypatch.setattr(AWDLSTMConfig, "cuda_graph", "unverified")
+    awd = Config.load("ptb-awd-tied")
+    assert "captured with train.cuda_graph = 'on'" in unsupported_reason(awd, cuda_dev, False)
+    assert unsupported_reason(awd.with_overrides(["train.cuda_graph=on"]), cuda_dev, False) is None
     with pytest.raises(Exception, match="train.cuda_graph"):
-        cfg.with_overrides(["train.cuda_graph=sometimes"])
+        preset.with_overrides(["train.cuda_graph=sometimes"])
 
 
 @pytest.mark.parametrize(
@@ -204,7 +206,7 @@ def test_unsupported_runs_say_why(tiny_corpus):
         ("ptb-small-vd", {}),  # dropout masks: the same draws on both paths
         ("ptb-small-real", {}),  # the augmented loss with gradients through ỹ (loss.target_grad = true)
         ("ptb-small-al", {"loss.aug_bias": "false"}),
-        # the AWD-LSTM family (cuda_graph = 'on'): weight drop, embedding and locked dropout, AR/TAR, mean loss
+        # the AWD-LSTM family: weight drop, embedding and locked dropout, AR/TAR, mean loss
         ("ptb-awd-tied-budget", {"model.encoder.hidden_size": "24"}),
         ("ptb-awd-drill-budget", {"model.encoder.hidden_size": "24"}),
         ("ptb-awd-sparse-budget", {"model.encoder.hidden_size": "24"}),
@@ -214,7 +216,7 @@ def test_the_captured_computation_is_the_eager_step_on_the_cpu(tiny_corpus, tmp_
     """GraphedStep._step (what the graph captures: the shared window_loss and backward_and_clip, then its own
     foreach SGD with weight decay and the device-side finite flag), run uncaptured on the CPU, gives the weights
     the eager step gives with torch.optim.SGD: the hand-written update is SGD. Also for the augmented loss with
-    target_grad and without aug_bias, which train.cuda_graph = 'on' captures."""
+    target_grad and without aug_bias."""
     cfg = Config.load(preset).with_overrides(
         tiny_overrides(tiny_corpus, **{"train.weight_decay": "0.01", "train.clip": "0.5", **extra})
     )

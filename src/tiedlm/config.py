@@ -88,9 +88,9 @@ class TrainConfig:
     variable_bptt: bool = False  # AWD-LSTM's random window lengths around bptt (lr scaled by length / bptt)
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto | cpu | cuda
-    # auto: on a GPU, capture the training step of full-length windows once as a CUDA graph and replay it
-    # (tiedlm.train.cuda_graph) where that capture has been checked on a GPU, else eager; on: also capture the
-    # steps whose capture no GPU has run yet (the augmented loss with target_grad or without aug_bias); off: eager
+    # auto: on a GPU, capture the training step once per window length as a CUDA graph and replay it
+    # (tiedlm.train.cuda_graph) where the encoder's capture has been checked on a GPU, else eager; on: also
+    # capture an encoder declared capturable but not yet run on a GPU (none today); off: eager
     cuda_graph: str = "auto"
     eval_batch_size: int = 10  # streams for validation (test: batch 1, the papers' protocol)
     threads: int = 0  # 0: the cores other processes leave free
