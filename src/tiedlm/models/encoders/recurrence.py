@@ -163,9 +163,43 @@ def lstm_recurrence(xproj, h0, c0, w_hh, mask=None):
 
 
 def torch_gate_order(w: torch.Tensor) -> torch.Tensor:
-    """tiedlm's [input, forget, output, cell] rows (dim 0 of (4H, ...)) in PyTorch's [input, forget, cell, output]."""
+    """tiedlm's [input, forget, output, cell] rows (dim 0 of (4H, ...)) in PyTorch's [input, forget, cell, output],
+    and back (the swap is its own inverse): one copy."""
     i, f, o, g = w.chunk(4, 0)
     return torch.cat([i, f, g, o])
+
+
+TORCH_GATES = (0, 1, 3, 2)  # tiedlm's [i, f, o, g] -> PyTorch's [i, f, g, o]
+
+
+class _FlatLSTMWeights(torch.autograd.Function):
+    """Forward: one ``torch.cat`` into the buffer. Backward: each gradient gate-reordered back, one copy each.
+
+    Written as autograd ops (views of a ``cat`` of views), the backward of the four views and of the ``cat``
+    zero-filled a buffer of the layer's full size for each view, added them, and cut the sum up again: about
+    ten passes over the weights and ~70 more small ops a layer (on an H100, 2026-11-26, tiedlm's AWD-LSTM step
+    ran at 0.84-0.90x the reference-style one; ``benchmarks/results/awd_step_profile-h100.txt``)."""
+
+    @staticmethod
+    def forward(ctx, w_ih, w_hh, bias):
+        H = w_hh.size(-1)
+        pieces = [*w_ih.chunk(4, 0), *w_hh.chunk(4, 0), *bias.chunk(4, 0)]
+        flat = torch.cat(
+            [pieces[4 * m + q].reshape(-1) for m in range(3) for q in TORCH_GATES] + [bias.new_zeros(4 * H)]
+        )
+        n_ih, n_hh = w_ih.numel(), w_hh.numel()
+        ctx.set_materialize_grads(False)
+        return (
+            flat[:n_ih].view(w_ih.shape),
+            flat[n_ih : n_ih + n_hh].view(w_hh.shape),
+            flat[n_ih + n_hh : n_ih + n_hh + 4 * H],
+            flat[n_ih + n_hh + 4 * H :],
+        )
+
+    @staticmethod
+    def backward(ctx, g_ih, g_hh, g_bih, g_bhh):
+        # b_hh is the kernel's second bias, held at 0 (tiedlm has one): its gradient goes nowhere
+        return tuple(None if g is None else torch_gate_order(g) for g in (g_ih, g_hh, g_bih))
 
 
 def flat_lstm_weights(w_ih, w_hh, bias) -> list[torch.Tensor]:
@@ -176,19 +210,10 @@ def flat_lstm_weights(w_ih, w_hh, bias) -> list[torch.Tensor]:
     (:func:`torch_gate_order`), b_hh = 0. cuDNN then uses the buffer as it is; handed separate tensors, it warns
     that the "weights are not part of single contiguous chunk of memory" and copies them into one at every call.
     One ``torch.cat`` makes the buffer, the reordering included: the one copy a step needs anyway, since the
-    weight-dropped W_hh is a new tensor every window.
+    weight-dropped W_hh is a new tensor every window. Its backward (:class:`_FlatLSTMWeights`) reorders each
+    gradient back with one copy.
     """
-    H = w_hh.size(-1)
-    pieces = [*w_ih.chunk(4, 0), *w_hh.chunk(4, 0), *bias.chunk(4, 0)]
-    order = (0, 1, 3, 2)  # tiedlm's [i, f, o, g] -> PyTorch's [i, f, g, o]
-    flat = torch.cat([pieces[4 * m + q].reshape(-1) for m in range(3) for q in order] + [bias.new_zeros(4 * H)])
-    n_ih, n_hh = w_ih.numel(), w_hh.numel()
-    return [
-        flat[:n_ih].view(w_ih.shape),
-        flat[n_ih : n_ih + n_hh].view(w_hh.shape),
-        flat[n_ih + n_hh : n_ih + n_hh + 4 * H],
-        flat[n_ih + n_hh + 4 * H :],
-    ]
+    return list(_FlatLSTMWeights.apply(w_ih, w_hh, bias))
 
 
 def fused_lstm(x, h0, c0, w_ih, w_hh, bias):
