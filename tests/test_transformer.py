@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
-import os
-import signal
 import subprocess
 import sys
 
@@ -261,61 +258,6 @@ def test_train_save_load_translate_round_trip(tmp_path):
         text=True,
     )
     assert bad.returncode == 2 and "not a translation run directory" in bad.stderr and "Traceback" not in bad.stderr
-
-
-def test_interrupted_translation_resumes_exactly(tmp_path, monkeypatch):
-    """A real SIGTERM inside a training step stops after that step; resuming gives the same weights as an
-    uninterrupted run."""
-    from tiedlm.translation import train as tr
-    from tiedlm.translation.train import TranslationInterrupted
-
-    folder = write_tiny_parallel(tmp_path)
-    cfg = TranslationConfig(
-        source_lang="xx",
-        target_lang="yy",
-        data_dir=str(folder),
-        vocab_size=40,
-        d_model=16,
-        ffn_size=32,
-        heads=2,
-        encoder_layers=1,
-        decoder_layers=1,
-        dropout=0.2,
-        epochs=2,
-        batch_tokens=256,
-        warmup_steps=5,
-        beam=1,
-        threads=1,
-        precision="fp32",
-    ).validate()
-    tr.train_translator(cfg, tmp_path / "whole", progress=False, log=lambda *a: None)
-
-    calls = {"n": 0}
-    real = tr.translation_loss
-
-    def stop_after_7(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 7:
-            os.kill(os.getpid(), signal.SIGTERM)  # delivered here, in the middle of the step
-        return real(*a, **k)
-
-    monkeypatch.setattr(tr, "translation_loss", stop_after_7)
-    with pytest.raises(TranslationInterrupted, match="epoch 1, batch 7"):
-        tr.train_translator(cfg, tmp_path / "split", progress=False, log=lambda *a: None)
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is gone with the run
-    monkeypatch.setattr(tr, "translation_loss", real)
-    tr.train_translator(cfg, tmp_path / "split", resume=True, progress=False, log=lambda *a: None)
-    from tiedlm.train.checkpoint import load_checkpoint
-
-    a, _ = load_checkpoint(tmp_path / "whole" / "checkpoints" / "last.safetensors")
-    b, _ = load_checkpoint(tmp_path / "split" / "checkpoints" / "last.safetensors")
-    for name in a:
-        if name.startswith("model."):
-            assert torch.equal(a[name], b[name]), name
-    assert math.isclose(
-        json.loads((tmp_path / "whole" / "summary.json").read_text())["test_bleu"],
-        json.loads((tmp_path / "split" / "summary.json").read_text())["test_bleu"],
-    )
 
 
 def test_augmented_loss_reaches_transformer_lm_and_translator():

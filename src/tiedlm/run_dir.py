@@ -59,6 +59,15 @@ class RunDir:
         return self.path / "vocab.txt"
 
     @property
+    def tags(self) -> Path:
+        """A tagger's tag set, one per line (the model's output classes, in order)."""
+        return self.path / "tags.txt"
+
+    def hypotheses(self, split: str) -> Path:
+        """A translator's detokenized translations of ``split``, one per line (written after training)."""
+        return self.path / f"{split}.hyp.txt"
+
+    @property
     def metrics(self) -> Path:
         return self.path / "metrics.jsonl"
 

@@ -23,9 +23,7 @@ import json
 import math
 import os
 import platform
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -54,6 +52,7 @@ from .checkpoint import (
 from .cuda_graph import GraphedSteps, unsupported_reason
 from .distributed import DistributedContext
 from .interrupts import RunInterrupted, StopRequest, StopRequested
+from .loop import signals_deferred
 from .nt_asgd import NTASGD, make_optimizer
 from .step import NonFiniteSteps, update, window_loss
 
@@ -191,7 +190,7 @@ class Trainer:
             self._save("best")
         self.nt_asgd.check(valid["loss"], self.epoch, finetuning=self.epoch > t.epochs, model=self.model)
         record = self._epoch_record(lr, valid["ppl"], self.elapsed + epoch_wall)
-        with _signals_deferred():  # the metrics line and the `last` checkpoint that counts it go together
+        with signals_deferred():  # the metrics line and the `last` checkpoint that counts it go together
             if self.dist.is_main:
                 with open(self.files.metrics, "a") as f:
                     f.write(json.dumps(record) + "\n")
@@ -481,20 +480,6 @@ class Trainer:
         records = [r for r in read_metrics(self.run_dir) if r["epoch"] < self.epoch]
         if self.dist.is_main:
             write_text_atomic(self.files.metrics, "".join(json.dumps(r) + "\n" for r in records))
-
-
-@contextlib.contextmanager
-def _signals_deferred():
-    """Hold SIGINT/SIGTERM until the block is done, so an interruption cannot split it."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _restore_state(tensors: dict[str, torch.Tensor], device) -> list | None:

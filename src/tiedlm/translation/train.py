@@ -7,15 +7,14 @@ and, after training, ``summary.json`` with test BLEU (sacrebleu, with its signat
 
 Training: Adam (β 0.9/0.98) with linear warm-up to ``lr`` and inverse-square-root decay (Vaswani et al.
 §5.3), label-smoothed cross-entropy on target subwords, optionally + γτ·J_aug (the augmented loss of
-Inan et al. eq. 3.3 over the target embedding). Ctrl-C / SIGTERM (:mod:`tiedlm.train.interrupts`) writes a
-checkpoint between two batches;
-``--resume`` continues from the same batch with the same RNG state.
+Inan et al. eq. 3.3 over the target embedding). The run harness (:mod:`tiedlm.train.loop`) does the rest:
+Ctrl-C / SIGTERM writes a checkpoint between two batches, ``--resume`` continues from the same batch with the
+same RNG state.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from pathlib import Path
@@ -27,25 +26,15 @@ from ..errors import UsageError
 from ..evaluation import perplexity
 from ..losses import AugmentedLoss
 from ..losses.fused import at_least_fp32
-from ..paths import refuse_committed
-from ..run_dir import RunDir, write_json_atomic, write_text_atomic
+from ..run_dir import RunDir, write_text_atomic
 from ..runtime import autocast, resolve_device, resolve_precision, run_device, set_threads
-from ..train.checkpoint import load_checkpoint, load_training_state, model_state, save_training_state
-from ..train.interrupts import RunInterrupted, StopRequest, StopRequested
-from ..train.step import NonFiniteSteps, update
+from ..train.checkpoint import load_checkpoint, model_state
+from ..train.loop import Progress, Task, run
+from ..train.step import update
 from .config import TranslationConfig
 from .data import PAD, ParallelCorpus, SubwordVocab, encode_source, load_parallel_corpus
 from .model import TransformerTranslator
 from .search import beam_search, greedy_search
-
-
-class TranslationInterrupted(RunInterrupted):
-    def __init__(self, run_dir: Path, epoch: int, batch: int, saved: bool = True):
-        where = f"at epoch {epoch}, batch {batch}" if saved else "at once by a second signal (nothing written)"
-        super().__init__(
-            f"translation training interrupted {where}; resume with: tiedlm translate train --resume {run_dir}"
-        )
-        self.run_dir, self.epoch, self.batch = run_dir, epoch, batch
 
 
 def inverse_sqrt_lr(cfg: TranslationConfig, step: int) -> float:
@@ -89,178 +78,119 @@ def validation_nll(
     return nll / tokens
 
 
+class TranslationTask(Task):
+    """The translator's part of a run (:func:`tiedlm.train.loop.run` does the rest): Adam with warm-up and
+    inverse-square-root decay on label-smoothed cross-entropy (+ γτ·J_aug), kept by its validation perplexity;
+    after training, test BLEU and the hypotheses (``test.hyp.txt``)."""
+
+    title = "translation training"
+    command = "tiedlm translate train"
+    higher_is_better = False  # validation: per-subword negative log-likelihood
+
+    def __init__(self, cfg: TranslationConfig):
+        self.cfg = cfg.validate()
+        self.epochs, self.max_nonfinite = cfg.epochs, cfg.max_nonfinite
+
+    def setup(self, run_dir: Path, resume: bool, log) -> None:
+        cfg = self.cfg
+        self.threads = set_threads(cfg.threads, log)
+        self.device = resolve_device(cfg.device)
+        self.precision = resolve_precision(cfg.precision, self.device)
+        self.run_dir = run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.corpus = load_parallel_corpus(cfg, run_dir, train_vocab=not resume)
+        if not resume:
+            cfg.save(run_dir)
+        torch.manual_seed(cfg.seed)
+        c = self.corpus
+        self.model = TransformerTranslator(cfg, len(c.source_vocab), len(c.target_vocab)).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
+        self.aug = AugmentedLoss(cfg.tau) if cfg.augmented else None
+        counts = self.model.parameter_counts()
+        log(
+            f"tiedlm translate | {cfg.source_lang}->{cfg.target_lang} | device {self.device} | precision "
+            f"{self.precision} | threads {self.threads} | subwords {len(c.source_vocab)}/{len(c.target_vocab)} | "
+            f"output {cfg.output} | parameters {counts['total']:,}"
+        )
+
+    def batches(self, epoch: int):
+        cfg = self.cfg
+        return self.corpus.batches(
+            "train", cfg.batch_tokens, shuffle_seed=cfg.seed * 1000 + epoch, max_length=cfg.max_length
+        )
+
+    def train_step(self, batch, progress: Progress) -> tuple[bool, float, int]:
+        src, tin, tout = (t.to(self.device) for t in self.corpus.tensors("train", batch))
+        for group in self.optimizer.param_groups:
+            group["lr"] = inverse_sqrt_lr(self.cfg, progress.updates + 1)
+        with autocast(self.device, self.precision):
+            loss, nll, n = translation_loss(self.model, self.cfg, src, tin, tout, self.aug)
+        if not update(loss, self.model.parameters(), self.optimizer, self.cfg.clip):
+            return False, 0.0, 0
+        return True, float(nll), n
+
+    def validate(self) -> float:
+        return validation_nll(self.model, self.cfg, self.corpus, "valid", self.precision, self.device)
+
+    def running(self, sums: list) -> dict:
+        return {"ppl": f"{perplexity(sums[0] / max(sums[1], 1)):.1f}"}
+
+    def diverged(self, what: str, run_dir: Path, checkpoint_written: bool) -> str:
+        cfg = self.cfg
+        return (
+            f"translation training diverged: {what}; lower lr (now {cfg.lr:g}) or raise warmup_steps "
+            f"(now {cfg.warmup_steps}) in a new run"
+        )
+
+    def epoch_record(self, epoch: int, sums: list, seconds: float, score: float, progress: Progress) -> dict:
+        return {
+            "epoch": epoch,
+            "train_ppl": perplexity(sums[0] / sums[1]),
+            "valid_ppl": perplexity(score),
+            "lr": inverse_sqrt_lr(self.cfg, max(progress.updates, 1)),
+            "epoch_seconds": seconds,
+            "target_tokens_per_s": sums[1] / max(seconds, 1e-9),
+        }
+
+    def epoch_line(self, record: dict, seconds: float) -> str:
+        return (
+            f"epoch {record['epoch']:3d} | train ppl {record['train_ppl']:7.2f} | valid ppl "
+            f"{record['valid_ppl']:7.2f} | {record['target_tokens_per_s']:,.0f} target tok/s | {seconds:.0f} s"
+        )
+
+    def summary(self, progress: Progress, history: list[dict]) -> dict:
+        cfg, model, device, precision = self.cfg, self.model, self.device, self.precision
+        result = bleu(model, cfg, self.corpus, "test", device, precision, progress=self.show_progress)
+        write_text_atomic(RunDir(self.run_dir).hypotheses("test"), "\n".join(result.pop("hypotheses")) + "\n")
+        return {
+            "test_bleu": result["bleu"],
+            "bleu_signature": result["signature"],
+            "test_ppl": perplexity(validation_nll(model, cfg, self.corpus, "test", precision, device)),
+            "valid_ppl": perplexity(progress.best_score),
+            "best_epoch": progress.best_epoch,
+            "epochs": cfg.epochs,
+            "parameters": model.parameter_counts(),
+            "train_seconds": progress.seconds,
+            "decode_seconds": result["seconds"],
+            "threads": self.threads,
+            "device": str(device),
+            "precision": precision,
+            "seed": cfg.seed,
+            "output": cfg.output,
+            "beam": cfg.beam,
+            "length_penalty": cfg.length_penalty,
+        }
+
+    def convert(self, meta: dict) -> dict:
+        """A checkpoint of the translator's own loop (before the harness): ``step`` counted the updates."""
+        return meta | {"updates": meta.get("step", 0), "best_score": meta.get("best_valid")}
+
+
 def train_translator(
     cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print
 ) -> dict:
     """Train (or continue) a translator in ``run_dir``; returns the summary written to ``summary.json``."""
-    if not resume:
-        refuse_committed(Path(run_dir))  # committed results are never overwritten (as `tiedlm train`)
-    with RunDir(run_dir).training_lock():  # one process trains in a folder at a time
-        return _train_translator(cfg, Path(run_dir), resume, progress, log)
-
-
-def _train_translator(
-    cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print
-) -> dict:
-    cfg.validate()
-    threads = set_threads(cfg.threads, log)
-    device = resolve_device(cfg.device)
-    precision = resolve_precision(cfg.precision, device)
-    run_dir = Path(run_dir)
-    files = RunDir(run_dir)
-    if not resume and files.training_state().exists():
-        raise UsageError(
-            f"{run_dir} already holds a translation run; resume it with --resume {run_dir} or pick another --out"
-        )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    corpus = load_parallel_corpus(cfg, run_dir, train_vocab=not resume)
-    if not resume:
-        cfg.save(run_dir)
-        write_text_atomic(files.metrics, "")
-    torch.manual_seed(cfg.seed)
-    model = TransformerTranslator(cfg, len(corpus.source_vocab), len(corpus.target_vocab)).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
-    aug = AugmentedLoss(cfg.tau) if cfg.augmented else None
-    state = {
-        "epoch": 1,
-        "batch": 0,
-        "step": 0,
-        "best_valid": math.inf,
-        "best_epoch": 0,
-        "seconds": 0.0,
-        "sums": [0.0, 0],
-    }
-    best = {k: v.clone() for k, v in model.state_dict().items()}
-    if resume:
-        best, state = load_training_state(files.training_state(), model, opt)
-        if state["epoch"] > cfg.epochs and files.summary.exists():
-            raise UsageError(
-                f"{run_dir} is finished: it trained {state['epoch'] - 1} epochs; to train longer resume with "
-                f"--set train.epochs=N (N > {state['epoch'] - 1}); `tiedlm translate evaluate {run_dir}` scores it"
-            )
-        log(f"resuming {run_dir} at epoch {state['epoch']}, batch {state['batch']}")
-    counts = model.parameter_counts()
-    log(
-        f"tiedlm translate | {cfg.source_lang}->{cfg.target_lang} | device {device} | precision {precision} | "
-        f"threads {threads} | subwords {len(corpus.source_vocab)}/{len(corpus.target_vocab)} | output {cfg.output} | "
-        f"parameters {counts['total']:,}"
-    )
-    with StopRequest() as stop:
-        while state["epoch"] <= cfg.epochs:
-            try:
-                best = _train_epoch(
-                    cfg, run_dir, corpus, model, opt, aug, state, best, device, precision, progress, log, stop
-                )
-            except StopRequested:  # between two batches: model, optimizer and position agree
-                save_training_state(files.checkpoint("last"), model, best, opt, state)
-                raise TranslationInterrupted(run_dir, state["epoch"], state["batch"]) from None
-            except KeyboardInterrupt:  # a second signal: stop now, write nothing
-                raise TranslationInterrupted(run_dir, state["epoch"], state["batch"], saved=False) from None
-    model.load_state_dict(best)
-    result = bleu(model, cfg, corpus, "test", device, precision, progress=progress)
-    (run_dir / "test.hyp.txt").write_text("\n".join(result.pop("hypotheses")) + "\n")
-    metrics = {
-        "test_bleu": result["bleu"],
-        "bleu_signature": result["signature"],
-        "test_ppl": perplexity(validation_nll(model, cfg, corpus, "test", precision, device)),
-        "valid_ppl": perplexity(state["best_valid"]),
-        "best_epoch": state["best_epoch"],
-        "epochs": cfg.epochs,
-        "parameters": counts,
-        "train_seconds": state["seconds"],
-        "decode_seconds": result["seconds"],
-        "threads": threads,
-        "device": str(device),
-        "precision": precision,
-        "seed": cfg.seed,
-        "output": cfg.output,
-        "beam": cfg.beam,
-        "length_penalty": cfg.length_penalty,
-    }
-    write_json_atomic(files.summary, metrics)
-    return metrics
-
-
-def _train_epoch(
-    cfg: TranslationConfig,
-    run_dir: Path,
-    corpus: ParallelCorpus,
-    model,
-    opt,
-    aug,
-    state: dict,
-    best: dict,
-    device,
-    precision: str,
-    progress: bool,
-    log,
-    stop: StopRequest,
-) -> dict:
-    """One epoch from ``state["batch"]`` on, then validation and the epoch-end checkpoint; returns the best
-    weights. Raises :class:`StopRequested` between two batches once a signal asked to stop."""
-    from tqdm import tqdm
-
-    epoch = state["epoch"]
-    skipped = NonFiniteSteps(
-        cfg.max_nonfinite,
-        lambda what: (
-            f"translation training diverged: {what}; lower lr (now {cfg.lr:g}) or raise warmup_steps "
-            f"(now {cfg.warmup_steps}) in a new run"
-        ),
-        log,
-    )
-    batches = corpus.batches("train", cfg.batch_tokens, shuffle_seed=cfg.seed * 1000 + epoch, max_length=cfg.max_length)
-    model.train()
-    start = time.perf_counter() - state.get("epoch_seconds", 0.0)
-    with tqdm(
-        total=len(batches),
-        initial=state["batch"],
-        desc=f"translate epoch {epoch}/{cfg.epochs}",
-        unit="batch",
-        disable=not progress,
-        leave=False,
-        dynamic_ncols=True,
-    ) as bar:
-        for b in range(state["batch"], len(batches)):
-            state["epoch_seconds"] = time.perf_counter() - start
-            stop.check()
-            src, tin, tout = (t.to(device) for t in corpus.tensors("train", batches[b]))
-            step = state["step"] + 1
-            for group in opt.param_groups:
-                group["lr"] = inverse_sqrt_lr(cfg, step)
-            with autocast(device, precision):
-                loss, nll, n = translation_loss(model, cfg, src, tin, tout, aug)
-            if not skipped(update(loss, model.parameters(), opt, cfg.clip), f"at epoch {epoch}, batch {b}"):
-                state["batch"] = b + 1
-                continue
-            state["step"], state["batch"] = step, b + 1
-            state["sums"][0] += float(nll)
-            state["sums"][1] += n
-            bar.update(1)
-            bar.set_postfix(ppl=f"{perplexity(state['sums'][0] / state['sums'][1]):.1f}")
-    seconds = time.perf_counter() - start
-    valid = validation_nll(model, cfg, corpus, "valid", precision, device)
-    state["seconds"] += seconds
-    record = {
-        "epoch": epoch,
-        "train_ppl": perplexity(state["sums"][0] / state["sums"][1]),
-        "valid_ppl": perplexity(valid),
-        "lr": inverse_sqrt_lr(cfg, max(state["step"], 1)),
-        "epoch_seconds": seconds,
-        "target_tokens_per_s": state["sums"][1] / max(seconds, 1e-9),
-    }
-    if valid < state["best_valid"]:
-        state["best_valid"], state["best_epoch"] = valid, epoch
-        best = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    state.update(epoch=epoch + 1, batch=0, sums=[0.0, 0], epoch_seconds=0.0)
-    save_training_state(RunDir(run_dir).checkpoint("last"), model, best, opt, state)
-    with open(RunDir(run_dir).metrics, "a") as f:
-        f.write(json.dumps(record) + "\n")
-    log(
-        f"epoch {epoch:3d} | train ppl {record['train_ppl']:7.2f} | valid ppl {record['valid_ppl']:7.2f} | "
-        f"{record['target_tokens_per_s']:,.0f} target tok/s | {seconds:.0f} s"
-    )
-    return best
+    return run(TranslationTask(cfg), run_dir, resume=resume, progress=progress, log=log)
 
 
 def translate_ids(

@@ -1,0 +1,193 @@
+"""Every task's run stops on a real SIGTERM in the middle of a training step and resumes exactly: the language
+model (its trainer), the tagger and the translator (the one harness, tiedlm.train.loop). A resumed run ends with
+the weights, metrics and summary of the same run trained straight through. Also: the harness converts the
+checkpoints the tagger's and translator's own loops wrote before it, and refuses what a run folder cannot take."""
+
+import dataclasses
+import json
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiedlm.errors import TiedlmError, UsageError
+from tiedlm.interrupts import RunInterrupted
+from tiedlm.train.checkpoint import load_checkpoint, save_checkpoint
+from tiedlm.train.loop import Progress
+
+from conftest import tiny_overrides, write_tiny_corpus, write_tiny_parallel
+
+
+def _treebank(folder: Path) -> Path:
+    """A small CoNLL-U treebank of one's own: 20 words, each with its own tag of 4, random sentences."""
+    gen = torch.Generator().manual_seed(0)
+    tags = ["NOUN", "VERB", "ADJ", "DET"]
+    folder.mkdir(parents=True)
+    for split, n in (("train", 60), ("dev", 12), ("test", 12)):
+        rows = []
+        for _ in range(n):
+            ids = torch.randint(0, 20, (int(torch.randint(2, 7, (1,), generator=gen)),), generator=gen).tolist()
+            rows += [f"{i + 1}\tw{w}\tw{w}\t{tags[w % 4]}\t_\t_\t0\tdep\t_\t_" for i, w in enumerate(ids)] + [""]
+        (folder / f"xx_mine-ud-{split}.conllu").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+@dataclasses.dataclass
+class Case:
+    """A task's tiny run: its config, its training function and the loss function its steps call."""
+
+    cfg: object
+    fit: Callable  # (cfg, run folder, resume) -> summary
+    module: object
+    loss: str
+
+    def train(self, run: Path, resume: bool, **changes):
+        cfg = dataclasses.replace(self.cfg, **changes) if changes else self.cfg
+        return self.fit(cfg, run, resume)
+
+
+def _lm(tmp_path) -> Case:
+    from tiedlm.config import Config
+    from tiedlm.train import trainer
+
+    cfg = Config.load("ptb-small-re").with_overrides(tiny_overrides(write_tiny_corpus(tmp_path / "corpus")))
+    return Case(cfg, lambda c, run, resume: trainer.train(c, run, resume=resume, **QUIET), trainer, "window_loss")
+
+
+def _tagger(tmp_path) -> Case:
+    from tiedlm.tagging import TaggerConfig
+    from tiedlm.tagging import train as tagging
+
+    cfg = TaggerConfig(
+        data_dir=str(_treebank(tmp_path / "treebank")),
+        own_data=True,
+        min_count=1,
+        embedding_size=8,
+        hidden_size=8,
+        batch_size=8,
+        epochs=2,
+        threads=1,
+        device="cpu",
+    )
+    return Case(cfg, lambda c, run, resume: tagging.train_tagger(c, run, resume, **QUIET), tagging, "tagging_loss")
+
+
+def _translator(tmp_path) -> Case:
+    from tiedlm.translation import TranslationConfig
+    from tiedlm.translation import train as translation
+
+    cfg = TranslationConfig(
+        source_lang="xx",
+        target_lang="yy",
+        data_dir=str(write_tiny_parallel(tmp_path)),
+        vocab_size=40,
+        d_model=16,
+        ffn_size=32,
+        heads=2,
+        encoder_layers=1,
+        decoder_layers=1,
+        dropout=0.2,
+        epochs=2,
+        batch_tokens=256,
+        warmup_steps=5,
+        beam=1,
+        threads=1,
+        precision="fp32",
+        device="cpu",
+    )
+    fit = lambda c, run, resume: translation.train_translator(c, run, resume, **QUIET)  # noqa: E731
+    return Case(cfg, fit, translation, "translation_loss")
+
+
+QUIET = {"progress": False, "log": lambda *a: None}
+TASKS = {"language model": _lm, "tagger": _tagger, "translator": _translator}
+
+
+def _same_metrics(a: Path, b: Path) -> None:
+    """Every metrics line alike but for the clocks."""
+    clocks = ("second", "time", "per_s")
+    ra, rb = ([json.loads(x) for x in (p / "metrics.jsonl").read_text().splitlines()] for p in (a, b))
+    assert len(ra) == len(rb) == 2
+    for x, y in zip(ra, rb):
+        assert {k: v for k, v in x.items() if not any(c in k for c in clocks)} == {
+            k: v for k, v in y.items() if not any(c in k for c in clocks)
+        }
+
+
+@pytest.mark.parametrize("task", list(TASKS))
+def test_a_real_sigterm_in_a_step_stops_with_a_checkpoint_and_the_resumed_run_is_the_straight_one(
+    task, tmp_path, monkeypatch
+):
+    case = TASKS[task](tmp_path)
+    straight = case.train(tmp_path / "straight", False)
+
+    real, calls = getattr(case.module, case.loss), {"n": 0}
+
+    def sigterm_in_the_5th_step(*a, **k):
+        if torch.is_grad_enabled():  # a training step, not a validation batch
+            calls["n"] += 1
+            if calls["n"] == 5:
+                os.kill(os.getpid(), signal.SIGTERM)  # delivered now, in the middle of the step
+        return real(*a, **k)
+
+    monkeypatch.setattr(case.module, case.loss, sigterm_in_the_5th_step)
+    with pytest.raises(RunInterrupted, match=r"epoch 1, (batch|window) 5 .*resume with: tiedlm .*--resume"):
+        case.train(tmp_path / "split", False)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is gone with the run
+    monkeypatch.setattr(case.module, case.loss, real)
+    resumed = case.train(tmp_path / "split", True)
+
+    a, _ = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.safetensors")
+    b, _ = load_checkpoint(tmp_path / "split" / "checkpoints" / "last.safetensors")
+    assert {k for k in a if k.startswith("model.")} == {k for k in b if k.startswith("model.")}
+    assert all(torch.equal(a[k], b[k]) for k in a if k.startswith("model."))
+    _same_metrics(tmp_path / "straight", tmp_path / "split")
+    clocks = ("second", "time", "per_s", "history")
+    assert {k: v for k, v in resumed.items() if not any(c in k for c in clocks)} == {
+        k: v for k, v in straight.items() if not any(c in k for c in clocks)
+    }
+    with pytest.raises(UsageError, match="is finished"):  # nothing more to train: says so, changes nothing
+        case.train(tmp_path / "split", True)
+    with pytest.raises(UsageError, match="already holds a"):
+        case.train(tmp_path / "split", False)
+
+
+@pytest.mark.parametrize("task", ["tagger", "translator"])
+def test_checkpoints_of_the_tasks_own_loops_from_before_the_harness_resume(task, tmp_path):
+    """The tagger's loop counted finished epochs in ``epoch`` and kept ``best_dev``; the translator's kept
+    ``step`` and ``best_valid``. A run folder stopped after epoch 1 by either resumes to the straight run."""
+    case = TASKS[task](tmp_path)
+    straight = case.train(tmp_path / "straight", False)
+    # the state after epoch 1, as the old loop wrote it: train one epoch, then rewrite the metadata
+    old_run = tmp_path / "old"
+    case.train(old_run, False, epochs=1)
+    tensors, meta = load_checkpoint(old_run / "checkpoints" / "last.safetensors")
+    p = Progress.from_meta(meta)
+    assert meta["schema"] == "tiedlm.train.loop/1" and (p.epoch, p.batch, p.best_epoch) == (2, 0, 1)
+    if task == "tagger":
+        old = {"epoch": 1, "best_dev": p.best_score, "history": []}
+    else:
+        old = {"epoch": 2, "step": p.updates, "best_valid": p.best_score}
+    old |= {"batch": 0, "sums": [0.0, 0], "best_epoch": 1, "seconds": p.seconds, "epoch_seconds": 0.0}
+    save_checkpoint(old_run / "checkpoints" / "last.safetensors", tensors, old | {"param_groups": meta["param_groups"]})
+    (old_run / "summary.json").unlink()
+    resumed = case.train(old_run, True)
+    a, _ = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.safetensors")
+    b, _ = load_checkpoint(old_run / "checkpoints" / "last.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a if k.startswith(("model.", "best.")))
+    key = "test_accuracy" if task == "tagger" else "test_bleu"
+    assert resumed[key] == straight[key] and resumed["best_epoch"] == straight["best_epoch"]
+
+
+def test_a_non_finite_validation_score_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+    from tiedlm.tagging import train as tagging
+
+    case = _tagger(tmp_path)
+    monkeypatch.setattr(tagging, "accuracy", lambda *a, **k: float("nan"))
+    with pytest.raises(TiedlmError, match="tagger training diverged: validation score nan after epoch 1"):
+        case.train(tmp_path / "run", False)
+    assert not (tmp_path / "run" / "checkpoints" / "last.safetensors").exists()
+    assert (tmp_path / "run" / "metrics.jsonl").read_text() == ""
