@@ -210,21 +210,16 @@ class Config:
                     raise UsageError(f"{name}.{f.name} = {value!r} is not allowed; expected a finite number")
         m.validate()
         e = m.encoder
-        if e.name == "transformer":
-            _check(
-                e.positions != "learned" or e.memory + 2 * t.bptt <= e.max_positions,
-                "model.encoder.max_positions",
-                e.max_positions,
-                f">= model.encoder.memory + 2 * train.bptt = {e.memory + 2 * t.bptt} with learned positions",
-            )
+        e.check_run(t)  # what the encoder needs of the run (the Transformer's positions against bptt)
         _check(ls.tau > 0, "loss.tau", ls.tau, "a temperature > 0")
         _check(ls.gamma >= 0, "loss.gamma", ls.gamma, "a number >= 0")
         _check(ls.form in ("alpha", "beta"), "loss.form", ls.form, "one of: alpha (eq. 3.3), beta (eq. 6.1)")
         _check(0.0 <= ls.beta <= 1.0, "loss.beta", ls.beta, "a number in [0, 1]")
         _check(ls.ar >= 0 and ls.tar >= 0, "loss.ar/tar", (ls.ar, ls.tar), "numbers >= 0")
-        if e.name != "awd-lstm" and (ls.ar or ls.tar):
+        if not type(e).activation_regularization and (ls.ar or ls.tar):
             raise UsageError(
-                "loss.ar / loss.tar regularise AWD-LSTM activations; set model.encoder = 'awd-lstm' or leave them at 0"
+                f"loss.ar / loss.tar regularise the activations an encoder keeps for them (the AWD-LSTM's); "
+                f"model.encoder = {e.name!r} keeps none: set model.encoder = 'awd-lstm' or leave them at 0"
             )
         _check(t.epochs >= 1, "train.epochs", t.epochs, "an integer >= 1")
         _check(t.batch_size >= 1, "train.batch_size", t.batch_size, "an integer >= 1")

@@ -9,7 +9,7 @@ has them. Runs written before the table (``optimizer = "nt-asgd"``, ``nonmono``,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import UsageError
 from .registry import ComponentConfig, Registry, field_names
@@ -17,16 +17,29 @@ from .registry import ComponentConfig, Registry, field_names
 OPTIMIZERS = Registry("optimizer", "train.optimizer")
 
 
+@dataclass
+class OptimizerConfig(ComponentConfig):
+    """Base of the optimisers' configs; what an optimiser does is declared here, never decided by its name."""
+
+    averages_iterates: ClassVar[bool] = False  # keeps NT-ASGD's average of the iterates (validated and saved)
+    graph_capturable: ClassVar[bool] = False  # its update is the SGD step a CUDA graph captures (train/cuda_graph)
+
+
 @OPTIMIZERS.register("sgd", builds="tiedlm.train.nt_asgd:sgd")
 @dataclass
-class SGDConfig(ComponentConfig):
+class SGDConfig(OptimizerConfig):
     """SGD (Inan et al.: lr 1 on the loss summed over time, decayed per epoch)."""
+
+    graph_capturable: ClassVar[bool] = True
 
 
 @OPTIMIZERS.register("nt-asgd", builds="tiedlm.train.nt_asgd:sgd")
 @dataclass
-class NTASGDConfig(ComponentConfig):
+class NTASGDConfig(OptimizerConfig):
     """NT-ASGD: SGD, then the average of the iterates once validation stalls (Merity et al. 2017, Alg. 1)."""
+
+    averages_iterates: ClassVar[bool] = True
+    graph_capturable: ClassVar[bool] = True  # SGD's step in the graph; the average is updated after each replay
 
     nonmono: int = 5  # average once valid has not improved on the value `nonmono` epochs back
     finetune_epochs: int = 0  # after `train.epochs`, restart averaging from the best weights for N epochs
@@ -38,7 +51,7 @@ class NTASGDConfig(ComponentConfig):
 
 @OPTIMIZERS.register("adam", builds="tiedlm.train.nt_asgd:adamw")
 @dataclass
-class AdamConfig(ComponentConfig):
+class AdamConfig(OptimizerConfig):
     """AdamW (decoupled weight decay), for Transformers with train.warmup_steps (Vaswani et al. §5.3)."""
 
     beta1: float = 0.9  # Vaswani et al.'s betas

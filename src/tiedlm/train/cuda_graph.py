@@ -54,7 +54,7 @@ def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | No
     capture = type(m.encoder).cuda_graph  # the encoder's own declaration (models/encoders/configs.py)
     if not capture:
         return f"model.encoder = {m.encoder.name!r}: {type(m.encoder).cuda_graph_reason}"
-    if t.optimizer.name not in ("sgd", "nt-asgd"):
+    if not type(t.optimizer).graph_capturable:
         return f"train.optimizer = {t.optimizer.name!r} (only SGD, with or without NT-ASGD's average, is captured)"
     if t.cuda_graph == "auto" and capture != "verified":
         return (

@@ -123,7 +123,7 @@ class Trainer:
         self.optimizer = make_optimizer(t.optimizer, self.model.parameters(), t.lr, t.weight_decay)
         self.updates = 0  # optimizer steps taken (linear warm-up)
         # the iterate average of NT-ASGD, once triggered (inert for the other optimisers)
-        self.nt_asgd = NTASGD(t.optimizer.name == "nt-asgd", getattr(t.optimizer, "nonmono", 1), self.log)
+        self.nt_asgd = NTASGD(type(t.optimizer).averages_iterates, getattr(t.optimizer, "nonmono", 1), self.log)
         self.train_data = self.dist.shard(batchify(self.corpus.train, cfg.train.batch_size)).to(self.device)
         self.graphs = None  # the CUDA-graph steps (tiedlm.train.cuda_graph), one per window length, captured on use
         self.graph_reason = unsupported_reason(cfg, self.device, self.dist.enabled)

@@ -4,14 +4,20 @@
 ``from tiedlm.models.encoders import ENCODERS`` (config reading, ``tiedlm presets``) does not import torch.
 The building blocks live beside them: :mod:`.state` (the recurrent state helpers), :mod:`.lstm_layer`,
 :mod:`.recurrence` (the LSTM kernels) and :mod:`.sparse_lstm` (predefined sparse layers). A new encoder: its
-class in a new module here (with ``from_config``), its config registered in :mod:`.configs`.
+class (a subclass of :class:`.base.Encoder`) in a new module here, its config registered in :mod:`.configs`.
 """
 
 from importlib import import_module
 
 from .configs import ENCODERS, AWDLSTMConfig, EncoderConfig, TransformerConfig, VDLSTMConfig
 
-_LAZY = {"VDLSTM": "vd_lstm", "AWDLSTM": "awd_lstm", "CausalTransformer": "transformer", "build_encoder": "base"}
+_LAZY = {
+    "VDLSTM": "vd_lstm",
+    "AWDLSTM": "awd_lstm",
+    "CausalTransformer": "transformer",
+    "Encoder": "base",
+    "build_encoder": "base",
+}
 
 __all__ = ["ENCODERS", "AWDLSTMConfig", "EncoderConfig", "TransformerConfig", "VDLSTMConfig", *_LAZY]
 

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .base import Encoder
 from .configs import AWDLSTMConfig
 from .lstm_layer import variational_mask
 from .sparse_lstm import SparseLayerSpec, lstm_layers, sparse_spec
@@ -44,7 +45,7 @@ def embedding_dropout(embedding: nn.Embedding, ids: torch.Tensor, p: float, trai
     return F.embedding(ids, w * keep)
 
 
-class AWDLSTM(nn.Module):
+class AWDLSTM(Encoder):
     """Stack of LSTM layers with weight drop and locked dropout; returns the last layer's dropped outputs."""
 
     def __init__(

@@ -30,11 +30,16 @@ class EncoderConfig(ComponentConfig):
     # replayed it; train.cuda_graph = "auto" captures it), "unverified" (only with "on"), or "" (never: why)
     cuda_graph: ClassVar[str] = ""
     cuda_graph_reason: ClassVar[str] = "its step is not declared capturable"
+    # whether the encoder keeps its last layer's outputs for AR/TAR (loss.ar, loss.tar; Merity et al. §4.6)
+    activation_regularization: ClassVar[bool] = False
 
     def validate(self, key: str) -> None:
         self.check(self.hidden_size >= 1, key, "hidden_size", "an integer >= 1")
         self.check(self.layers >= 1, key, "layers", "an integer >= 1")
         self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
+
+    def check_run(self, train) -> None:
+        """Refuse settings of the run (``train``: its ``[train]`` table) this encoder cannot work with."""
 
     def output_size(self, embedding_size: int, output: str) -> int:
         """Size of h_t that reaches the output layer (``output``: the output layer's name)."""
@@ -106,6 +111,7 @@ class AWDLSTMConfig(LSTMConfig):
 
     # variable windows: one graph per length (GraphedSteps); replayed on an H100 by selfcheck, 2026-11-26
     cuda_graph: ClassVar[str] = "verified"
+    activation_regularization: ClassVar[bool] = True
 
     last_hidden_size: int = 0  # size of the last LSTM layer; 0: embedding_size, or hidden_size for output = full
     dropout_hidden: float = 0.0  # locked dropout between LSTM layers (AWD dropouth)
@@ -145,6 +151,13 @@ class TransformerConfig(EncoderConfig):
 
     def output_size(self, embedding_size: int, output: str) -> int:
         return embedding_size  # d_model
+
+    def check_run(self, train) -> None:
+        if self.positions == "learned" and self.memory + 2 * train.bptt > self.max_positions:
+            raise UsageError(
+                f"model.encoder.max_positions = {self.max_positions!r} is not allowed; expected >= "
+                f"model.encoder.memory + 2 * train.bptt = {self.memory + 2 * train.bptt} with learned positions"
+            )
 
     def check_model(self, embedding_size: int, dropout_embedding: float) -> None:
         if embedding_size % self.heads:

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from .base import Encoder
 from .configs import TransformerConfig
 
 POSITIONS = ("sinusoidal", "learned")
@@ -186,7 +187,7 @@ def positional_encoding(kind: str, d_model: int, max_positions: int) -> nn.Modul
     raise ValueError(f"unknown positions {kind!r}; expected one of {', '.join(POSITIONS)}")
 
 
-class CausalTransformer(nn.Module):
+class CausalTransformer(Encoder):
     """Decoder-only LM encoder: x_t → h_t with causal self-attention over the window and the memory.
 
     Attention weights are not dropped (see :class:`TransformerBlock`). Input embeddings are scaled by √d

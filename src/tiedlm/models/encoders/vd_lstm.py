@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import torch
-from torch import nn
 
+from .base import Encoder
 from .configs import VDLSTMConfig
 from .lstm_layer import VDLSTMLayer, drop_connect, variational_mask  # noqa: F401  (re-exported: older imports)
 from .sparse_lstm import lstm_layers, sparse_spec
 from .state import State, detach_state, zero_state  # noqa: F401  (re-exported: older imports)
 
 
-class VDLSTM(nn.Module):
+class VDLSTM(Encoder):
     """Stack of :class:`VDLSTMLayer` with the dropout scheme of Inan et al. (2017), §6.1 / App. A.
 
     - One mask per sequence (per batch row and BPTT window), the same at every time step (Gal 2015).
