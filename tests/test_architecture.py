@@ -139,3 +139,14 @@ def test_the_checks_see_a_lazy_import_that_runs_back_up(tmp_path):
     modules["tiedlm.models.probe"].write_text("def f():\n    from ..cli import main\n")
     got = _imports("tiedlm.models.probe", modules["tiedlm.models.probe"], modules)
     assert got == {"tiedlm.cli"} and _layer("tiedlm.cli") > _layer("tiedlm.models.probe")
+
+
+def test_no_function_in_the_package_is_longer_than_60_lines():
+    """Small functions with one job each (ruff's C901/PLR0915 bound branches and statements; this bounds length,
+    docstring and signature included)."""
+    long = []
+    for path in sorted((SRC / "tiedlm").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})")
+    assert not long, "split these functions: " + "; ".join(long)

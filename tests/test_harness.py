@@ -119,7 +119,7 @@ def _same_metrics(a: Path, b: Path) -> None:
 
 @pytest.mark.parametrize("task", list(TASKS))
 def test_a_real_sigterm_in_a_step_stops_with_a_checkpoint_and_the_resumed_run_is_the_straight_one(
-    task, tmp_path, monkeypatch
+    task, tmp_path, monkeypatch, capsys
 ):
     case = TASKS[task](tmp_path)
     straight = case.train(tmp_path / "straight", False)
@@ -153,6 +153,21 @@ def test_a_real_sigterm_in_a_step_stops_with_a_checkpoint_and_the_resumed_run_is
         case.train(tmp_path / "split", True)
     with pytest.raises(UsageError, match="already holds a"):
         case.train(tmp_path / "split", False)
+    # the language model's commands name another task's run as such, with the command that works on it
+    from tiedlm.cli import main
+    from tiedlm.run_dir import RunDir
+
+    kind = {"language model": "lm", "tagger": "tagger", "translator": "translator"}[task]
+    assert RunDir(tmp_path / "split").task == kind
+    if kind != "lm":
+        capsys.readouterr()
+        assert main(["evaluate", str(tmp_path / "split")]) == 2
+        err = capsys.readouterr().err.strip()
+        other = {"tagger": "tag", "translator": "translate"}[kind]
+        assert err.endswith(
+            f"is a {kind} run (`tiedlm {other} train`), not a language model's: use `tiedlm {other} "
+            f"evaluate {tmp_path / 'split'}`"
+        ), err
 
 
 @pytest.mark.parametrize("task", ["tagger", "translator"])

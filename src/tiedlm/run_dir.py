@@ -113,13 +113,31 @@ class RunDir:
         finally:
             os.close(fd)  # a lock this probe took goes with it
 
+    @property
+    def task(self) -> str:
+        """Which task's run this folder holds, by its own files: ``tagger`` (``tags.txt``), ``translator``
+        (sentencepiece models ``spm.*.model``) or ``lm`` (a language model, ``tiedlm train``)."""
+        if self.tags.is_file():
+            return "tagger"
+        if any(self.path.glob("spm.*.model")):
+            return "translator"
+        return "lm"
+
     def require_config(self) -> None:
-        """A one-line error unless this is a run folder (it has the config.toml that `tiedlm train` wrote)."""
+        """A one-line error unless this is a language-model run folder (the config.toml `tiedlm train` wrote);
+        a tagger's or translator's run is named as such, with the commands that work on it."""
         if not self.path.exists():
             raise UsageError(f"{self.path} does not exist; give the --out folder of a `tiedlm train` run")
         if not self.config.is_file():
             raise UsageError(
                 f"{self.path} is not a tiedlm run directory (no config.toml); give the --out folder of `tiedlm train`"
+            )
+        other = {"tagger": "tag", "translator": "translate"}.get(self.task)
+        if other:
+            raise UsageError(
+                f"{self.path} is a {self.task} run (`tiedlm {other} train`), not a language model's: "
+                f"use `tiedlm {other} evaluate {self.path}`"
+                + (f" or `tiedlm {other} train --resume {self.path}`" if self.status() == "interrupted" else "")
             )
 
     def read_metrics(self) -> list[dict[str, Any]]:

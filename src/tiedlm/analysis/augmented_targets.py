@@ -40,6 +40,20 @@ def target_distribution(embeddings: torch.Tensor, targets: torch.Tensor, tau: fl
 _FIELDS = ("entropy", "target_mass", "aug_grad", "aug")
 
 
+def _add_tau_sums(s: dict, sims: torch.Tensor, tempered: torch.Tensor, y: torch.Tensor, t: float, gamma: float):
+    """Add one batch's sums at temperature ``t`` to ``s`` (H(ỹ), ỹ(target)·|V|, ‖γ(ŷ_τ − ỹ_τ)‖₂, KL(ỹ ‖ ŷ_τ));
+    returns the per-token ‖γ(ŷ_τ − ỹ_τ)‖₂."""
+    log_target = torch.log_softmax(sims / t, -1)  # ỹ = softmax(Lᵀ L y* / τ), eq. 3.2
+    target = log_target.exp()
+    log_pred = torch.log_softmax(tempered / t, -1)  # ŷ_τ, eq. 3.1
+    aug_grad = gamma * (log_pred.exp() - target).norm(dim=-1)
+    s["entropy"] += -(target * log_target).sum().item()
+    s["target_mass"] += target.gather(1, y[:, None]).sum().item() * tempered.size(-1)
+    s["aug_grad"] += aug_grad.sum().item()
+    s["aug"] += (target * (log_target - log_pred)).sum().item()
+    return aug_grad
+
+
 @torch.inference_mode()
 def augmented_loss_strength(
     model,
@@ -76,16 +90,8 @@ def augmented_loss_strength(
         tempered = logits - shift if shift is not None else logits
         sims = emb[y] @ emb.T
         for t in taus:
-            log_target = torch.log_softmax(sims / t, -1)
-            target = log_target.exp()
-            log_pred = torch.log_softmax(tempered / t, -1)
-            aug_grad = gamma * (log_pred.exp() - target).norm(dim=-1)
-            s = sums[t]
-            s["entropy"] += -(target * log_target).sum().item()
-            s["target_mass"] += target.gather(1, y[:, None]).sum().item() * logits.size(-1)
-            s["aug_grad"] += aug_grad.sum().item()
+            aug_grad = _add_tau_sums(sums[t], sims, tempered, y, t, gamma)
             ratios[t].append(aug_grad[moved] / ce_grad[moved])
-            s["aug"] += (target * (log_target - log_pred)).sum().item()
         n += y.numel()
     vocab = emb.size(0)
     rows = [

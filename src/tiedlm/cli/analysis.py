@@ -130,6 +130,14 @@ def _add_run_evaluation_arguments(parser, whose: str) -> None:
 
 
 def register(add, sub_parser_class) -> None:
+    _register_experiment(add, sub_parser_class)
+    _register_analyze(add, sub_parser_class)
+    r = add("report", cmd_report, "markdown report with plots for finished (or running) runs")
+    r.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    r.add_argument("--out", default="runs/report", help="output folder (report.md, valid_ppl.png; runs/report)")
+
+
+def _register_experiment(add, sub_parser_class) -> None:
     from ..analysis.subspace_config import SubspaceExperimentConfig
 
     d = SubspaceExperimentConfig()
@@ -187,6 +195,8 @@ def register(add, sub_parser_class) -> None:
     s.add_argument("--data-dir", help="folder holding PTB's train.txt/valid.txt/test.txt")
     s.add_argument("--no-progress", action="store_true")
 
+
+def _register_analyze(add, sub_parser_class) -> None:
     asub = add_group(add, "analyze", "analyses of trained runs", "analysis", sub_parser_class)
     b = add_command(
         asub,
@@ -220,7 +230,3 @@ def register(add, sub_parser_class) -> None:
     )
     g.add_argument("--out", help="also write augmented.md and augmented.json to this folder")
     _add_run_evaluation_arguments(g, "the run's")
-
-    r = add("report", cmd_report, "markdown report with plots for finished (or running) runs")
-    r.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    r.add_argument("--out", default="runs/report", help="output folder (report.md, valid_ppl.png; runs/report)")

@@ -145,11 +145,10 @@ def _split_runs_and_phrases(items: list[str]) -> tuple[list[str], list[str]]:
 
 
 def cmd_predict(args) -> int:
-    from ..analysis.word_stats import PAPER_PHRASES, mean_word_probabilities
-    from ..data import load_corpus
+    from ..analysis.word_stats import PAPER_PHRASES
     from ..inference import next_word_table
     from ..run import load_run
-    from ..runtime import run_precision, set_threads
+    from ..runtime import set_threads
 
     set_threads(args.threads)
     run_dirs, phrases = _split_runs_and_phrases(args.items)
@@ -170,34 +169,12 @@ def cmd_predict(args) -> int:
     for phrase in phrases:
         tables = [next_word_table(r.model, r.vocab, phrase, args.top) for r in runs]
         result["tables"].append({"phrase": phrase, "next": targets.get(phrase), "models": tables})
-        lines.append(f"{phrase} ..." + (f"  [+ {targets[phrase]}]" if phrase in targets else ""))
-        for t, r in zip(tables, runs):
-            if t["unknown"]:
-                lines.append(f"  ({r.path.name}: not in the vocabulary, read as <unk>: {', '.join(t['unknown'])})")
-        lines.append("      " + "".join(f"{r.path.name[:24]:<26s}" for r in runs))
-        for i in range(max(len(t["predictions"]) for t in tables)):  # at most |V| rows
-            cells = [
-                f"{t['predictions'][i]['word'][:15]:15s} {t['predictions'][i]['prob']:.3f}    "
-                if i < len(t["predictions"])
-                else " " * 26
-                for t in tables
-            ]
-            lines.append(f"  {i + 1:2d}. " + "".join(cells))
-        lines.append("")
+        lines += _prediction_lines(phrase, targets.get(phrase), tables, runs)
     if args.word_stats:
         result["word_stats"] = {}
         lines.append(f"mean probability given to each word over {args.split} (and how often it is the next word):")
         for r in runs:
-            corpus = load_corpus(r.config.data.name, r.config.data.data_dir, vocab=r.vocab)
-            stats = mean_word_probabilities(
-                r.model,
-                r.vocab,
-                corpus.splits[args.split],
-                batch_size=r.config.train.eval_batch_size,
-                bptt=r.config.train.bptt,
-                precision=run_precision(r.config.train.precision, r.model.embedding.weight.device),
-                progress=not args.json,
-            )
+            stats = _word_stats(r, args.split, progress=not args.json)
             result["word_stats"][str(r.path)] = stats
             cells = ", ".join(
                 f"{w} {v['mean_prob']:.4f} (freq {v['frequency']:.4f})"
@@ -207,6 +184,42 @@ def cmd_predict(args) -> int:
             lines.append(f"  {r.path.name}: {cells}")
     emit(args, result, "\n".join(lines).rstrip())
     return 0
+
+
+def _prediction_lines(phrase: str, target: str | None, tables: list[dict], runs) -> list[str]:
+    """One phrase's next-word tables of the runs, side by side (Inan et al. Tables 3 and 4)."""
+    lines = [f"{phrase} ..." + (f"  [+ {target}]" if target else "")]
+    for t, r in zip(tables, runs):
+        if t["unknown"]:
+            lines.append(f"  ({r.path.name}: not in the vocabulary, read as <unk>: {', '.join(t['unknown'])})")
+    lines.append("      " + "".join(f"{r.path.name[:24]:<26s}" for r in runs))
+    for i in range(max(len(t["predictions"]) for t in tables)):  # at most |V| rows
+        cells = [
+            f"{t['predictions'][i]['word'][:15]:15s} {t['predictions'][i]['prob']:.3f}    "
+            if i < len(t["predictions"])
+            else " " * 26
+            for t in tables
+        ]
+        lines.append(f"  {i + 1:2d}. " + "".join(cells))
+    return lines + [""]
+
+
+def _word_stats(r, split: str, progress: bool) -> dict:
+    """The mean probability a run gives to <unk>, a, an, the over ``split`` (Inan et al. §6.4)."""
+    from ..analysis.word_stats import mean_word_probabilities
+    from ..data import load_corpus
+    from ..runtime import run_precision
+
+    corpus = load_corpus(r.config.data.name, r.config.data.data_dir, vocab=r.vocab)
+    return mean_word_probabilities(
+        r.model,
+        r.vocab,
+        corpus.splits[split],
+        batch_size=r.config.train.eval_batch_size,
+        bptt=r.config.train.bptt,
+        precision=run_precision(r.config.train.precision, r.model.embedding.weight.device),
+        progress=progress,
+    )
 
 
 def cmd_generate(args) -> int:
@@ -232,6 +245,7 @@ def cmd_info(args) -> int:
             "a preset name (see `tiedlm presets`) or a CONFIG.toml"
         )
     if target.config.is_file():
+        target.require_config()
         cfg = Config.load(target.config)
         vocab_size = len(Vocabulary.load(target.vocab))
         kind = "run"
@@ -285,6 +299,12 @@ def register(add) -> None:
     )
     e.add_argument("--device", default="cpu")
     e.add_argument("--threads", type=THREADS, default=0)
+    _add_dynamic_arguments(e)
+    _register_predict_generate_info(add)
+
+
+def _add_dynamic_arguments(e) -> None:
+    """``tiedlm evaluate --dynamic``'s options (Krause et al. 2018's names and defaults)."""
     d = e.add_argument_group("dynamic evaluation (Krause et al. 2018); the saved model is never changed")
     d.add_argument("--dynamic", action="store_true", help="adapt the model on the split as it reads it")
     d.add_argument(
@@ -336,6 +356,8 @@ def register(add) -> None:
         "the same command again resumes an interrupted evaluation and reaches the same numbers",
     )
 
+
+def _register_predict_generate_info(add) -> None:
     p = add("predict", cmd_predict, "top next-word predictions of one or two runs side by side (Inan et al. Table 3/4)")
     p.add_argument(
         "items", nargs="+", metavar="RUN_DIR [RUN_DIR_B] PHRASE", help="one or two run directories, then phrases"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 from ..errors import UsageError
@@ -14,20 +13,7 @@ def cmd_reproduce(args) -> int:
     from .. import reproduce as rp
 
     if args.list or not args.table:
-        rows = [
-            {
-                "table": t.name,
-                "title": t.title,
-                "source": t.source,
-                "runs": {s: [r.name for r in t.runs[s]] for s in t.runs},
-            }
-            for t in rp.TABLES.values()
-        ]
-        text = "\n".join(
-            f"{r['table']:26s} {r['title']}\n{'':26s} runs: {', '.join(r['runs']['budget'])}" for r in rows
-        )
-        emit(args, rows, text)
-        return 0
+        return _list_tables(args, rp)
     tables = [rp.table(name) for name in dict.fromkeys(args.table)]
     runs_dir = Path(args.runs)
     extra = {t.name: _extra(rp, t, args) for t in tables}
@@ -35,89 +21,102 @@ def cmd_reproduce(args) -> int:
     rows = _selected(tables, planned, args.only, args.scale)
     if args.skip_published:
         rp.skip_published(rows, runs_dir, Path(args.skip_published))
-    log = progress_log(args)
-    several = len(tables) > 1
     if args.dry_run:
-        load = rp.machine_load()  # before our own timing adds to it
-        plan_rows, total = [], 0.0
-        for r in rows:
-            cfg, task = r["config"], r["spec"].task
-            if r["status"] in ("finished", "published"):
-                seconds = 0.0
-            elif task == "lm":
-                vocab, tokens = _corpus_size(cfg.data.name)
-                seconds = rp.estimate_seconds(cfg, vocab, tokens, args.threads)
-            else:
-                seconds = rp.estimate_task_seconds(task, cfg, args.threads)
-            seconds *= rp.fraction_left(r)  # an interrupted run: its epochs still to train
-            total += seconds
-            args_ = rp.train_command(r, args.threads)
-            plan_rows.append(
-                {
-                    "run": r["label"],
-                    "table": r["table"],
-                    "status": r["status"],
-                    "dir": str(r["dir"]),
-                    "estimated_s": round(seconds, 3),
-                    "command": "tiedlm " + " ".join(args_),
-                }
-            )
-        width = max([22, *(len(p["run"]) for p in plan_rows)])
-        text = [
-            f"{p['run']:{width}s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}"
-            for p in plan_rows
-        ]
+        return _dry_run(args, rp, tables, rows)
+    if args.publish:  # copy the finished runs' small files into the results folder, then render from there
+        (records, lines), sep, code = _publish(args, rp, tables, rows, planned, extra), "\n", 0
+    elif args.render_only:  # the page from the runs already there (e.g. the committed results); start nothing
+        (records, lines), sep, code = _render_only(args, rp, tables, extra), "\n", 0
+    else:
+        records, lines, code = _run(args, rp, tables, rows, planned, extra)
+        sep = "; "
+    emit(args, records if len(tables) > 1 else records[0], sep.join(lines))
+    return code
+
+
+def _list_tables(args, rp) -> int:
+    rows = [
+        {
+            "table": t.name,
+            "title": t.title,
+            "source": t.source,
+            "runs": {s: [r.name for r in t.runs[s]] for s in t.runs},
+        }
+        for t in rp.TABLES.values()
+    ]
+    text = "\n".join(f"{r['table']:26s} {r['title']}\n{'':26s} runs: {', '.join(r['runs']['budget'])}" for r in rows)
+    emit(args, rows, text)
+    return 0
+
+
+def _dry_run(args, rp, tables, rows) -> int:
+    """The plan and its estimated time on this machine (``reproduce.estimate_rows``), starting nothing."""
+    load = rp.machine_load()  # before our own timing adds to it
+    plan_rows, total = rp.estimate_rows(rows, args.threads)
+    width = max([22, *(len(p["run"]) for p in plan_rows)])
+    text = [
+        f"{p['run']:{width}s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}" for p in plan_rows
+    ]
+    text.append(
+        f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "
+        f"(~{total / 3600 / args.jobs:.2f} h of wall time); estimated from timed training steps here"
+    )
+    if load["busy"]:
         text.append(
-            f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "
-            f"(~{total / 3600 / args.jobs:.2f} h of wall time); estimated from timed training steps here"
+            f"note: the machine was busy (load average {load['load_average']:.2f} on {load['cpus']} cores): "
+            "other processes shared the timed steps, so these estimates run long; run --dry-run on an idle "
+            "machine for the time a run takes alone"
         )
-        if load["busy"]:
-            text.append(
-                f"note: the machine was busy (load average {load['load_average']:.2f} on {load['cpus']} cores): "
-                "other processes shared the timed steps, so these estimates run long; run --dry-run on an idle "
-                "machine for the time a run takes alone"
-            )
-        names = [t.name for t in tables] if several else tables[0].name
-        record = {"table": names, "scale": args.scale, "runs": plan_rows, "estimated_s": total, "machine": load}
-        emit(args, record, "\n".join(text))
-        return 0
+    names = [t.name for t in tables] if len(tables) > 1 else tables[0].name
+    record = {"table": names, "scale": args.scale, "runs": plan_rows, "estimated_s": total, "machine": load}
+    emit(args, record, "\n".join(text))
+    return 0
+
+
+def _publish(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[str]]:
+    """``--publish DIR``: each table's finished runs (and their bands) copied into DIR, its page drawn from DIR."""
+    log, published, runs_dir = progress_log(args), Path(args.publish), Path(args.runs)
+    records, lines = [], []
+    for tab in tables:
+        copied = rp.publish([r for r in rows if r["table"] == tab.name], published, log=log)
+        earlier = published / tab.name / rp.BANDS  # its figures count, whether or not their checkpoints do
+        if rp.band_analysis(tab, planned[tab.name], runs_dir, args.threads, log=log, earlier=earlier):
+            rp.publish_bands(tab, runs_dir, published, log=log)
+        how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
+        page = rp.render(tab, args.scale, published, extra[tab.name], Path(args.out), command=how, train_runs=args.runs)
+        records.append({"table": tab.name, "published": copied, "page": str(page)})
+        lines.append(f"published {len(copied)} run(s); wrote {page}")
+    return records, lines
+
+
+def _render_only(args, rp, tables, extra) -> tuple[list[dict], list[str]]:
+    """``--render-only``: each table's page from the finished runs in ``--runs``."""
+    runs_dir = Path(args.runs)
+    if not runs_dir.is_dir():  # a page of all-missing rows under notes that claim results would mislead
+        raise UsageError(
+            f"--runs {args.runs} does not exist: --render-only draws the page from finished runs there; give "
+            "the folder the runs trained in, or experiments/results/reproduce for the committed ones"
+        )
+    records, lines = [], []
+    for tab in tables:
+        how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.runs} --render-only --out {args.out}"
+        page = rp.render(
+            tab, args.scale, runs_dir, extra[tab.name], Path(args.out), command=how, train_runs=_train_runs(args)
+        )
+        records.append({"table": tab.name, "started": [], "page": str(page)})
+        lines.append(f"wrote {page}")
+    return records, lines
+
+
+def _run(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[str], int]:
+    """Start or resume the selected runs (``--jobs`` at a time), then draw each table's page; exit code 1 where a
+    run stopped early."""
     from ..paths import ensure_writable_folder
 
-    records, lines = [], []
-    if args.publish:  # copy the finished runs' small files into the results folder, then render from there
-        published = Path(args.publish)
-        for tab in tables:
-            copied = rp.publish([r for r in rows if r["table"] == tab.name], published, log=log)
-            earlier = published / tab.name / rp.BANDS  # its figures count, whether or not their checkpoints do
-            if rp.band_analysis(tab, planned[tab.name], runs_dir, args.threads, log=log, earlier=earlier):
-                rp.publish_bands(tab, runs_dir, published, log=log)
-            how = (
-                f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
-            )
-            page = rp.render(
-                tab, args.scale, published, extra[tab.name], Path(args.out), command=how, train_runs=args.runs
-            )
-            records.append({"table": tab.name, "published": copied, "page": str(page)})
-            lines.append(f"published {len(copied)} run(s); wrote {page}")
-        emit(args, records if several else records[0], "\n".join(lines))
-        return 0
-    if args.render_only:  # the page from the runs already there (e.g. the committed results); start nothing
-        if not runs_dir.is_dir():  # a page of all-missing rows under notes that claim results would mislead
-            raise UsageError(
-                f"--runs {args.runs} does not exist: --render-only draws the page from finished runs there; give "
-                "the folder the runs trained in, or experiments/results/reproduce for the committed ones"
-            )
-        for tab in tables:
-            how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.runs} --render-only --out {args.out}"
-            page = rp.render(
-                tab, args.scale, runs_dir, extra[tab.name], Path(args.out), command=how, train_runs=_train_runs(args)
-            )
-            records.append({"table": tab.name, "started": [], "page": str(page)})
-            lines.append(f"wrote {page}")
-        emit(args, records if several else records[0], "\n".join(lines))
-        return 0
+    log, runs_dir = progress_log(args), Path(args.runs)
     ensure_writable_folder(runs_dir, "--runs")
     done = rp.execute(rows, args.jobs, args.threads, log=log)
+    records, lines = [], []
     for tab in tables:
         page = None
         if not args.no_page:
@@ -130,8 +129,7 @@ def cmd_reproduce(args) -> int:
     failed = [d for d in done if d["returncode"] not in (0,)]
     if failed:
         lines.append(f"{len(failed)} run(s) stopped early: see {', '.join(d['log'] for d in failed)}")
-    emit(args, records if several else records[0], "; ".join(lines))
-    return 1 if failed else 0
+    return records, lines, 1 if failed else 0
 
 
 def _train_runs(args) -> str:
@@ -185,15 +183,6 @@ def _selected(tables, planned: dict[str, list[dict]], only: list[str] | None, sc
             seen.add(r["dir"])
             rows.append(r)
     return rows
-
-
-@functools.cache
-def _corpus_size(name: str) -> tuple[int, int]:
-    """(|V|, training tokens) of a corpus, read once per name."""
-    from ..data import load_corpus
-
-    corpus = load_corpus(name)
-    return len(corpus.vocab), corpus.train.numel()
 
 
 def register(add) -> None:

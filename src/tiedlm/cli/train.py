@@ -13,65 +13,11 @@ from .types import THREADS
 
 
 def cmd_train(args) -> int:
-    from ..config import Config
+    from ..train import train
 
     if args.threads is not None:  # --threads N is --set train.threads=N
         args.set = [*args.set, f"train.threads={args.threads}"]
-    from ..run_dir import RunDir, write_text_atomic
-    from ..train import train
-
-    if args.resume:
-        if args.config:
-            raise UsageError("give either a PRESET/CONFIG to start a run or --resume RUN_DIR, not both")
-        run_dir = Path(args.resume)
-        files = RunDir(run_dir)
-        if args.data:
-            raise UsageError(
-                f"--data {args.data}: a resumed run trains on its own corpus (data.name in {run_dir}/config.toml); "
-                "to train on another corpus, start a new run (--out NEW --set train.init_from=RUN keeps the weights)"
-            )
-        if not files.checkpoint("last").is_file():
-            raise UsageError(
-                f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder "
-                f"of an interrupted `tiedlm train`"
-            )
-        if not files.config.is_file():
-            raise UsageError(
-                f"{run_dir} has no config.toml; a run folder needs the config.toml that `tiedlm train` wrote into it"
-            )
-        cfg = Config.load(files.config)
-        from ..config import RESUMABLE
-
-        allowed = tuple(f"{k}=" for k in RESUMABLE)
-        for item in args.set:
-            if not item.startswith(allowed):
-                raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")
-        cfg = cfg.with_overrides(args.set)
-        if args.data_dir:  # the same verified corpus, found in another folder (its checksums are checked again)
-            from ..data.sources import CORPORA
-
-            if cfg.data.name not in CORPORA:
-                raise UsageError(
-                    f"--data-dir: {run_dir} trains on a folder of its own ({cfg.data.name}), not a known corpus; "
-                    "move that folder back, or give a new run"
-                )
-            cfg = cfg.with_overrides([f"data.data_dir={Path(args.data_dir).expanduser().resolve()}"])
-        if args.set or args.data_dir:
-            write_text_atomic(files.config, cfg.to_toml())
-    else:
-        if not args.config:
-            raise UsageError("give a PRESET name or CONFIG.toml (see `tiedlm presets`), or --resume RUN_DIR")
-        cfg = Config.load(args.config).with_overrides(args.set)
-        if args.data and args.data_dir:
-            raise UsageError(
-                "give either --data (a corpus name, or a folder of your own text) or --data-dir (a "
-                "folder holding the preset's corpus), not both"
-            )
-        if args.data:  # the preset's model and recipe on another corpus: a known name, or your own folder
-            cfg = cfg.with_overrides([f"data.name={args.data}", "data.data_dir="])
-        if args.data_dir:
-            cfg = cfg.with_overrides([f"data.data_dir={args.data_dir}"])
-        run_dir = Path(args.out) if args.out else Path("runs") / Path(args.config).stem
+    cfg, run_dir = _resumed_config(args) if args.resume else _new_config(args)
     main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 speaks
     log = progress_log(args)
     if not args.resume and main_rank:
@@ -86,6 +32,69 @@ def cmd_train(args) -> int:
         f"run {run_dir}: valid ppl {summary['valid_ppl']:.2f}, test ppl {summary['test_ppl']:.2f}",
     )
     return 0
+
+
+def _new_config(args):
+    """A new run's config (the preset or file, ``--set``, ``--data``/``--data-dir``) and its folder."""
+    from ..config import Config
+
+    if not args.config:
+        raise UsageError("give a PRESET name or CONFIG.toml (see `tiedlm presets`), or --resume RUN_DIR")
+    cfg = Config.load(args.config).with_overrides(args.set)
+    if args.data and args.data_dir:
+        raise UsageError(
+            "give either --data (a corpus name, or a folder of your own text) or --data-dir (a "
+            "folder holding the preset's corpus), not both"
+        )
+    if args.data:  # the preset's model and recipe on another corpus: a known name, or your own folder
+        cfg = cfg.with_overrides([f"data.name={args.data}", "data.data_dir="])
+    if args.data_dir:
+        cfg = cfg.with_overrides([f"data.data_dir={args.data_dir}"])
+    return cfg, Path(args.out) if args.out else Path("runs") / Path(args.config).stem
+
+
+def _resumed_config(args):
+    """A stopped run's config, with the ``--set`` keys a resumed run accepts and ``--data-dir`` (written back to
+    its config.toml), and its folder; one-line errors for what a resumed run cannot take."""
+    from ..config import RESUMABLE, Config
+    from ..run_dir import RunDir, write_text_atomic
+
+    if args.config:
+        raise UsageError("give either a PRESET/CONFIG to start a run or --resume RUN_DIR, not both")
+    run_dir = Path(args.resume)
+    files = RunDir(run_dir)
+    if args.data:
+        raise UsageError(
+            f"--data {args.data}: a resumed run trains on its own corpus (data.name in {run_dir}/config.toml); "
+            "to train on another corpus, start a new run (--out NEW --set train.init_from=RUN keeps the weights)"
+        )
+    if not files.checkpoint("last").is_file():
+        raise UsageError(
+            f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder "
+            f"of an interrupted `tiedlm train`"
+        )
+    if not files.config.is_file():
+        raise UsageError(
+            f"{run_dir} has no config.toml; a run folder needs the config.toml that `tiedlm train` wrote into it"
+        )
+    files.require_config()
+    allowed = tuple(f"{k}=" for k in RESUMABLE)
+    for item in args.set:
+        if not item.startswith(allowed):
+            raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")
+    cfg = Config.load(files.config).with_overrides(args.set)
+    if args.data_dir:  # the same verified corpus, found in another folder (its checksums are checked again)
+        from ..data.sources import CORPORA
+
+        if cfg.data.name not in CORPORA:
+            raise UsageError(
+                f"--data-dir: {run_dir} trains on a folder of its own ({cfg.data.name}), not a known corpus; "
+                "move that folder back, or give a new run"
+            )
+        cfg = cfg.with_overrides([f"data.data_dir={Path(args.data_dir).expanduser().resolve()}"])
+    if args.set or args.data_dir:
+        write_text_atomic(files.config, cfg.to_toml())
+    return cfg, run_dir
 
 
 def cmd_presets(args) -> int:

@@ -207,12 +207,7 @@ def dynamic_evaluate(
         unit="seg",
     ):
         if check is not None:
-            try:
-                check()
-            except BaseException:
-                if save_to is not None:  # between two segments: the weights, state and sums agree
-                    _save(Path(save_to), params, state, total, count, i, len(ids))
-                raise
+            _check_saving(check, save_to, params, state, total, count, i, len(ids))
         model.zero_grad(set_to_none=True)
         loss, state = _segment_loss(model, x, y, detach_state(state), device, precision)
         total += loss.item() * y.numel()  # scored before the model learns from this segment
@@ -224,15 +219,23 @@ def dynamic_evaluate(
             saved = time.monotonic()
     model.zero_grad(set_to_none=True)
     ce = total / count
-    out = {
-        "loss": ce,
-        "ppl": math.exp(min(ce, 700.0)),
-        "tokens": count,
-        "effective": {"lr": s.lr, "lamb": s.lamb, "epsilon": s.epsilon},
-    }
-    if return_model:
-        out["model"] = model
-    return out
+    out = {"loss": ce, "ppl": math.exp(min(ce, 700.0)), "tokens": count}
+    return (
+        out
+        | {"effective": {"lr": s.lr, "lamb": s.lamb, "epsilon": s.epsilon}}
+        | ({"model": model} if return_model else {})
+    )
+
+
+def _check_saving(check, save_to, params, state, total: float, count: int, segment: int, n: int) -> None:
+    """``check()``; where it raises (a stop), the pass so far is saved to ``save_to`` first (between two
+    segments, the weights, state and sums agree), so that the same call resumes from there."""
+    try:
+        check()
+    except BaseException:
+        if save_to is not None:
+            _save(Path(save_to), params, state, total, count, segment, n)
+        raise
 
 
 def _save(path: Path, params, state, total: float, count: int, next_window: int, n_ids: int) -> None:

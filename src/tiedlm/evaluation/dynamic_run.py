@@ -86,6 +86,19 @@ def _grid_search(model, valid, stats, settings, grid: Grid, precision, work, pro
     return points
 
 
+def _grid_choice(model, corpus, stats, settings, grid: Grid, precision, work, progress, log, stop):
+    """The settings with the grid's best η and λ on the valid split, and every grid point."""
+    if settings.old_hyper:
+        # Krause et al.'s --grid --oldhyper converts only ε: the grid's η and λ are already on the corrected
+        # code's scale, so each point is used as it is (converting it again made 3e-5 / 0.001 into 6.7e-6 / 9.1e-5)
+        eff = dynamic.effective_settings(settings, stats)
+        settings = dataclasses.replace(eff, lr=settings.lr, lamb=settings.lamb)
+    valid = corpus.valid[: grid.tokens + 1] if grid.tokens else corpus.valid
+    points = _grid_search(model, valid, stats, settings, grid, precision, work, progress, log, stop.check)
+    best = min(points, key=lambda g: g["valid_ppl"])
+    return dataclasses.replace(settings, lr=best["lr"], lamb=best["lambda"]), points
+
+
 def run_dynamic_evaluation(
     model,
     corpus,
@@ -110,16 +123,9 @@ def run_dynamic_evaluation(
             stats = _statistics(model, corpus, settings, precision, work, progress)
             points = []
             if grid is not None:
-                if settings.old_hyper:
-                    # Krause et al.'s --grid --oldhyper converts only ε: the grid's η and λ are already on the
-                    # corrected code's scale, so each point is used as it is (converting it again made
-                    # 3e-5 / 0.001 into 6.7e-6 / 9.1e-5)
-                    eff = dynamic.effective_settings(settings, stats)
-                    settings = dataclasses.replace(eff, lr=settings.lr, lamb=settings.lamb)
-                valid = corpus.valid[: grid.tokens + 1] if grid.tokens else corpus.valid
-                points = _grid_search(model, valid, stats, settings, grid, precision, work, progress, log, stop.check)
-                best = min(points, key=lambda g: g["valid_ppl"])
-                settings = dataclasses.replace(settings, lr=best["lr"], lamb=best["lambda"])
+                settings, points = _grid_choice(
+                    model, corpus, stats, settings, grid, precision, work, progress, log, stop
+                )
             res = dynamic.dynamic_evaluate(
                 model,
                 corpus.splits[split],

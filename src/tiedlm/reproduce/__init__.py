@@ -14,7 +14,7 @@ committed results and Figure 3's bands) and ``page`` (the results page).
 """
 
 from ..errors import UsageError
-from .estimate import estimate_seconds, estimate_task_seconds, machine_load
+from .estimate import corpus_size, estimate_rows, estimate_seconds, estimate_task_seconds, machine_load
 from .execute import execute
 from .page import render
 from .plan import (
@@ -43,6 +43,8 @@ __all__ = [
     "UsageError",
     "band_analysis",
     "data_settings",
+    "corpus_size",
+    "estimate_rows",
     "estimate_seconds",
     "estimate_task_seconds",
     "execute",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -132,3 +133,42 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
     batches = corpus.batches("train", cfg.batch_tokens, shuffle_seed=0, max_length=cfg.max_length)
     tokens = sum(len(t) + 1 for _, t in corpus.ids["train"])
     return 1.1 * _seconds_per_token(step, batches, steps) * tokens * cfg.epochs
+
+
+@functools.cache
+def corpus_size(name: str) -> tuple[int, int]:
+    """(|V|, training tokens) of a language-model corpus, read once per name."""
+    from ..data import load_corpus
+
+    corpus = load_corpus(name)
+    return len(corpus.vocab), corpus.train.numel()
+
+
+def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
+    """``--dry-run``'s plan: for each planned row its run, status, folder, estimated seconds on this machine (0
+    for a finished or published run, the part still to train for an interrupted one) and the command that trains
+    it; and their total."""
+    from .plan import fraction_left, train_command
+
+    plan_rows, total = [], 0.0
+    for r in rows:
+        cfg, task = r["config"], r["spec"].task
+        if r["status"] in ("finished", "published"):
+            seconds = 0.0
+        elif task == "lm":
+            seconds = estimate_seconds(cfg, *corpus_size(cfg.data.name), threads)
+        else:
+            seconds = estimate_task_seconds(task, cfg, threads)
+        seconds *= fraction_left(r)  # an interrupted run: its epochs still to train
+        total += seconds
+        plan_rows.append(
+            {
+                "run": r["label"],
+                "table": r["table"],
+                "status": r["status"],
+                "dir": str(r["dir"]),
+                "estimated_s": round(seconds, 3),
+                "command": "tiedlm " + " ".join(train_command(r, threads)),
+            }
+        )
+    return plan_rows, total

@@ -35,37 +35,15 @@ def execute(rows: list[dict], jobs: int, threads: int, log=print) -> list[dict]:
     each; skip the finished ones. A row is named in the log by its ``label`` (:func:`plan`). Returns one record
     per run started (command, exit code, log file); raises :class:`RunInterrupted` once every run has exited
     if a signal stopped the queue or one of its runs (module docstring)."""
-    name = lambda r: r["label"]  # noqa: E731
     todo = [r for r in rows if r["status"] not in ("finished", "running", "published")]
-    for r in rows:
-        if r["status"] == "finished":
-            log(f"{name(r)}: finished, skipped")
-        elif r["status"] == "published":
-            log(f"{name(r)}: finished in {r['published']}, skipped")
-        elif r["status"] == "running":
-            log(f"{name(r)}: another process is training it in {r['dir']}, skipped")
+    _log_skipped(rows, log)
     running: list[tuple[dict, subprocess.Popen, list[str], Path]] = []
     done: list[dict] = []
     passed_on, halted = 0, False
     with StopRequest(second_stops_at_once=False) as stop:
         while running or (todo and not (halted or stop.requested)):
             while todo and len(running) < jobs and not (halted or stop.requested):
-                r = todo.pop(0)
-                args = train_command(r, threads)
-                r["dir"].parent.mkdir(parents=True, exist_ok=True)
-                log(
-                    f"{name(r)}: {'start' if r['status'] == 'missing' else 'resume'}: tiedlm "
-                    + " ".join(shlex.quote(a) for a in args)
-                )
-                log_file = r["dir"].parent / f"{r['dir'].name}.log"
-                with open(log_file, "a") as out:
-                    proc = subprocess.Popen(
-                        [sys.executable, "-m", "tiedlm.cli", *args],
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,  # out of the terminal's process group: Ctrl-C reaches it from here
-                    )
-                running.append((r, proc, args, log_file))
+                running.append(_start(todo.pop(0), threads, log))
             time.sleep(0.2)
             if stop.signals > passed_on:  # pass each signal on, once, to every run still training
                 if not passed_on:
@@ -74,20 +52,58 @@ def execute(rows: list[dict], jobs: int, threads: int, log=print) -> list[dict]:
                     if proc.poll() is None:
                         proc.send_signal(signal.SIGTERM)
                 passed_on = stop.signals
-            for item in list(running):
-                r, proc, args, log_file = item
-                if proc.poll() is not None:
-                    running.remove(item)
-                    done.append({"run": name(r), "command": args, "returncode": proc.returncode, "log": str(log_file)})
-                    log(f"{name(r)}: exit {proc.returncode}")
-                    if _stopped(proc.returncode) and not (halted or stop.requested):
-                        halted = True
-                        log(f"{name(r)}: stopped by a signal; no further run starts")
+            for record in _reap(running, log):
+                done.append(record)
+                if _stopped(record["returncode"]) and not (halted or stop.requested):
+                    halted = True
+                    log(f"{record['run']}: stopped by a signal; no further run starts")
     stopped = [d["run"] for d in done if _stopped(d["returncode"])]
     if stop.requested or stopped:
-        left = [name(r) for r in todo]
+        left = [r["label"] for r in todo]
         raise RunInterrupted(
             f"reproduce stopped: {len(stopped)} run(s) stopped where they were ({', '.join(stopped) or 'none'}), "
             f"{len(left)} not started ({', '.join(left) or 'none'}); run the same command again to resume them"
         )
     return done
+
+
+def _log_skipped(rows: list[dict], log) -> None:
+    """Say which runs are not started, and why."""
+    for r in rows:
+        if r["status"] == "finished":
+            log(f"{r['label']}: finished, skipped")
+        elif r["status"] == "published":
+            log(f"{r['label']}: finished in {r['published']}, skipped")
+        elif r["status"] == "running":
+            log(f"{r['label']}: another process is training it in {r['dir']}, skipped")
+
+
+def _start(r: dict, threads: int, log) -> tuple[dict, subprocess.Popen, list[str], Path]:
+    """Start (or resume) one run in its own process, its output appended to ``RUN.log`` beside its folder."""
+    args = train_command(r, threads)
+    r["dir"].parent.mkdir(parents=True, exist_ok=True)
+    log(
+        f"{r['label']}: {'start' if r['status'] == 'missing' else 'resume'}: tiedlm "
+        + " ".join(shlex.quote(a) for a in args)
+    )
+    log_file = r["dir"].parent / f"{r['dir'].name}.log"
+    with open(log_file, "a") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tiedlm.cli", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # out of the terminal's process group: Ctrl-C reaches it from here
+        )
+    return r, proc, args, log_file
+
+
+def _reap(running: list, log) -> list[dict]:
+    """The records of the runs that have exited since the last look (removed from ``running``)."""
+    records = []
+    for item in list(running):
+        r, proc, args, log_file = item
+        if proc.poll() is not None:
+            running.remove(item)
+            records.append({"run": r["label"], "command": args, "returncode": proc.returncode, "log": str(log_file)})
+            log(f"{r['label']}: exit {proc.returncode}")
+    return records

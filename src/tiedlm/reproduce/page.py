@@ -140,33 +140,10 @@ def render(
     """Write ``out/<table>.md`` (and ``<table>-valid.png``): paper vs ours per run, what we ran, and how.
 
     Links to the run folders are relative to ``links_from`` (default ``out``, where the page is read)."""
-    import os
-
-    from ..analysis.report import plot_curves, read_run
-
     out.mkdir(parents=True, exist_ok=True)
     rows = plan(tab, scale, runs_dir, extra)
     task = tab.runs[scale][0].task
-    title, keys, fmt = METRICS[task]
-    present = [  # named as the table's rows are (a run shared with another table has that table's folder name)
-        {**read_run(r["dir"]), "name": r["spec"].name}
-        for r in rows
-        if task == "lm" and RunDir(r["dir"]).config.is_file()
-    ]
-    command = command or f"tiedlm reproduce {tab.name} --scale {scale}"
-    lines = [
-        f"# {tab.title}",
-        "",
-        f"Source: {tab.source}. Scale: `{scale}`. Rendered by `{command}`.",
-        "",
-    ]
-    if present:
-        plot_curves(present, out / f"{tab.name}-valid.png", title=tab.title)
-        lines += [f"![validation perplexity per epoch]({tab.name}-valid.png)", ""]
-    lines += [
-        f"| run | paper | ours: {title} | params | epochs | wall time | device | tok/s | status |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    lines = _page_head(tab, scale, rows, task, out, command or f"tiedlm reproduce {tab.name} --scale {scale}")
     commands, waiting, finished = [], [], {}
 
     def how(spec: RunSpec) -> str:  # the command that runs one row, and the training command it stands for
@@ -176,38 +153,13 @@ def render(
         )
 
     for r in rows:
-        spec, status = r["spec"], r["status"]
-        files = RunDir(r["dir"])
-        summary = files.read_summary() if status == "finished" else None
-        metrics = files.read_metrics()
-        paper = " / ".join("–" if v is None else f"{v:g}" for v in spec.paper)
-        if summary:
-            finished[spec.name] = summary
-            test = _test_ppl(files, summary) if task == "lm" else fmt.format(summary[keys[1]])
-            ours = f"{fmt.format(summary[keys[0]])} / {test}"
-            params = f"{summary['parameters']['total'] / 1e6:.2f}M"
-            seconds = summary.get("wall_time_s", summary.get("train_seconds"))
-            wall = f"{seconds / 60:.1f} min" if seconds is not None else "–"
-            device = summary.get("device") or _logged_device(files) or ("cpu" if task == "tag" else "–")
-            device += f", {summary['precision']}" if "precision" in summary else ""
-            tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
-            folder = Path(os.path.relpath(r["dir"], links_from or out)).as_posix()
-            last = f"; this run's last invocation: `{summary['command']}`" if "command" in summary else ""
-            commands.append(
-                f"- {spec.name}: to run it again, {how(spec)} (seed {summary['seed']}){last}; the config it trained "
-                f"with: [{folder}/config.toml]({folder}/config.toml)"
-            )
+        line, command_line, summary = _table_row(r, task, how, links_from or out)
+        lines.append(line)
+        if summary is not None:
+            finished[r["spec"].name] = summary
+            commands.append(command_line)
         else:
-            best = min((m["valid_ppl"] for m in metrics if "valid_ppl" in m), default=None)
-            ours = f"{best:.2f} / –" if best is not None else "–"
-            params = wall = device = tps = "–"
-            waiting.append(f"- {spec.name} ({status}): {how(spec)}")
-        total = r["config"].train.total_epochs if task == "lm" else r["config"].epochs
-        epochs = f"{len(metrics)}/{total}"
-        note = f" ({spec.note})" if spec.note else ""
-        lines.append(
-            f"| {spec.name}{note} | {paper} | {ours} | {params} | {epochs} | {wall} | {device} | {tps} | {status} |"
-        )
+            waiting.append(command_line)
     lines += seeds_section(tab, finished, task)
     if tab.notes:
         bands_file = runs_dir / tab.name / BANDS
@@ -227,3 +179,63 @@ def render(
     path = out / f"{tab.name}.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _page_head(tab: Table, scale: str, rows: list[dict], task: str, out: Path, command: str) -> list[str]:
+    """The page's title, source, the command that drew it, the validation curves (a language-model table) and
+    the head of the results table."""
+    from ..analysis.report import plot_curves, read_run
+
+    lines = [f"# {tab.title}", "", f"Source: {tab.source}. Scale: `{scale}`. Rendered by `{command}`.", ""]
+    present = [  # named as the table's rows are (a run shared with another table has that table's folder name)
+        {**read_run(r["dir"]), "name": r["spec"].name}
+        for r in rows
+        if task == "lm" and RunDir(r["dir"]).config.is_file()
+    ]
+    if present:
+        plot_curves(present, out / f"{tab.name}-valid.png", title=tab.title)
+        lines += [f"![validation perplexity per epoch]({tab.name}-valid.png)", ""]
+    return lines + [
+        f"| run | paper | ours: {METRICS[task][0]} | params | epochs | wall time | device | tok/s | status |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
+
+def _table_row(r: dict, task: str, how, links_from: Path) -> tuple[str, str, dict | None]:
+    """One run's line of the results table, its line under "Commands" (a finished run: how to run it again and
+    the config it trained with) or "Not finished yet", and its summary (None until it has finished)."""
+    import os
+
+    spec, status = r["spec"], r["status"]
+    _, keys, fmt = METRICS[task]
+    files = RunDir(r["dir"])
+    summary = files.read_summary() if status == "finished" else None
+    metrics = files.read_metrics()
+    paper = " / ".join("–" if v is None else f"{v:g}" for v in spec.paper)
+    if summary:
+        test = _test_ppl(files, summary) if task == "lm" else fmt.format(summary[keys[1]])
+        ours = f"{fmt.format(summary[keys[0]])} / {test}"
+        params = f"{summary['parameters']['total'] / 1e6:.2f}M"
+        seconds = summary.get("wall_time_s", summary.get("train_seconds"))
+        wall = f"{seconds / 60:.1f} min" if seconds is not None else "–"
+        device = summary.get("device") or _logged_device(files) or ("cpu" if task == "tag" else "–")
+        device += f", {summary['precision']}" if "precision" in summary else ""
+        tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
+        folder = Path(os.path.relpath(r["dir"], links_from)).as_posix()
+        last = f"; this run's last invocation: `{summary['command']}`" if "command" in summary else ""
+        command_line = (
+            f"- {spec.name}: to run it again, {how(spec)} (seed {summary['seed']}){last}; the config it trained "
+            f"with: [{folder}/config.toml]({folder}/config.toml)"
+        )
+    else:
+        best = min((m["valid_ppl"] for m in metrics if "valid_ppl" in m), default=None)
+        ours = f"{best:.2f} / –" if best is not None else "–"
+        params = wall = device = tps = "–"
+        command_line = f"- {spec.name} ({status}): {how(spec)}"
+    total = r["config"].train.total_epochs if task == "lm" else r["config"].epochs
+    note = f" ({spec.note})" if spec.note else ""
+    line = (
+        f"| {spec.name}{note} | {paper} | {ours} | {params} | {len(metrics)}/{total} | {wall} | {device} | {tps} | "
+        f"{status} |"
+    )
+    return line, command_line, summary
