@@ -164,3 +164,20 @@ def test_every_task_takes_the_non_finite_limit_as_a_setting():
         with pytest.raises(UsageError, match="max_nonfinite"):
             config(max_nonfinite=0).validate()
     assert SubspaceExperimentConfig().max_nonfinite == 10
+
+
+def test_a_resumed_run_accepts_the_settings_marked_resumable_and_names_them(run, capsys):
+    """The keys `--resume` accepts are the fields marked resumable (config.py, optimizers.py); any other is one
+    line that lists them, and the run folder is left as it was."""
+    before = (run / "config.toml").read_text()
+    assert main(["train", "--resume", str(run), "--set", "train.bptt=10"]) == 2
+    err = _one_line_error(capsys).strip()
+    assert err.endswith(
+        "--set train.bptt=10: a resumed run only accepts train.epochs, train.lr, train.clip, train.cuda_graph, "
+        "train.threads, train.max_nonfinite, train.finetune_epochs, train.optimizer.finetune_epochs"
+    ), err
+    assert (run / "config.toml").read_text() == before
+    assert (
+        main(["train", "--resume", str(run), "--set", "train.lr=0.5", "--set", "train.epochs=2", "--no-progress"]) == 0
+    )
+    assert "lr = 0.5" in (run / "config.toml").read_text()

@@ -58,6 +58,8 @@ def table(cls, prefix: str) -> list[str]:
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         meaning = comments.get(f.name, "").replace("|", "\\|")
+        if f.metadata.get("resumable"):  # a resumed run may change it (`--resume RUN --set KEY=VALUE`)
+            meaning += " *(resumable: `--resume` accepts a new value)*"
         if dataclasses.is_dataclass(default):  # a component table: its keys are listed per component below
             rows.append(f"| `{prefix}{f.name}` | table | `name = {default.name!r}` | {meaning} |")
             continue

@@ -22,7 +22,7 @@ import tomllib
 from .errors import UsageError
 from .models.config import COMPONENTS, LEGACY_KEYS, ModelConfig  # noqa: F401  (ModelConfig re-exported)
 from .optimizers import LEGACY_TRAIN_KEYS, OPTIMIZERS, SGDConfig, convert_legacy_train
-from .registry import ComponentConfig, assign_typed, field_names, parse_text
+from .registry import ComponentConfig, assign_typed, field_names, parse_text, resumable, resumable_fields
 from .run_dir import RunDir
 
 SECTION_COMPONENTS = {"model": COMPONENTS, "train": {"optimizer": OPTIMIZERS}}  # the component tables of a config
@@ -56,29 +56,15 @@ class LossConfig:
     tar: float = 0.0  # temporal activation regularisation beta (awd-lstm)
 
 
-# the settings `tiedlm train --resume RUN --set ...` may change (the others would make it another run);
-# `tag train` and `translate train` have their own (KeyValueConfig.RESUMABLE)
-RESUMABLE = (
-    "train.epochs",
-    "train.finetune_epochs",
-    "train.optimizer.finetune_epochs",
-    "train.threads",
-    "train.lr",
-    "train.clip",
-    "train.cuda_graph",
-    "train.max_nonfinite",
-)
-
-
 @dataclass
 class TrainConfig:
-    epochs: int = 40  # epochs of the main stage
+    epochs: int = resumable(40)  # epochs of the main stage
     batch_size: int = 20  # parallel streams the training text is cut into
     bptt: int = 35  # time steps per truncated-BPTT window
-    lr: float = 1.0  # SGD learning rate (peak rate with adam and warm-up)
+    lr: float = resumable(1.0)  # SGD learning rate (peak rate with adam and warm-up)
     lr_decay: float = 0.9  # factor per epoch from decay_start on
     decay_start: int = 5  # first epoch (1-based) whose lr is decayed: lr_e = lr * decay^max(0, e - start + 1)
-    clip: float = 5.0  # maximum global gradient norm (0: no clipping)
+    clip: float = resumable(5.0)  # maximum global gradient norm (0: no clipping)
     # sum_over_time: the loss whose gradient SGD follows is summed over the BPTT steps and averaged over the
     # batch (Zaremba et al.'s TensorFlow code, which Inan et al. follow; lr = 1 assumes it). mean: per token.
     loss_reduction: str = "sum_over_time"
@@ -91,10 +77,10 @@ class TrainConfig:
     # auto: on a GPU, capture the training step once per window length as a CUDA graph and replay it
     # (tiedlm.train.cuda_graph) where the encoder's capture has been checked on a GPU, else eager; on: also
     # capture an encoder declared capturable but not yet run on a GPU (none today); off: eager
-    cuda_graph: str = "auto"
+    cuda_graph: str = resumable("auto")
     eval_batch_size: int = 10  # streams for validation (test: batch 1, the papers' protocol)
-    threads: int = 0  # 0: the cores other processes leave free
-    max_nonfinite: int = 10  # consecutive non-finite steps tolerated before the run stops
+    threads: int = resumable(0)  # 0: the cores other processes leave free
+    max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated before the run stops
     # start from the final weights (last checkpoint) of this run directory, with a fresh lr schedule: Inan et
     # al. re-train their small PTB models this way (arXiv footnote 4, ICLR footnote 5). Same architecture and
     # vocabulary required.
@@ -115,6 +101,16 @@ class TrainConfig:
     @property
     def total_epochs(self) -> int:
         return self.epochs + self.finetune_epochs
+
+
+def resumable_keys() -> tuple[str, ...]:
+    """The settings ``tiedlm train --resume RUN --set ...`` may change (the fields marked ``resumable``; the
+    others would make it another run), as ``--set`` names them; `tag train` and `translate train` have theirs
+    (``KeyValueConfig.resumable_keys``)."""
+    optimizer = {k: None for e in OPTIMIZERS for k in resumable_fields(e.config)}
+    legacy = [f"train.{old}" for old, (_, new) in LEGACY_TRAIN_KEYS.items() if new in optimizer]
+    train = [f"train.{k}" for k in resumable_fields(TrainConfig)]
+    return (*train, *legacy, *(f"train.optimizer.{k}" for k in optimizer))
 
 
 @dataclass
@@ -309,8 +305,12 @@ class KeyValueConfig:
             if not ok:
                 raise UsageError(f"{self.label} {key} = {getattr(self, key)!r} is not allowed; expected {allowed}")
 
-    # the settings a resumed run may change (the others would make it another run); a task adds its own
-    RESUMABLE: ClassVar[tuple[str, ...]] = ("epochs", "threads", "max_nonfinite")
+    @classmethod
+    def resumable_keys(cls) -> tuple[str, ...]:
+        """The settings a resumed run may change: the fields marked ``resumable`` (the others would make it
+        another run)."""
+        return tuple(resumable_fields(cls))
+
     # section -> its keys, so that ``--set section.key=value`` works as for language models (``--set
     # train.epochs=3``); the bare ``key=value`` is accepted too
     SECTIONS: ClassVar[dict[str, tuple[str, ...]]] = {}
@@ -355,7 +355,7 @@ class KeyValueConfig:
     @classmethod
     def for_run(cls, run_dir: Path, resume: bool, overrides: list[str]):
         """The settings of a new run (defaults + ``overrides``) or of the run being resumed in ``run_dir``
-        (its saved config, where only the ``RESUMABLE`` settings may change; saved back)."""
+        (its saved config, where only the :meth:`resumable_keys` may change; saved back)."""
         if not resume:
             return cls().with_overrides(overrides)
         files = RunDir(run_dir)
@@ -365,9 +365,9 @@ class KeyValueConfig:
                 f"config.toml); give the folder of a stopped `tiedlm {cls.command} train`"
             )
         overrides = cls.normalize(overrides)
-        extra = [s for s in overrides if s.partition("=")[0] not in cls.RESUMABLE]
+        extra = [s for s in overrides if s.partition("=")[0] not in cls.resumable_keys()]
         if extra:
-            allowed = ", ".join(f"{k}=" for k in cls.RESUMABLE)
+            allowed = ", ".join(f"{k}=" for k in cls.resumable_keys())
             raise UsageError(f"--set {extra[0]}: a resumed {cls.label} run only accepts {allowed}")
         cfg = cls.load_run(run_dir).with_overrides(overrides)
         cfg.save(run_dir)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .errors import UsageError
-from .registry import ComponentConfig, Registry, field_names
+from .registry import ComponentConfig, Registry, field_names, resumable
 
 OPTIMIZERS = Registry("optimizer", "train.optimizer")
 
@@ -42,7 +42,7 @@ class NTASGDConfig(OptimizerConfig):
     graph_capturable: ClassVar[bool] = True  # SGD's step in the graph; the average is updated after each replay
 
     nonmono: int = 5  # average once valid has not improved on the value `nonmono` epochs back
-    finetune_epochs: int = 0  # after `train.epochs`, restart averaging from the best weights for N epochs
+    finetune_epochs: int = resumable(0)  # after `train.epochs`, restart averaging from the best weights for N epochs
 
     def validate(self, key: str) -> None:
         self.check(self.nonmono >= 1, key, "nonmono", "an integer >= 1")

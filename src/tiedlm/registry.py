@@ -61,6 +61,17 @@ class Entry:
         return " ".join(line.strip() for line in paragraph.splitlines())
 
 
+def resumable(default: Any) -> Any:
+    """A config field that a resumed run may change (``--resume RUN --set KEY=VALUE``); its other fields would
+    make it another run. The one place a setting is marked so: every task's list of such keys comes from here."""
+    return dataclasses.field(default=default, metadata={"resumable": True})
+
+
+def resumable_fields(cls) -> list[str]:
+    """The fields of the dataclass ``cls`` marked :func:`resumable`, in order."""
+    return [f.name for f in dataclasses.fields(cls) if f.metadata.get("resumable")]
+
+
 class Registry:
     """Named components of one kind (e.g. output layers), each with its config dataclass."""
 

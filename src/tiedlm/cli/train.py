@@ -56,7 +56,7 @@ def _new_config(args):
 def _resumed_config(args):
     """A stopped run's config, with the ``--set`` keys a resumed run accepts and ``--data-dir`` (written back to
     its config.toml), and its folder; one-line errors for what a resumed run cannot take."""
-    from ..config import RESUMABLE, Config
+    from ..config import Config, resumable_keys
     from ..run_dir import RunDir, write_text_atomic
 
     if args.config:
@@ -78,7 +78,7 @@ def _resumed_config(args):
             f"{run_dir} has no config.toml; a run folder needs the config.toml that `tiedlm train` wrote into it"
         )
     files.require_config()
-    allowed = tuple(f"{k}=" for k in RESUMABLE)
+    allowed = tuple(f"{k}=" for k in resumable_keys())
     for item in args.set:
         if not item.startswith(allowed):
             raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import KeyValueConfig, device_is_valid
+from ..registry import resumable
 
 
 @dataclass
@@ -22,14 +23,14 @@ class TaggerConfig(KeyValueConfig):
     layers: int = 1  # BiLSTM layers
     dropout: float = 0.3  # on the embeddings and on the BiLSTM outputs
     min_count: int = 2  # training words seen fewer times share <unk>
-    epochs: int = 8  # passes over the training sentences
+    epochs: int = resumable(8)  # passes over the training sentences
     batch_size: int = 32  # sentences per batch
     lr: float = 2e-3  # Adam
     clip: float = 5.0  # maximum global gradient norm (0: no clipping)
     seed: int = 1  # seed of every random draw
-    threads: int = 0  # 0: the cores other processes leave free
+    threads: int = resumable(0)  # 0: the cores other processes leave free
     device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
-    max_nonfinite: int = 10  # consecutive non-finite steps tolerated (skipped) before the run stops
+    max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated (skipped) before the run stops
     max_sentences: int = 0  # train on the first N training sentences only (0: all); for smoke tests
     data_dir: str = ""  # folder with en_ewt-ud-{train,dev,test}.conllu (default: TIEDLM_DATA mirror or download)
     own_data: bool = False  # data_dir holds a treebank of your own (*train*/*dev*/*test*.conllu), unverified

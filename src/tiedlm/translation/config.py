@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from ..config import KeyValueConfig, device_is_valid
 from ..errors import UsageError
 from ..models.outputs import OUTPUTS
-from ..registry import ComponentConfig
+from ..registry import ComponentConfig, resumable
 
 # the translator's flat keys of the output layer -> the key of the LM's [model.output] table
 OUTPUT_KEYS = {
@@ -115,16 +115,16 @@ class TranslationConfig(KeyValueConfig):
     tau: float = 20.0  # temperature τ of the augmented loss
     gamma: float = 0.5  # α = γτ (eq. 3.3)
     # training (Adam with linear warm-up, then inverse-square-root decay: Vaswani et al. §5.3)
-    epochs: int = 12
+    epochs: int = resumable(12)  # passes over the training pairs
     batch_tokens: int = 4096  # subword tokens per batch (the longer side of each pair)
     lr: float = 1e-3  # peak learning rate, reached after warmup_steps updates
     warmup_steps: int = 400  # linear warm-up updates
     clip: float = 1.0  # maximum global gradient norm (0: no clipping)
     seed: int = 1  # seed of every random draw
-    threads: int = 0  # 0: the cores other processes leave free
+    threads: int = resumable(0)  # 0: the cores other processes leave free
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
-    max_nonfinite: int = 10  # consecutive non-finite steps tolerated (skipped) before the run stops
+    max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated (skipped) before the run stops
     # decoding
     beam: int = 5
     length_penalty: float = 1.0  # hypotheses ranked by log P / length^length_penalty
