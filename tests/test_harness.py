@@ -1,5 +1,5 @@
 """Every task's run stops on a real SIGTERM in the middle of a training step and resumes exactly: the language
-model (its trainer), the tagger and the translator (the one harness, tiedlm.train.loop). A resumed run ends with
+model, the tagger and the translator, all trained by the one loop (tiedlm.train.loop). A resumed run ends with
 the weights, metrics and summary of the same run trained straight through. Also: the harness converts the
 checkpoints the tagger's and translator's own loops wrote before it, and refuses what a run folder cannot take."""
 

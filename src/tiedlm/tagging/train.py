@@ -83,19 +83,20 @@ class TaggerTask(Task):
     def batches(self, epoch: int):
         return list(self.corpus.batches("train", self.cfg.batch_size, shuffle_seed=self.cfg.seed * 1000 + epoch))
 
-    def train_step(self, batch, progress: Progress) -> tuple[bool, float, int]:
+    def train_step(self, batch, progress: Progress) -> tuple[bool, dict]:
         ids, tags, lengths = batch
         loss = tagging_loss(self.model, ids.to(self.device), tags.to(self.device), lengths)
         if not update(loss, self.model.parameters(), self.optimizer, self.cfg.clip):
-            return False, 0.0, 0
+            return False, {}
         n = int(lengths.sum())
-        return True, loss.item() * n, n
+        return True, {"loss": loss.item() * n, "count": n}
 
     def validate(self) -> float:
         return accuracy(self.model, self.corpus, "dev")
 
-    def epoch_record(self, epoch: int, sums: list, seconds: float, score: float, progress: Progress) -> dict:
-        return {"epoch": epoch, "train_loss": sums[0] / sums[1], "dev_accuracy": score, "seconds": seconds}
+    def epoch_record(self, progress: Progress, seconds: float, wall: float, score: float) -> dict:
+        s = progress.sums
+        return {"epoch": progress.epoch, "train_loss": s["loss"] / s["count"], "dev_accuracy": score, "seconds": wall}
 
     def epoch_line(self, record: dict, seconds: float) -> str:
         n_train = self.corpus.tokens("train")

@@ -1,24 +1,29 @@
-"""One run harness for the tasks trained by epochs and kept by their best validation score (the POS tagger,
-the translator): :func:`run` owns everything a run does around the task's own steps.
+"""One run loop for every task trained by epochs and kept by its best validation score: the language model
+(:class:`~tiedlm.train.trainer.Trainer`), the POS tagger and the translator. :func:`fit` is the loop,
+:func:`run` the tagger's and translator's whole run around it (the language model's is
+:func:`~tiedlm.train.trainer.train`, which also handles ``torchrun``'s ranks and ``train.init_from``).
 
-- the run folder (:class:`~tiedlm.run_dir.RunDir`): committed results are refused, one process at a time (its
-  lock), a folder that holds a run is refused without ``--resume``, a finished run is refused with the fix;
-- the loop: epochs from the resume position, batches from the batch after the last one done, a stop between
-  two batches on SIGINT/SIGTERM (:class:`~tiedlm.interrupts.StopRequest`) with a checkpoint, a second signal
-  stops at once, non-finite steps skipped and a run that keeps producing them stopped
-  (:class:`~tiedlm.train.step.NonFiniteSteps` with the task's ``max_nonfinite``), a non-finite validation score
-  stops the run with the last good checkpoint kept;
-- the bookkeeping: the best weights and epoch by the task's validation score and direction, one metrics line per
-  epoch written together with the checkpoint that counts it (a signal cannot split them), lines of epochs the
-  checkpoint has not completed dropped on resume, the progress bar, the summary written atomically;
-- the checkpoint: ``checkpoints/last.safetensors`` with the model, the best weights, the optimizer, the RNG
-  states (:func:`~tiedlm.train.checkpoint.save_training_state`) and :class:`Progress` as its metadata.
+- the run folder (:func:`run`, :class:`~tiedlm.run_dir.RunDir`): committed results are refused, one process at a
+  time (its lock), a folder that holds a run is refused without ``--resume``, a finished run is refused with
+  the fix;
+- the loop (:func:`fit`): epochs from the resume position, batches (windows) from the one after the last done,
+  a stop between two of them on SIGINT/SIGTERM (:class:`~tiedlm.interrupts.StopRequest`, or a batch budget)
+  with a checkpoint, a second signal stops at once, non-finite steps skipped and a run that keeps producing
+  them stopped (:class:`~tiedlm.train.step.NonFiniteSteps`, the task's ``max_nonfinite``), a non-finite
+  validation score stops the run with the last good checkpoint kept, a stop during the final evaluation
+  leaves it to the resumed run;
+- the bookkeeping: the best epoch by the task's validation score and direction, one metrics line per epoch
+  written together with the checkpoint that counts it (a signal cannot split them), the progress bar, the
+  summary written atomically;
+- the checkpoint: by default ``checkpoints/last.safetensors`` with the model, the best weights, the optimizer,
+  the RNG states (:func:`~tiedlm.train.checkpoint.save_training_state`) and :class:`Progress` as its metadata;
+  the language model keeps its own two checkpoints (``last`` and ``best``) through the same hooks.
 
 A task (:class:`Task`) gives its data, model and optimizer, one training step, its validation score, its epoch
-record and log line, its divergence advice and its summary. The structure follows torchtune's recipes (one
-object per task with ``setup``/``train``-style hooks) and fairseq's ``FairseqTask.train_step``/``valid_step``
-split. The language model's :class:`~tiedlm.train.trainer.Trainer` (carried state, variable windows, NT-ASGD,
-CUDA graphs, DDP) keeps its own loop for now.
+record and log line, its divergence advice and its summary, and may override the hooks (the start of an
+epoch, the stop check, what happens after validation, how the best weights and the checkpoint are kept). The
+structure follows torchtune's recipes (one object per task, the loop calling its hooks) and fairseq's
+``FairseqTask.train_step``/``valid_step`` split.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import dataclasses
 import json
 import math
 import signal
+import sys
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -54,9 +60,11 @@ class Progress:
     epoch: int = 1  # the epoch in progress, from 1
     batch: int = 0  # its batches done (made or skipped)
     updates: int = 0  # optimizer updates made, all epochs
-    sums: list = dataclasses.field(default_factory=lambda: [0.0, 0])  # the epoch's (loss sum, count) so far
+    # the epoch's running sums so far: "loss" (summed over its units), "count" (units: tokens), "skipped" (steps
+    # not made), and any a task adds (the language model's "aug")
+    sums: dict = dataclasses.field(default_factory=dict)
     epoch_seconds: float = 0.0  # training seconds of the epoch in progress
-    seconds: float = 0.0  # training seconds of the finished epochs
+    seconds: float = 0.0  # wall seconds of the finished epochs (training and validation)
     best_score: float | None = None  # the best validation score so far (None: not validated yet)
     best_epoch: int = 0
 
@@ -66,7 +74,10 @@ class Progress:
     @classmethod
     def from_meta(cls, meta: dict) -> Progress:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in meta.items() if k in names})
+        p = cls(**{k: v for k, v in meta.items() if k in names})
+        if isinstance(p.sums, list):  # (loss sum, count), as the tasks' own loops kept them
+            p.sums = {"loss": p.sums[0], "count": p.sums[1]}
+        return p
 
 
 class Task(ABC):
@@ -92,17 +103,19 @@ class Task(ABC):
         """Epoch ``epoch``'s training batches, in order (the same order again on resume)."""
 
     @abstractmethod
-    def train_step(self, batch, progress: Progress) -> tuple[bool, float, int]:
-        """One update on ``batch``: (made, loss sum, count); made False where the loss or gradient was not
-        finite and no update was made. ``progress.updates`` counts the updates made before this one."""
+    def train_step(self, batch, progress: Progress) -> tuple[bool, dict]:
+        """One update on ``batch``: (made, what to add to the epoch's sums: ``loss`` summed over the batch's
+        units, ``count`` of them, and the task's own); made False (and no sums) where the loss or gradient was
+        not finite and no update was made. ``progress.updates`` counts the updates made before this one."""
 
     @abstractmethod
     def validate(self) -> float:
         """The validation score of the current weights (its direction: ``higher_is_better``)."""
 
     @abstractmethod
-    def epoch_record(self, epoch: int, sums: list, seconds: float, score: float, progress: Progress) -> dict:
-        """The epoch's metrics line (``metrics.jsonl``)."""
+    def epoch_record(self, progress: Progress, seconds: float, wall: float, score: float) -> dict:
+        """The metrics line (``metrics.jsonl``) of epoch ``progress.epoch``: its sums are ``progress.sums``, it
+        trained ``seconds`` and took ``wall`` seconds with its validation, which scored ``score``."""
 
     @abstractmethod
     def epoch_line(self, record: dict, seconds: float) -> str:
@@ -110,11 +123,50 @@ class Task(ABC):
 
     @abstractmethod
     def summary(self, progress: Progress, history: list[dict]) -> dict:
-        """The run's results (``summary.json``), computed with the best weights loaded into ``self.model``."""
+        """The run's results (``summary.json``), computed with the best weights loaded into ``self.model``; long
+        work may call ``self.check_stop(self.stop)`` (a stop there ends the run without a summary)."""
 
-    def running(self, sums: list) -> dict:
+    unit = "batch"  # what one step trains on, in messages
+    is_main = True  # whether this process writes the run's metrics and summary (rank 0 under torchrun)
+    stop: StopRequest | None = None  # set by the loop while it trains: a task's long work may call check_stop
+
+    def running(self, sums: dict) -> dict:
         """The progress bar's running figure of the epoch so far."""
-        return {"loss": f"{sums[0] / max(sums[1], 1):.3f}"}
+        return {"loss": f"{sums.get('loss', 0.0) / max(sums.get('count', 0), 1):.3f}"}
+
+    # hooks with defaults (the language model's trainer overrides them)
+    def start_epoch(self, progress: Progress) -> None:
+        """Before epoch ``progress.epoch``'s first batch (also when it resumes in the middle)."""
+        self.model.train()
+
+    def check_stop(self, stop: StopRequest) -> None:
+        """Raise :class:`StopRequested` once a signal asked to stop (all ranks together under torchrun)."""
+        stop.check()
+
+    def finished_early(self) -> bool:
+        """Whether the run ends before ``epochs`` (NT-ASGD's finetune stage stopping)."""
+        return False
+
+    def after_validation(self, score: float, progress: Progress) -> None:
+        """After the epoch's validation and the best weights' update (NT-ASGD's trigger)."""
+
+    def keep_best(self, progress: Progress, best: dict | None) -> dict | None:
+        """The new best weights, at a validation better than every earlier one: by default a copy of the model's
+        (kept in memory and saved in ``last``); a task may save them elsewhere instead (the language model's
+        ``best`` checkpoint) and return None."""
+        return cloned_state(self.model)
+
+    def save(self, files: RunDir, progress: Progress, best: dict | None) -> None:
+        """Write the resumable checkpoint ``last`` (model, best weights, optimizer, RNG, ``progress``)."""
+        save_training_state(files.checkpoint("last"), self.model, best, self.optimizer, progress.meta())
+
+    def load_best(self, best: dict | None) -> None:
+        """Put the best weights into the model before the summary."""
+        self.model.load_state_dict(best)
+
+    def interrupted(self, run_dir: Path, progress: Progress, saved: bool, final: bool = False) -> RunInterrupted:
+        """The error a stopped run ends with."""
+        return TrainingInterrupted(self, run_dir, progress.epoch, progress.batch, saved, final)
 
     def diverged(self, what: str, run_dir: Path, checkpoint_written: bool) -> str:
         """The one-line message of a run that diverged: what happened and the fix."""
@@ -134,12 +186,15 @@ class Task(ABC):
 class TrainingInterrupted(RunInterrupted):
     """A run stopped by a signal; it resumes exactly with ``--resume``."""
 
-    def __init__(self, task: Task, run_dir: Path, epoch: int, batch: int, saved: bool = True):
-        where = (
-            f"at epoch {epoch}, batch {batch} (checkpoint written)"
-            if saved
-            else "at once by a second signal (nothing written; resuming repeats the batches since the last checkpoint)"
-        )
+    def __init__(self, task: Task, run_dir: Path, epoch: int, batch: int, saved: bool = True, final: bool = False):
+        if final:
+            where = "during the final evaluation (resuming runs it again)"
+        elif saved:
+            where = f"at epoch {epoch}, batch {batch} (checkpoint written)"
+        else:
+            where = (
+                "at once by a second signal (nothing written; resuming repeats the batches since the last checkpoint)"
+            )
         super().__init__(f"{task.title} interrupted {where}; resume with: {task.command} --resume {run_dir}")
         self.run_dir, self.epoch, self.batch, self.saved = run_dir, epoch, batch, saved
 
@@ -182,72 +237,98 @@ def _run(task: Task, run_dir: Path, resume: bool, progress: bool, log) -> dict:
         log(f"resuming {run_dir} at epoch {p.epoch}, batch {p.batch}")
     else:
         write_text_atomic(files.metrics, "")
-    with StopRequest() as stop:
-        while p.epoch <= task.epochs:
+    return fit(task, files, p, best, progress, log)
+
+
+def fit(
+    task: Task, files: RunDir, p: Progress, best: dict | None, progress: bool, log, budget: int | None = None
+) -> dict:
+    """The loop: epochs from ``p`` on until the task's ``epochs`` (or its early end), then the summary with the
+    best weights, written to ``summary.json``. ``budget``: stop (with a checkpoint, as a signal does) after that
+    many batches. Raises the task's :meth:`Task.interrupted` error when stopped."""
+    with StopRequest(budget) as stop:
+        task.stop = stop
+        while p.epoch <= task.epochs and not task.finished_early():
             try:
                 best = _epoch(task, files, p, best, stop, progress, log)
             except StopRequested:  # between two batches: model, optimizer and position agree
-                save_training_state(files.checkpoint("last"), task.model, best, task.optimizer, p.meta())
-                raise TrainingInterrupted(task, run_dir, p.epoch, p.batch) from None
+                task.save(files, p, best)
+                raise task.interrupted(files.path, p, saved=True) from None
             except KeyboardInterrupt:  # a second signal: stop now, write nothing
-                raise TrainingInterrupted(task, run_dir, p.epoch, p.batch, saved=False) from None
-    task.model.load_state_dict(best)
-    summary = task.summary(p, files.read_metrics())
-    write_json_atomic(files.summary, summary)
+                raise task.interrupted(files.path, p, saved=False) from None
+        try:
+            task.load_best(best)
+            summary = task.summary(p, files.read_metrics())
+        except (StopRequested, KeyboardInterrupt):  # the final evaluation is done again on resume
+            raise task.interrupted(files.path, p, saved=False, final=True) from None
+    if task.is_main:
+        write_json_atomic(files.summary, summary)
     return summary
 
 
-def _epoch(task: Task, files: RunDir, p: Progress, best: dict, stop: StopRequest, progress: bool, log) -> dict:
+def _epoch(task: Task, files: RunDir, p: Progress, best, stop: StopRequest, progress: bool, log):
     """Epoch ``p.epoch`` from batch ``p.batch`` on, validation, the metrics line and the checkpoint; returns the
     best weights. Raises :class:`StopRequested` between two batches once a signal asked to stop."""
+    epoch, checkpoint = p.epoch, files.checkpoint("last")
+    task.start_epoch(p)
+    batches = task.batches(epoch)
+    start = time.perf_counter() - p.epoch_seconds
+    with _bar(task, epoch, len(batches), p.batch, progress) as bar:
+        warn = bar.write if progress else log
+        skipped = NonFiniteSteps(
+            task.max_nonfinite, lambda what: task.diverged(what, files.path, checkpoint.is_file()), warn
+        )
+        for b in range(p.batch, len(batches)):
+            p.epoch_seconds = time.perf_counter() - start
+            task.check_stop(stop)
+            made, sums = task.train_step(batches[b], p)
+            p.batch = b + 1
+            if skipped(made, f"at epoch {epoch}, {task.unit} {b}"):  # raises after max_nonfinite in a row
+                p.updates += 1
+                for key, value in sums.items():
+                    p.sums[key] = p.sums.get(key, 0) + value
+            else:  # no update was made: the last good weights (and a carried state) stay
+                p.sums["skipped"] = p.sums.get("skipped", 0) + 1
+            p.epoch_seconds = time.perf_counter() - start
+            bar.update(1)
+            bar.set_postfix(task.running(p.sums), refresh=False)
+            stop.step_done(stop_allowed=p.batch < len(batches))
+    seconds = p.epoch_seconds
+    score = task.validate()
+    wall = time.perf_counter() - start
+    if not math.isfinite(score):  # this epoch's weights are worth nothing: the last checkpoint stays
+        what = f"validation score {score} after epoch {epoch}"
+        raise TiedlmError(task.diverged(what, files.path, checkpoint.is_file()))
+    if p.best_score is None or (score > p.best_score if task.higher_is_better else score < p.best_score):
+        p.best_score, p.best_epoch = score, epoch
+        best = task.keep_best(p, best)
+    task.after_validation(score, p)
+    record = task.epoch_record(p, seconds, wall, score)
+    with signals_deferred():  # the metrics line and the checkpoint that counts it go together
+        p.seconds += wall
+        p.epoch, p.batch, p.sums, p.epoch_seconds = epoch + 1, 0, {}, 0.0
+        if task.is_main:
+            with open(files.metrics, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        task.save(files, p, best)
+    log(task.epoch_line(record, seconds))
+    return best
+
+
+def _bar(task: Task, epoch: int, total: int, done: int, progress: bool):
+    """The epoch's progress bar over its batches (a slow refresh where stderr is a log file, not a terminal)."""
     from tqdm import tqdm
 
-    epoch = p.epoch
-    checkpoint = files.checkpoint("last")
-    skipped = NonFiniteSteps(
-        task.max_nonfinite, lambda what: task.diverged(what, files.path, checkpoint.is_file()), log
-    )
-    batches = task.batches(epoch)
-    task.model.train()
-    start = time.perf_counter() - p.epoch_seconds
-    with tqdm(
-        total=len(batches),
-        initial=p.batch,
+    return tqdm(
+        total=total,
+        initial=done,
         desc=f"{task.title.split()[0]} epoch {epoch}/{task.epochs}",
-        unit="batch",
+        unit=task.unit,
         disable=not progress,
         leave=False,
         dynamic_ncols=True,
-    ) as bar:
-        for b in range(p.batch, len(batches)):
-            p.epoch_seconds = time.perf_counter() - start
-            stop.check()
-            made, loss_sum, count = task.train_step(batches[b], p)
-            p.batch = b + 1
-            if skipped(made, f"at epoch {epoch}, batch {b}"):
-                p.updates += 1
-                p.sums = [p.sums[0] + loss_sum, p.sums[1] + count]
-            bar.update(1)
-            bar.set_postfix(task.running(p.sums))
-    seconds = time.perf_counter() - start
-    score = task.validate()
-    if not math.isfinite(score):  # this epoch's weights are worth nothing: the last checkpoint stays
-        raise TiedlmError(
-            task.diverged(f"validation score {score} after epoch {epoch}", files.path, checkpoint.is_file())
-        )
-    better = p.best_score is None or (score > p.best_score if task.higher_is_better else score < p.best_score)
-    if better:
-        p.best_score, p.best_epoch = score, epoch
-        best = cloned_state(task.model)
-    record = task.epoch_record(epoch, p.sums, seconds, score, p)
-    with signals_deferred():  # the metrics line and the checkpoint that counts it go together
-        p.seconds += seconds
-        p.epoch, p.batch, p.sums, p.epoch_seconds = epoch + 1, 0, [0.0, 0], 0.0
-        with open(files.metrics, "a") as f:
-            f.write(json.dumps(record) + "\n")
-        save_training_state(checkpoint, task.model, best, task.optimizer, p.meta())
-    log(task.epoch_line(record, seconds))
-    return best
+        mininterval=0.5 if sys.stderr.isatty() else 30,
+    )
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""The training loop: SGD, lr decay per epoch, global-norm clipping (Inan et al. 2017, §6.1 / App. A),
+"""The language model's run: SGD, lr decay per epoch, global-norm clipping (Inan et al. 2017, §6.1 / App. A),
 and for the AWD-LSTM (Merity et al. 2017): weight decay, AR/TAR, variable-length BPTT windows and
 NT-ASGD — plain SGD until validation stops improving for ``nonmono`` epochs, then averaged SGD (the
 average of the iterates, kept by ``torch.optim.swa_utils.AveragedModel``, is what gets validated and
@@ -10,9 +10,11 @@ A run directory (its layout: :class:`tiedlm.run_dir.RunDir`) holds ``config.toml
 the epoch, the hidden state, the RNG state and the running sums, so that a resumed run
 reproduces an uninterrupted one exactly.
 
-Under ``torchrun`` the same loop trains data-parallel (see :mod:`tiedlm.train.distributed`). On a GPU the
-step of every full-length window is replayed from a CUDA graph where the run allows it
-(:mod:`tiedlm.train.cuda_graph`); :meth:`Trainer._eager_step` is the same step op by op.
+The loop itself is every task's (:func:`tiedlm.train.loop.fit`: epochs, windows, stop and resume, non-finite
+steps, validation, best, metrics, summary); :class:`Trainer` is the language model's task in it. Under
+``torchrun`` the same loop trains data-parallel (see :mod:`tiedlm.train.distributed`). On a GPU the step of every
+window is replayed from a CUDA graph where the run allows it (:mod:`tiedlm.train.cuda_graph`);
+:meth:`Trainer._eager_step` is the same step op by op.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import json
 import math
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
@@ -34,13 +35,13 @@ from ..config import Config
 from ..data import Vocabulary, batchify, load_corpus
 from ..data.batching import fixed_window_lengths, scheduled_windows, variable_window_lengths
 from ..data.corpus import check_split_sizes
-from ..errors import TiedlmError, UsageError
+from ..errors import UsageError
 from ..evaluation import evaluate, perplexity
 from ..losses import LanguageModelLoss
 from ..models import LanguageModel
 from ..models.encoders.state import detach_state
 from ..paths import ensure_writable_folder, refuse_committed
-from ..run_dir import RunDir, write_json_atomic, write_text_atomic
+from ..run_dir import RunDir, write_text_atomic
 from ..runtime import resolve_device, resolve_precision, set_threads
 from .checkpoint import (
     load_checkpoint,
@@ -51,10 +52,10 @@ from .checkpoint import (
 )
 from .cuda_graph import GraphedSteps, unsupported_reason
 from .distributed import DistributedContext
-from .interrupts import RunInterrupted, StopRequest, StopRequested
-from .loop import signals_deferred
+from .interrupts import RunInterrupted, StopRequested
+from .loop import Progress, Task, fit
 from .nt_asgd import NTASGD, make_optimizer
-from .step import NonFiniteSteps, update, window_loss
+from .step import update, window_loss
 
 
 class Interrupted(RunInterrupted):
@@ -71,7 +72,14 @@ class Interrupted(RunInterrupted):
         self.run_dir, self.epoch, self.window, self.saved = run_dir, epoch, window, saved
 
 
-class Trainer:
+class Trainer(Task):
+    """The language model's run: :func:`tiedlm.train.loop.fit` trains it epoch by epoch (one loop for every
+    task); this class gives the loop its windows, its step (eager or from a CUDA graph), its validation, NT-ASGD's
+    trigger and average, its checkpoints (``last`` and ``best``, in the format every earlier run has) and its
+    summary. :func:`train` holds the run folder and sets it up."""
+
+    title, unit, higher_is_better = "training", "window", False
+
     def __init__(self, cfg: Config, run_dir: Path, *, command: str = "", progress: bool = True, log=print):
         cfg = copy.deepcopy(cfg)  # resolved below; the caller's config is left as it was
         cfg.data = cfg.data.resolved()  # a folder is saved as an absolute path: the run works from anywhere
@@ -121,15 +129,13 @@ class Trainer:
         self.loss_fn = LanguageModelLoss.from_config(cfg.loss)
         t = cfg.train
         self.optimizer = make_optimizer(t.optimizer, self.model.parameters(), t.lr, t.weight_decay)
-        self.updates = 0  # optimizer steps taken (linear warm-up)
         # the iterate average of NT-ASGD, once triggered (inert for the other optimisers)
         self.nt_asgd = NTASGD(type(t.optimizer).averages_iterates, getattr(t.optimizer, "nonmono", 1), self.log)
         self.train_data = self.dist.shard(batchify(self.corpus.train, cfg.train.batch_size)).to(self.device)
         self.graphs = None  # the CUDA-graph steps (tiedlm.train.cuda_graph), one per window length, captured on use
         self.graph_reason = unsupported_reason(cfg, self.device, self.dist.enabled)
-        # position and running state; overwritten by a resumed checkpoint
-        self.epoch, self.window, self.best_valid, self.best_epoch, self.elapsed = 1, 0, math.inf, 0, 0.0
-        self.state, self.sums = None, _zero_sums()
+        # position (epoch, window, updates, running sums, best) and carried state; overwritten by a resumed run's
+        self.position, self.state = Progress(), None
         if resume:
             self._restore(self.files.checkpoint("last"))
         elif self.dist.is_main:
@@ -141,8 +147,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self, budget_windows: int | None = None) -> dict:
-        """Train until ``train.epochs``; then evaluate the best checkpoint on valid and test."""
-        cfg, t = self.cfg, self.cfg.train
+        """Train until ``train.epochs`` (the loop of every task, :func:`tiedlm.train.loop.fit`; ``budget_windows``:
+        stop with a checkpoint after that many windows); then evaluate the best checkpoint on valid and test."""
+        cfg = self.cfg
         self.log(f"tiedlm {__version__} | device {self.device} | precision {self.precision} | threads {self.threads}")
         self.log(
             f"corpus {cfg.data.name}: |V| = {len(self.vocab)}, train {self.corpus.train.numel():,} tokens "
@@ -157,56 +164,7 @@ class Trainer:
                     else f"off ({self.graph_reason})"
                 )
             )
-        with StopRequest(budget_windows) as self.stop:
-            while self.epoch <= t.total_epochs and not self.nt_asgd.stopped:
-                try:
-                    self._run_epoch()
-                except StopRequested:  # between two steps, or between two validation windows
-                    self._save("last")  # one consistent state: every rank stops at the same window
-                    raise Interrupted(self.run_dir, self.epoch, self.window) from None
-                except KeyboardInterrupt:  # a second signal: stopped at once, nothing written
-                    raise Interrupted(self.run_dir, self.epoch, self.window, saved=False) from None
-            try:
-                return self.finish()
-            except (StopRequested, KeyboardInterrupt):  # the final evaluation is redone on resume
-                raise Interrupted(self.run_dir, self.epoch, 0, saved=False, final=True) from None
-
-    def _run_epoch(self) -> None:
-        """Train one epoch, validate, keep the best checkpoint, log, and advance (saving `last`)."""
-        t = self.cfg.train
-        if self.epoch == t.epochs + 1 and self.window == 0:
-            self._start_finetune()
-        lr = self.cfg.lr_at(self.epoch)
-        self._train_epoch(lr)
-        t0 = time.perf_counter()
-        valid = evaluate(
-            self.eval_model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision, check=self._check_stop
-        )
-        epoch_wall = self.sums["time"] + time.perf_counter() - t0
-        if not math.isfinite(valid["ppl"]):  # diverged: this epoch's weights are worth nothing, keep the last ones
-            raise TiedlmError(self._diverged(f"validation perplexity is {valid['ppl']} after epoch {self.epoch}"))
-        if valid["ppl"] < self.best_valid:
-            self.best_valid, self.best_epoch = valid["ppl"], self.epoch
-            self._save("best")
-        self.nt_asgd.check(valid["loss"], self.epoch, finetuning=self.epoch > t.epochs, model=self.model)
-        record = self._epoch_record(lr, valid["ppl"], self.elapsed + epoch_wall)
-        with signals_deferred():  # the metrics line and the `last` checkpoint that counts it go together
-            if self.dist.is_main:
-                with open(self.files.metrics, "a") as f:
-                    f.write(json.dumps(record) + "\n")
-            self.epoch, self.window, self.state, self.sums, self.elapsed = (
-                self.epoch + 1,
-                0,
-                None,
-                _zero_sums(),
-                self.elapsed + epoch_wall,
-            )
-            self._save("last")
-        stage = " | averaged" if self.nt_asgd.averaging else ""
-        self.log(
-            f"epoch {record['epoch']:3d}{stage} | lr {lr:.4f} | train ppl {record['train_ppl']:8.2f} | valid ppl "
-            f"{valid['ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | {record['epoch_time_s']:.0f} s"
-        )
+        return fit(self, self.files, self.position, None, self.progress, self.log, budget_windows)
 
     # ------------------------------------------------------------------ NT-ASGD
     @property
@@ -231,68 +189,143 @@ class Trainer:
             return variable_window_lengths(steps, t.bptt, seed=t.seed * 100_003 + self.epoch)
         return fixed_window_lengths(steps, t.bptt)
 
-    # ------------------------------------------------------------------ one epoch
-    def _train_epoch(self, lr: float) -> None:
-        from tqdm import tqdm
+    # ------------------------------------------------------------------ the loop's hooks (tiedlm.train.loop)
+    @property
+    def epochs(self) -> int:
+        return self.cfg.train.total_epochs  # the finetune stage's included
 
+    @property
+    def max_nonfinite(self) -> int:
+        return self.cfg.train.max_nonfinite
+
+    @property
+    def is_main(self) -> bool:
+        return self.dist.is_main
+
+    def start_epoch(self, position: Progress) -> None:
         t = self.cfg.train
+        if position.epoch == t.epochs + 1 and position.batch == 0:
+            self._start_finetune()
+        self.lr = self.cfg.lr_at(position.epoch)
         self.model.train()
-        lengths = self.window_lengths()
-        total = len(lengths)
         if self.state is None:
             self.state = self.model.init_state(self.train_data.size(1))  # this rank's streams
-        params = [p for p in self.model.parameters()]
-        bar = tqdm(
-            total=self.train_data[1:].numel(),
-            initial=int(self.sums["all_tokens"]),
-            unit="tok",
-            unit_scale=True,
-            desc=f"epoch {self.epoch}/{t.total_epochs}",
-            disable=not self.progress,
-            dynamic_ncols=True,
-            mininterval=0.5 if sys.stderr.isatty() else 30,
-        )
-        skipped = NonFiniteSteps(t.max_nonfinite, self._diverged, bar.write)
-        start = time.perf_counter() - self.sums["time"]
-        with bar:
-            for k, x, y in scheduled_windows(self.train_data, lengths, start=self.window):
-                self._check_stop()  # between two steps: the state below is always one consistent whole
-                step_lr = lr * min(1.0, (self.updates + 1) / t.warmup_steps) if t.warmup_steps else lr
-                if t.variable_bptt:  # variable windows: lr scaled by length / bptt
-                    step_lr *= y.size(0) / t.bptt
-                if self.graph_reason is None and (t.variable_bptt or y.size(0) == t.bptt):
-                    ce, aug, finite, new_state = self._graphed_step(x, y, step_lr)
-                else:
-                    ce, aug, finite, new_state = self._eager_step(x, y, step_lr, params)
-                if not skipped(finite, f"at epoch {self.epoch} window {k}"):  # raises after max_nonfinite in a row
-                    self.sums["skipped"] += 1  # no update was made: the last good weights and state stay
-                    self.window = k + 1
-                    continue
-                self.updates += 1
-                self.nt_asgd.after_step(self.model)
-                self.state, self.window = new_state, k + 1
-                n = y.numel()
-                self.sums["ce"] += ce.item() * n
-                self.sums["aug"] += (aug.item() if aug is not None else 0.0) * n
-                self.sums["tokens"] += n
-                self.sums["all_tokens"] += n
-                self.sums["time"] = time.perf_counter() - start
-                bar.update(n)
-                bar.set_postfix(
-                    ppl=f"{perplexity(self.sums['ce'] / self.sums['tokens']):.1f}", lr=f"{lr:.3g}", refresh=False
-                )
-                self.stop.step_done(stop_allowed=self.window < total)
+        self.params = list(self.model.parameters())
 
-    def _check_stop(self) -> None:
+    def batches(self, epoch: int) -> list:
+        """This epoch's BPTT windows ``(k, x, y)`` over this rank's streams (:meth:`window_lengths`)."""
+        return list(scheduled_windows(self.train_data, self.window_lengths()))
+
+    def train_step(self, batch, position: Progress) -> tuple[bool, dict]:
+        """One window: the graphed step where the run allows it, else the eager one; a made step carries the
+        state on and updates NT-ASGD's average."""
+        t = self.cfg.train
+        _, x, y = batch
+        lr = self.lr * min(1.0, (position.updates + 1) / t.warmup_steps) if t.warmup_steps else self.lr
+        if t.variable_bptt:  # variable windows: lr scaled by length / bptt
+            lr *= y.size(0) / t.bptt
+        if self.graph_reason is None and (t.variable_bptt or y.size(0) == t.bptt):
+            ce, aug, finite, new_state = self._graphed_step(x, y, lr)
+        else:
+            ce, aug, finite, new_state = self._eager_step(x, y, lr, self.params)
+        if not finite:  # no update was made: the last good weights and state stay
+            return False, {}
+        self.nt_asgd.after_step(self.model)
+        self.state, n = new_state, y.numel()
+        return True, {"loss": ce.item() * n, "count": n, "aug": (aug.item() if aug is not None else 0.0) * n}
+
+    def running(self, sums: dict) -> dict:
+        ppl = perplexity(sums.get("loss", 0.0) / max(sums.get("count", 0), 1))
+        return {"ppl": f"{ppl:.1f}", "lr": f"{self.lr:.3g}"}
+
+    def check_stop(self, stop=None) -> None:
         """Raise :class:`StopRequested` once a signal (or the window budget) asked to stop; under torchrun the
         ranks decide together, so that all of them stop after the same window."""
+        stop = stop or self.stop
         if self.dist.enabled:
-            if not self.dist.all_true(not self.stop.requested):
+            if not self.dist.all_true(not stop.requested):
                 raise StopRequested
         else:
-            self.stop.check()
+            stop.check()
 
-    def _diverged(self, what: str) -> str:
+    def validate(self) -> float:
+        t = self.cfg.train
+        self.valid = evaluate(
+            self.eval_model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision, check=self.check_stop
+        )
+        return self.valid["ppl"]
+
+    def finished_early(self) -> bool:
+        return self.nt_asgd.stopped
+
+    def keep_best(self, position: Progress, best) -> None:
+        self._save("best")  # the (averaged) weights, in their own checkpoint
+
+    def after_validation(self, score: float, position: Progress) -> None:
+        t = self.cfg.train
+        self.nt_asgd.check(self.valid["loss"], position.epoch, finetuning=position.epoch > t.epochs, model=self.model)
+
+    def save(self, files: RunDir, position: Progress, best) -> None:
+        if position.batch == 0:
+            self.state = None  # an epoch starts its streams afresh
+        self._save("last")
+
+    def load_best(self, best) -> None:
+        self.finish_start = time.perf_counter()
+        tensors, _ = load_checkpoint(self.files.checkpoint("best"))
+        self.model.load_state_dict(model_state(tensors))
+
+    def interrupted(self, run_dir: Path, position: Progress, saved: bool, final: bool = False) -> RunInterrupted:
+        return Interrupted(run_dir, position.epoch, 0 if final else position.batch, saved, final)
+
+    def epoch_line(self, record: dict, seconds: float) -> str:
+        stage = " | averaged" if self.nt_asgd.averaging else ""
+        return (
+            f"epoch {record['epoch']:3d}{stage} | lr {record['lr']:.4f} | train ppl {record['train_ppl']:8.2f} | "
+            f"valid ppl {record['valid_ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | "
+            f"{record['epoch_time_s']:.0f} s"
+        )
+
+    # the position, as the attributes (and the checkpoint's keys) of every earlier version
+    @property
+    def epoch(self) -> int:
+        return self.position.epoch
+
+    @property
+    def window(self) -> int:
+        return self.position.batch
+
+    @property
+    def updates(self) -> int:
+        return self.position.updates
+
+    @property
+    def best_valid(self) -> float:
+        return math.inf if self.position.best_score is None else self.position.best_score
+
+    @property
+    def best_epoch(self) -> int:
+        return self.position.best_epoch
+
+    @property
+    def elapsed(self) -> float:
+        return self.position.seconds
+
+    @property
+    def sums(self) -> dict:
+        """The epoch's running sums: cross-entropy and augmented loss summed over its tokens, tokens, training
+        seconds and skipped steps."""
+        s, n = self.position.sums, self.position.sums.get("count", 0)
+        return {
+            "ce": s.get("loss", 0.0),
+            "aug": s.get("aug", 0.0),
+            "tokens": n,
+            "all_tokens": n,
+            "time": self.position.epoch_seconds,
+            "skipped": s.get("skipped", 0),
+        }
+
+    def diverged(self, what: str, run_dir: Path | None = None, checkpoint_written: bool | None = None) -> str:
         """The message of a run that diverged: what happened, the checkpoint to go back to, and the fix."""
         last = self.files.checkpoint("last")
         if last.is_file():
@@ -341,18 +374,16 @@ class Trainer:
         return self.graphs.step(x, y, self.state, lr)
 
     # ------------------------------------------------------------------ end of training
-    def finish(self) -> dict:
+    def summary(self, position: Progress, history: list[dict]) -> dict:
+        """Valid and test perplexity of the best weights (loaded by :meth:`load_best`), and the run's facts."""
         t = self.cfg.train
-        self.finish_start = time.perf_counter()
-        tensors, _ = load_checkpoint(self.files.checkpoint("best"))
-        self.model.load_state_dict(model_state(tensors))
-        check = self._check_stop
+        check = self.check_stop
         valid = evaluate(self.model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision, check=check)
         # test as the papers measure it (Zaremba et al.'s and Merity et al.'s code): one stream, state carried,
         # every token scored; and as validation is measured (eval_batch_size streams, each started cold)
         test = evaluate(self.model, self.corpus.test, 1, t.bptt, self.precision, check=check)
         test_streams = evaluate(self.model, self.corpus.test, t.eval_batch_size, t.bptt, self.precision, check=check)
-        records = read_metrics(self.run_dir)
+        records = history
         train_time = sum(r["epoch_time_s"] for r in records)
         train_tokens = sum(r["train_tokens"] for r in records)
         summary = {
@@ -384,8 +415,6 @@ class Trainer:
                 "global_batch_size": t.batch_size,
                 "max_parameter_spread": self.dist.max_parameter_spread(self.model),
             }
-        if self.dist.is_main:
-            write_json_atomic(self.files.summary, summary)
         self.log(
             f"best epoch {self.best_epoch}: valid ppl {valid['ppl']:.2f} | test ppl {test['ppl']:.2f} | "
             f"wall time {summary['wall_time_s'] / 60:.1f} min"
@@ -393,19 +422,19 @@ class Trainer:
         return summary
 
     # ------------------------------------------------------------------ checkpoints
-    def _epoch_record(self, lr: float, valid_ppl: float, wall_time: float) -> dict:
+    def epoch_record(self, position: Progress, seconds: float, wall: float, score: float) -> dict:
         s = self.sums
         return {
-            "epoch": self.epoch,
-            "lr": lr,
+            "epoch": position.epoch,
+            "lr": self.lr,
             "train_ppl": perplexity(s["ce"] / max(s["tokens"], 1)),
             "train_aug": s["aug"] / max(s["tokens"], 1) if self.cfg.loss.augmented else None,
-            "valid_ppl": valid_ppl,
+            "valid_ppl": score,
             "train_tokens": int(s["tokens"]),
             "skipped_steps": int(s["skipped"]),
-            "tokens_per_s": s["tokens"] / s["time"] if s["time"] else 0.0,
-            "epoch_time_s": s["time"],
-            "wall_time_s": wall_time,
+            "tokens_per_s": s["tokens"] / seconds if seconds else 0.0,
+            "epoch_time_s": seconds,
+            "wall_time_s": position.seconds + wall,
         }
 
     def _save(self, which: str) -> None:
@@ -468,11 +497,18 @@ class Trainer:
         torch.set_rng_state(tensors.get(f"rng.torch.rank{self.dist.rank}", tensors["rng.torch"]))
         if "rng.cuda" in tensors and self.device.type == "cuda":
             torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
-        self.epoch, self.window = meta["epoch"], meta["window"]
-        self.best_valid, self.best_epoch = meta["best_valid"], meta["best_epoch"]
-        self.elapsed, self.sums = meta["elapsed"], meta["sums"]
+        sums = meta["sums"]
+        self.position = Progress(
+            epoch=meta["epoch"],
+            batch=meta["window"],
+            updates=meta.get("updates", 0),
+            sums={"loss": sums["ce"], "count": sums["tokens"], "aug": sums["aug"], "skipped": sums["skipped"]},
+            epoch_seconds=sums["time"],
+            seconds=meta["elapsed"],
+            best_score=None if math.isinf(meta["best_valid"]) else meta["best_valid"],
+            best_epoch=meta["best_epoch"],
+        )
         self.nt_asgd.restore(tensors, meta, self.model)
-        self.updates = meta.get("updates", 0)
         if meta.get("param_groups"):
             load_optimizer(self.optimizer, tensors, meta["param_groups"])
         self.state = _restore_state(tensors, self.device)
@@ -492,10 +528,6 @@ def _restore_state(tensors: dict[str, torch.Tensor], device) -> list | None:
     if not layers:
         return None
     return [tuple(parts[j] for j in sorted(parts, key=int)) for _, parts in sorted(layers.items())]
-
-
-def _zero_sums() -> dict:
-    return {"ce": 0.0, "aug": 0.0, "tokens": 0, "all_tokens": 0, "time": 0.0, "skipped": 0}
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

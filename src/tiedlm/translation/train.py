@@ -119,21 +119,21 @@ class TranslationTask(Task):
             "train", cfg.batch_tokens, shuffle_seed=cfg.seed * 1000 + epoch, max_length=cfg.max_length
         )
 
-    def train_step(self, batch, progress: Progress) -> tuple[bool, float, int]:
+    def train_step(self, batch, progress: Progress) -> tuple[bool, dict]:
         src, tin, tout = (t.to(self.device) for t in self.corpus.tensors("train", batch))
         for group in self.optimizer.param_groups:
             group["lr"] = inverse_sqrt_lr(self.cfg, progress.updates + 1)
         with autocast(self.device, self.precision):
             loss, nll, n = translation_loss(self.model, self.cfg, src, tin, tout, self.aug)
         if not update(loss, self.model.parameters(), self.optimizer, self.cfg.clip):
-            return False, 0.0, 0
-        return True, float(nll), n
+            return False, {}
+        return True, {"loss": float(nll), "count": n}
 
     def validate(self) -> float:
         return validation_nll(self.model, self.cfg, self.corpus, "valid", self.precision, self.device)
 
-    def running(self, sums: list) -> dict:
-        return {"ppl": f"{perplexity(sums[0] / max(sums[1], 1)):.1f}"}
+    def running(self, sums: dict) -> dict:
+        return {"ppl": f"{perplexity(sums.get('loss', 0.0) / max(sums.get('count', 0), 1)):.1f}"}
 
     def diverged(self, what: str, run_dir: Path, checkpoint_written: bool) -> str:
         cfg = self.cfg
@@ -142,14 +142,15 @@ class TranslationTask(Task):
             f"(now {cfg.warmup_steps}) in a new run"
         )
 
-    def epoch_record(self, epoch: int, sums: list, seconds: float, score: float, progress: Progress) -> dict:
+    def epoch_record(self, progress: Progress, seconds: float, wall: float, score: float) -> dict:
+        s = progress.sums
         return {
-            "epoch": epoch,
-            "train_ppl": perplexity(sums[0] / sums[1]),
+            "epoch": progress.epoch,
+            "train_ppl": perplexity(s["loss"] / s["count"]),
             "valid_ppl": perplexity(score),
             "lr": inverse_sqrt_lr(self.cfg, max(progress.updates, 1)),
             "epoch_seconds": seconds,
-            "target_tokens_per_s": sums[1] / max(seconds, 1e-9),
+            "target_tokens_per_s": s["count"] / max(seconds, 1e-9),
         }
 
     def epoch_line(self, record: dict, seconds: float) -> str:
