@@ -95,7 +95,7 @@ class ModelConfig:
     # ----- derived sizes and checks ---------------------------------------------------------
     def encoder_output_size(self) -> int:
         """Size of h_t that reaches the output layer."""
-        return self.encoder.output_size(self.embedding_size, self.output.name)
+        return self.encoder.output_size(self.embedding_size, self.output)
 
     def validate(self) -> None:
         """One-line UsageError for the first model setting that is out of range or contradicts another."""

@@ -41,8 +41,8 @@ class EncoderConfig(ComponentConfig):
     def check_run(self, train) -> None:
         """Refuse settings of the run (``train``: its ``[train]`` table) this encoder cannot work with."""
 
-    def output_size(self, embedding_size: int, output: str) -> int:
-        """Size of h_t that reaches the output layer (``output``: the output layer's name)."""
+    def output_size(self, embedding_size: int, output) -> int:
+        """Size of h_t that reaches the output layer (``output``: the output layer's config)."""
         return self.hidden_size
 
     def check_model(self, embedding_size: int, dropout_embedding: float) -> None:
@@ -119,12 +119,13 @@ class AWDLSTMConfig(LSTMConfig):
 
     output_size_key: ClassVar[str] = "encoder.last_hidden_size"
 
-    def output_size(self, embedding_size: int, output: str) -> int:
-        """The last layer's size: ``last_hidden_size``, or the embedding size (hidden_size for the full softmax,
-        as DRILL's Table 4 parameter count implies)."""
+    def output_size(self, embedding_size: int, output) -> int:
+        """The last layer's size: ``last_hidden_size``, or what the output layer's config asks for by default
+        (``default_input``: the embedding size; hidden_size for the full softmax, as DRILL's Table 4 parameter
+        count implies)."""
         if self.last_hidden_size:
             return self.last_hidden_size
-        return self.hidden_size if output == "full" else embedding_size
+        return self.hidden_size if type(output).default_input == "hidden" else embedding_size
 
     def validate(self, key: str) -> None:
         super().validate(key)
@@ -149,7 +150,7 @@ class TransformerConfig(EncoderConfig):
 
     output_size_key: ClassVar[str] = "embedding_size"
 
-    def output_size(self, embedding_size: int, output: str) -> int:
+    def output_size(self, embedding_size: int, output) -> int:
         return embedding_size  # d_model
 
     def check_run(self, train) -> None:

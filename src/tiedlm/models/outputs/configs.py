@@ -21,12 +21,18 @@ class OutputConfig(ComponentConfig):
 
     # True where the logits score h_t against E itself (E h), so the encoder's output size must equal d
     needs_embedding_size: ClassVar[bool] = False
+    # the size of h_t an encoder that sizes its last layer for the output layer (the AWD-LSTM's, unless
+    # last_hidden_size says) gives it: "embedding" (d), or "hidden" (the encoder's hidden size: the full
+    # softmax, as DRILL's Table 4 counts its parameters)
+    default_input: ClassVar[str] = "embedding"
 
 
 @OUTPUTS.register("full", builds="tiedlm.models.outputs.full:FullSoftmaxOutput")
 @dataclass
 class FullConfig(OutputConfig):
     """Untied softmax: logits = W h + b, W of |V| × d_h (DRILL eq. 1; Inan et al. eq. 2.3)."""
+
+    default_input: ClassVar[str] = "hidden"
 
 
 @OUTPUTS.register("tied", builds="tiedlm.models.outputs.tied:TiedOutput")
