@@ -25,10 +25,11 @@ def test_sectioned_keys_of_the_tagger_and_translator():
         TaggerConfig().with_overrides(["model.epochs=3"])
     with pytest.raises(UsageError, match="unknown section \\[optim\\]"):
         TaggerConfig().with_overrides(["optim.lr=1"])
-    # the translator takes the language model's names for its output layer
+    # the translator's output layer is the language model's [model.output] table; the old flat keys still work
     tr = TranslationConfig().with_overrides(["model.output=drill", "model.output.depth=3", "train.epochs=2"])
-    assert (tr.output, tr.drill_depth, tr.epochs) == ("drill", 3, 2)
-    assert tr.output_config().depth == 3
+    assert (tr.output.name, tr.output.depth, tr.epochs) == ("drill", 3, 2)
+    assert TranslationConfig().with_overrides(["output=drill", "drill_depth=3"]).output == tr.output
+    assert "[model.output]" in tr.to_toml() and "drill_depth" not in tr.to_toml()
 
 
 def test_tag_train_resume_dir_and_threads(tmp_path, capsys):

@@ -13,6 +13,7 @@ from tiedlm.models import OUTPUTS, LanguageModel
 from tiedlm.models.encoders.state import detach_state
 from tiedlm.tagging import BiLSTMTagger, TaggerConfig
 from tiedlm.translation import TranslationConfig
+from tiedlm.translation.config import translator_output
 from tiedlm.translation.data import BOS, EOS, PAD
 from tiedlm.translation.model import TransformerTranslator
 from tiedlm.translation.train import translation_loss
@@ -51,9 +52,7 @@ def translator_steps(output: str, n: int = 4) -> list[float]:
         encoder_layers=2,
         decoder_layers=2,
         dropout=0.1,
-        output=output,
-        drill_depth=2,
-        drill_dropout=0.3,
+        output=translator_output(output, depth=2, dropout=0.3),
     ).validate()
     torch.manual_seed(7)
     model = TransformerTranslator(cfg, 20, 20).train()

@@ -100,7 +100,7 @@ def test_old_flat_config_files_load_as_the_same_config(tmp_path, preset, overrid
     assert Config.from_dict(raw) == cfg
 
 
-ADDED_SINCE = {("train", "device"), ("train", "max_nonfinite"), ("model", "output_options")}
+ADDED_SINCE = {("train", "device"), ("train", "max_nonfinite")}
 
 
 def test_committed_old_run_folders_load():
@@ -116,6 +116,15 @@ def test_committed_old_run_folders_load():
         if spec is not None and spec.task != "lm":  # a tagger's or translator's run: its own config class
             kind = type(run_config(spec, []))
             loaded = tomllib.loads(kind.load_run(path.parent).to_toml())
+            if isinstance(raw["model"].get("output"), str):  # a translator's flat output keys: now its table
+                from tiedlm.translation.config import LEGACY_OUTPUT_KEYS as FLAT
+
+                table, flat = loaded["model"]["output"], raw["model"]
+                assert table["name"] == flat.pop("output"), path
+                for old, key in FLAT.items():
+                    value = flat.pop(old)
+                    assert table.get(key, value) == value, (path, old)  # a key the layer has keeps its value
+                loaded["model"].pop("output")
             for section, values in raw.items():  # every saved value loads as it was saved
                 assert {k: loaded[section][k] for k in values} == values, (path, section)
             new = {(s, k) for s, vs in loaded.items() for k in vs} - {(s, k) for s, vs in raw.items() for k in vs}

@@ -15,6 +15,7 @@ from tiedlm.errors import UsageError
 from tiedlm.models import ENCODERS, OUTPUTS, LanguageModel
 from tiedlm.models.encoders.transformer import Attention, CausalTransformer
 from tiedlm.translation import TransformerTranslator, TranslationConfig, beam_search, greedy_search
+from tiedlm.translation.config import translator_output
 from tiedlm.translation.data import BOS, EOS, PAD
 
 from conftest import write_tiny_parallel
@@ -82,8 +83,7 @@ def tiny_translator(output="tied", vocab=7, **kw) -> TransformerTranslator:
         encoder_layers=2,
         decoder_layers=2,
         dropout=0.0,
-        output=output,
-        drill_dropout=0.0,
+        output=translator_output(output, dropout=0.0),
         **kw,
     ).validate()
     torch.manual_seed(3)
@@ -221,9 +221,7 @@ def test_train_save_load_translate_round_trip(tmp_path):
         encoder_layers=1,
         decoder_layers=1,
         dropout=0.0,
-        output="drill",
-        drill_depth=1,
-        drill_dropout=0.0,
+        output=translator_output("drill", depth=1, dropout=0.0),
         epochs=10,
         batch_tokens=128,
         lr=5e-3,
@@ -302,8 +300,8 @@ def test_own_en_de_data_and_vocab_size_messages(tmp_path):
 
 def test_the_translator_takes_any_key_of_its_output_layer_as_the_lm_does(tmp_path):
     """`translate train --set model.output=dual --set model.output.residual=true` (DRILL's Table 4 dual setting):
-    keys with no translator name of their own go to output_options, typed and checked by the chosen layer, are
-    saved in config.toml and reach the built layer."""
+    the translator's [model.output] is the language model's table: any key of the chosen layer, typed and checked by
+    it, saved in config.toml and reaching the built layer."""
     import torch
 
     from tiedlm.translation import TransformerTranslator
@@ -311,8 +309,7 @@ def test_the_translator_takes_any_key_of_its_output_layer_as_the_lm_does(tmp_pat
     cfg = TranslationConfig(d_model=16, ffn_size=32, heads=2, encoder_layers=1, decoder_layers=1).with_overrides(
         ["model.output=dual", "model.output.residual=true", "model.output.dropout=0.6"]
     )
-    assert cfg.output_options == {"residual": True} and cfg.drill_dropout == 0.6
-    layer = cfg.output_config()
+    layer = cfg.output
     assert layer.name == "dual" and layer.residual is True and layer.dropout == 0.6
     cfg.save(tmp_path)
     assert TranslationConfig.load_run(tmp_path) == cfg

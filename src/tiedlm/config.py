@@ -289,7 +289,8 @@ def _section(cfg: Config, section: str, origin: str) -> Any:
 
 
 class KeyValueConfig:
-    """A flat dataclass of settings (tagger, translation) set with ``--set key=value`` and saved as JSON.
+    """The settings of a tagger or translator run: one dataclass, its keys grouped in ``SECTIONS`` for
+    ``config.toml`` and ``--set section.key=value`` (the bare ``key=value`` too).
 
     Subclasses define ``label`` (for messages) and ``validate()`` (returns self or raises UsageError).
     """
@@ -314,18 +315,14 @@ class KeyValueConfig:
     # section -> its keys, so that ``--set section.key=value`` works as for language models (``--set
     # train.epochs=3``); the bare ``key=value`` is accepted too
     SECTIONS: ClassVar[dict[str, tuple[str, ...]]] = {}
-    # dotted names of the language model's config that mean one of ours (``model.output.depth`` -> drill_depth)
-    ALIASES: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def normalize(cls, items: list[str]) -> list[str]:
-        """``section.key=value`` (or an alias) as the flat ``key=value``; one-line error for a wrong section."""
+        """``section.key=value`` as the flat ``key=value``; one-line error for a wrong section."""
         out = []
         for item in items:
             key, sep, text = item.partition("=")
-            if sep and key in cls.ALIASES:
-                key = cls.ALIASES[key]
-            elif sep and "." in key:
+            if sep and "." in key:
                 section, _, name = key.partition(".")
                 if section not in cls.SECTIONS:
                     raise UsageError(
@@ -346,7 +343,7 @@ class KeyValueConfig:
         values: dict[str, Any] = {}
         for item in self.normalize(items):
             key, sep, text = item.partition("=")
-            if not sep or key not in hints or key in ("label", "SECTIONS", "ALIASES"):
+            if not sep or key not in hints or key in ("label", "SECTIONS"):
                 names = ", ".join(f.name for f in fields(self))
                 raise UsageError(f"--set {item!r}: expected key=value with key one of {names}")
             values[key] = parse_text(text, hints[key], key)
@@ -406,8 +403,11 @@ class KeyValueConfig:
         return cls.from_dict(json.loads(legacy.read_text()))
 
     def to_toml(self) -> str:
-        """The settings in their sections, as ``config.toml`` holds them."""
-        values = dataclasses.asdict(self)
+        """The settings in their sections, as ``config.toml`` holds them (a component's config as its table)."""
+        values = {
+            f.name: (v.to_dict() if isinstance(v := getattr(self, f.name), ComponentConfig) else v)
+            for f in fields(self)
+        }
         return tomli_w.dumps({section: {k: values[k] for k in keys} for section, keys in self.SECTIONS.items()})
 
     def save(self, run_dir: Path) -> None:

@@ -8,10 +8,24 @@ from dataclasses import dataclass, field, replace
 from ..config import KeyValueConfig, device_is_valid
 from ..errors import UsageError
 from ..models.outputs import OUTPUTS
-from ..registry import ComponentConfig, resumable
+from ..registry import ComponentConfig, field_names, parse_text, resumable
 
-# the translator's flat keys of the output layer -> the key of the LM's [model.output] table
-OUTPUT_KEYS = {
+# the translator's defaults of the output layers' keys, for whichever layer has them (where they differ from the
+# language model's): Pappas & Henderson's NMT setting for DRILL (2 layers, sigmoid, dropout 0.6 with one mask
+# shared by the labels, ±0.1), which the dual layer's dropout, mask and initialisation share, and a learnable
+# bias for the tied layer
+OUTPUT_DEFAULTS = {
+    "bias": True,
+    "joint_size": 0,
+    "depth": 2,
+    "activation": "sigmoid",
+    "dropout": 0.6,
+    "variational": True,
+    "init_range": 0.1,
+}
+# the flat keys of the output layer in translation configs before [model.output] (the config.toml and
+# config.json of older runs, and --set): each means the key of the [model.output] table it is mapped to
+LEGACY_OUTPUT_KEYS = {
     "tied_bias": "bias",
     "joint_size": "joint_size",
     "drill_depth": "depth",
@@ -20,6 +34,18 @@ OUTPUT_KEYS = {
     "drill_variational": "variational",
     "drill_init_range": "init_range",
 }
+
+
+def translator_output(name: str, origin: str = "translation", **keys: typing.Any) -> ComponentConfig:
+    """The output layer ``name``'s config: the translator's defaults (:data:`OUTPUT_DEFAULTS`) and ``keys``, each
+    where the layer has it (settings shared by several layers, e.g. a sweep's dropout, as the flat keys were)."""
+    return OUTPUTS.config({"name": name, **_own(name, {**OUTPUT_DEFAULTS, **keys})}, origin)
+
+
+def _own(name: str, keys: dict) -> dict:
+    """Those of ``keys`` the output layer ``name`` has."""
+    own = set(field_names(OUTPUTS[name].config))
+    return {k: v for k, v in keys.items() if k in own}
 
 
 @dataclass
@@ -49,14 +75,6 @@ class TranslationConfig(KeyValueConfig):
             "positions",
             "max_positions",
             "output",
-            "tied_bias",
-            "joint_size",
-            "drill_depth",
-            "drill_activation",
-            "drill_dropout",
-            "drill_variational",
-            "drill_init_range",
-            "output_options",
         ),
         "loss": ("label_smoothing", "augmented", "tau", "gamma"),
         "train": (
@@ -73,8 +91,6 @@ class TranslationConfig(KeyValueConfig):
         ),
         "decode": ("beam", "length_penalty", "max_decode_ratio"),
     }
-    # the LM's names of the output layer's keys work here too: --set model.output=drill --set model.output.depth=2
-    ALIASES = {"model.output.name": "output", **{f"model.output.{new}": old for old, new in OUTPUT_KEYS.items()}}
 
     # data and subword units (sentencepiece)
     source_lang: str = "en"
@@ -97,18 +113,9 @@ class TranslationConfig(KeyValueConfig):
     attention_dropout: float = 0.0  # on the attention weights
     positions: str = "sinusoidal"  # sinusoidal | learned
     max_positions: int = 256  # learned positions only
-    # output layer (Pappas & Henderson 2019): tied | drill | dual | bilinear | full
-    output: str = "tied"
-    tied_bias: bool = True  # tied only: a learnable output bias
-    joint_size: int = 0  # dual only: d_j; 0 = d_model
-    drill_depth: int = 2  # the paper's NMT setting: 2 layers, sigmoid, dropout 0.6, residual to E
-    drill_activation: str = "sigmoid"  # sigmoid | relu | tanh | identity
-    drill_dropout: float = 0.6  # dropout on each label-encoder layer's input
-    drill_variational: bool = True  # one dropout mask over the d dimensions per pass, shared by all labels
-    drill_init_range: float = 0.1  # uniform initialisation of the label encoder
-    # any other key of the chosen output layer, as the LM's [model.output] table has it (--set
-    # model.output.KEY=VALUE; `tiedlm list` shows every layer's keys), e.g. {residual = true} for dual
-    output_options: dict = field(default_factory=dict)
+    # [model.output]: the output layer (Pappas & Henderson 2019) and its keys, the language model's table (any
+    # registered layer; `tiedlm list` shows them): --set model.output=drill --set model.output.depth=2
+    output: ComponentConfig = field(default_factory=lambda: translator_output("tied"))
     # loss: label-smoothed cross-entropy, optionally + the augmented loss (Inan et al. eq. 3.3)
     label_smoothing: float = 0.1
     augmented: bool = False  # add γτ·J_aug over the target embeddings
@@ -153,7 +160,6 @@ class TranslationConfig(KeyValueConfig):
             (0 <= self.dropout < 1, "dropout", "a drop probability in [0, 1)"),
             (0 <= self.attention_dropout < 1, "attention_dropout", "a drop probability in [0, 1)"),
             (self.positions in ("sinusoidal", "learned"), "positions", "sinusoidal or learned"),
-            (self.output in OUTPUTS.names(), "output", "one of " + ", ".join(OUTPUTS.names())),
             (0 <= self.label_smoothing < 1, "label_smoothing", "a number in [0, 1)"),
             (self.tau > 0, "tau", "a temperature > 0"),
             (self.gamma >= 0, "gamma", "a number >= 0"),
@@ -171,7 +177,7 @@ class TranslationConfig(KeyValueConfig):
             (self.max_decode_ratio > 0, "max_decode_ratio", "a number > 0"),
         ]
         self.require(checks)
-        self.output_config()  # the output layer's own checks (the LM's [model.output] rules)
+        self.output.validate("model.output")  # the output layer's own checks (the LM's [model.output] rules)
         if self.positions == "learned" and self.max_length + 2 > self.max_positions:
             raise UsageError(
                 f"translation max_positions = {self.max_positions} must be >= max_length + 2 = "
@@ -180,50 +186,49 @@ class TranslationConfig(KeyValueConfig):
         return self
 
     def with_overrides(self, items: list[str]):
-        """As every task's ``--set``, and ``model.output.KEY=VALUE`` for any key of the chosen output layer that
-        has no translator name of its own (kept in ``output_options``, typed by that layer's config)."""
-        from ..registry import field_names, parse_text
-
-        plain, options = [], dict(self.output_options)
-        names = [i.partition("=")[2] for i in items if i.partition("=")[0] in ("model.output", "output")]
-        layer = names[-1] if names else self.output
+        """As every task's ``--set``, and the output layer's table as the language model's: ``model.output=NAME``
+        (another layer: the keys it shares with the current one kept, the rest at the translator's defaults) and
+        ``model.output.KEY=VALUE`` (typed by that layer's config); the old flat keys (``drill_depth=3``) too."""
+        table, plain = self.output.to_dict(), []
         for item in items:
             key, sep, text = item.partition("=")
-            name = key[len("model.output.") :] if key.startswith("model.output.") else ""
-            if sep and name and key not in self.ALIASES:
-                if layer not in OUTPUTS.names():
-                    raise UsageError(f"--set {item}: model.output = {layer!r} is not an output layer")
-                layer_cfg = OUTPUTS[layer].config
-                hints = typing.get_type_hints(layer_cfg)  # the fields' types (ClassVars like name left out below)
-                own = {k: hints[k] for k in field_names(layer_cfg)}
-                if name not in own:
-                    raise UsageError(
-                        f"--set {item}: output layer {layer!r} has no key {name!r} (its keys: "
-                        f"{', '.join(field_names(OUTPUTS[layer].config)) or 'none'})"
-                    )
-                options[name] = parse_text(text, own[name], key)
+            key = key.removeprefix("model.")
+            if sep and key in LEGACY_OUTPUT_KEYS:
+                key = f"output.{LEGACY_OUTPUT_KEYS[key]}"
+            if sep and (key == "output" or key.startswith("output.")):
+                table = _set_output(table, key.removeprefix("output").removeprefix(".") or "name", text, item)
             else:
                 plain.append(item)
-        return super(TranslationConfig, replace(self, output_options=options)).with_overrides(plain)
+        output = OUTPUTS.config(table, "translation")
+        return super(TranslationConfig, replace(self, output=output)).with_overrides(plain)
 
-    def output_config(self) -> ComponentConfig:
-        """The output layer's config, the registered one the LM uses (``[model.output]``): its keys from ours,
-        and ``output_options`` for the rest."""
-        try:
-            own = {new: getattr(self, old) for old, new in OUTPUT_KEYS.items()}
-            shared = OUTPUTS.config_for(self.output, "translation", **own)
-            if not self.output_options:
-                return shared
-            return OUTPUTS.config(
-                {
-                    "name": self.output,
-                    **{k: v for k, v in shared.to_dict().items() if k != "name"},
-                    **self.output_options,
-                },
-                "translation",
-            )
-        except UsageError as exc:  # name the translator's own key, not the LM's
-            message = str(exc).replace("translation: ", "")
-            for old, new in OUTPUT_KEYS.items():
-                message = message.replace(f"model.output.{new} ", f"translation {old} ")
-            raise UsageError(message) from None
+    @classmethod
+    def from_dict(cls, raw: dict[str, typing.Any]):
+        """Settings as saved: ``output`` a ``[model.output]`` table, or (runs from before it) the layer's name with
+        its keys in the old flat names and ``output_options``."""
+        raw = dict(raw)
+        legacy = {new: raw.pop(old) for old, new in LEGACY_OUTPUT_KEYS.items() if old in raw}
+        options = raw.pop("output_options", {})
+        output = raw.get("output", "tied")
+        if isinstance(output, str):  # before [model.output]: the named layer, with those keys it has
+            raw["output"] = translator_output(output, **legacy, **options)
+        elif isinstance(output, dict):
+            raw["output"] = OUTPUTS.config(output, "translation")
+        return super().from_dict(raw)
+
+
+def _set_output(table: dict, key: str, text: str, item: str) -> dict:
+    """``table`` (an output layer's ``{"name": ..., KEY: value}``) with one ``--set`` applied."""
+    if key == "name":
+        if text == table["name"]:
+            return table
+        own = field_names(OUTPUTS[text].config)  # a one-line error for a name that is not an output layer
+        return {"name": text, **_own(text, OUTPUT_DEFAULTS), **{k: v for k, v in table.items() if k in own}}
+    layer = OUTPUTS[table["name"]].config
+    hints = typing.get_type_hints(layer)  # the fields' types (ClassVars left out below)
+    own = {k: hints[k] for k in field_names(layer)}
+    if key not in own:
+        raise UsageError(
+            f"--set {item}: output layer {table['name']!r} has no key {key!r} (its keys: {', '.join(own) or 'none'})"
+        )
+    return {**table, key: parse_text(text, own[key], item.partition("=")[0])}

@@ -44,7 +44,7 @@ class TransformerTranslator(nn.Module):
         )
         self.encoder_norm, self.decoder_norm = nn.LayerNorm(d), nn.LayerNorm(d)
         self.drop = nn.Dropout(cfg.dropout)
-        self.output = build_output(cfg.output_config(), self.target_embedding, d)
+        self.output = build_output(cfg.output, self.target_embedding, d)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

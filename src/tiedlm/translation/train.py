@@ -110,7 +110,7 @@ class TranslationTask(Task):
         log(
             f"tiedlm translate | {cfg.source_lang}->{cfg.target_lang} | device {self.device} | precision "
             f"{self.precision} | threads {self.threads} | subwords {len(c.source_vocab)}/{len(c.target_vocab)} | "
-            f"output {cfg.output} | parameters {counts['total']:,}"
+            f"output {cfg.output.name} | parameters {counts['total']:,}"
         )
 
     def batches(self, epoch: int):
@@ -177,7 +177,7 @@ class TranslationTask(Task):
             "device": str(device),
             "precision": precision,
             "seed": cfg.seed,
-            "output": cfg.output,
+            "output": cfg.output.name,
             "beam": cfg.beam,
             "length_penalty": cfg.length_penalty,
         }
