@@ -63,6 +63,11 @@ class RunDir:
         """A tagger's tag set, one per line (the model's output classes, in order)."""
         return self.path / "tags.txt"
 
+    def subword_models(self, joint: bool, source: str, target: str) -> list[Path]:
+        """A translator's sentencepiece models, source first: ``spm.joint.model``, or ``spm.LANG.model`` per
+        language (each beside its ``.vocab``, which sentencepiece writes with it)."""
+        return [self.path / f"spm.{name}.model" for name in (["joint"] if joint else [source, target])]
+
     def hypotheses(self, split: str) -> Path:
         """A translator's detokenized translations of ``split``, one per line (written after training)."""
         return self.path / f"{split}.hyp.txt"

@@ -17,6 +17,7 @@ import torch
 from ..data.corpus import read_text, resolve_source
 from ..data.sources import TRANSLATION_SOURCES
 from ..errors import DataError, UsageError
+from ..run_dir import RunDir
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPLITS = ("train", "valid", "test")
@@ -175,17 +176,15 @@ def load_parallel_corpus(cfg, run_dir: Path, train_vocab: bool) -> ParallelCorpu
     if cfg.max_pairs:
         text["train"] = (text["train"][0][: cfg.max_pairs], text["train"][1][: cfg.max_pairs])
     src_train, tgt_train = text["train"]
-    names = {"joint": ["spm.joint"], "separate": [f"spm.{cfg.source_lang}", f"spm.{cfg.target_lang}"]}[cfg.vocab]
+    models = RunDir(run_dir).subword_models(cfg.vocab == "joint", cfg.source_lang, cfg.target_lang)
     if train_vocab:
-        if cfg.vocab == "joint":
-            vocabs = [SubwordVocab.train(src_train + tgt_train, run_dir / names[0], cfg.vocab_size, cfg.subword_model)]
-        else:
-            vocabs = [
-                SubwordVocab.train(lines, run_dir / name, cfg.vocab_size, cfg.subword_model)
-                for lines, name in zip((src_train, tgt_train), names)
-            ]
+        sides = [src_train + tgt_train] if cfg.vocab == "joint" else [src_train, tgt_train]
+        vocabs = [
+            SubwordVocab.train(lines, model.with_suffix(""), cfg.vocab_size, cfg.subword_model)
+            for lines, model in zip(sides, models)
+        ]
     else:
-        vocabs = [SubwordVocab(run_dir / f"{name}.model") for name in names]
+        vocabs = [SubwordVocab(model) for model in models]
     source_vocab, target_vocab = vocabs[0], vocabs[-1]
     ids = {s: list(zip(source_vocab.encode(src), target_vocab.encode(tgt))) for s, (src, tgt) in text.items()}
     return ParallelCorpus(source_vocab, target_vocab, text, ids, folder)

@@ -279,8 +279,8 @@ def load_translator(run_dir: Path):
             "train one with `tiedlm translate train`"
         )
     cfg = TranslationConfig.load_run(run_dir)
-    names = ["spm.joint"] if cfg.vocab == "joint" else [f"spm.{cfg.source_lang}", f"spm.{cfg.target_lang}"]
-    vocabs = [SubwordVocab(run_dir / f"{n}.model") for n in names]
+    models = RunDir(run_dir).subword_models(cfg.vocab == "joint", cfg.source_lang, cfg.target_lang)
+    vocabs = [SubwordVocab(model) for model in models]
     tensors, _ = load_checkpoint(RunDir(run_dir).training_state())
     model = TransformerTranslator(cfg, len(vocabs[0]), len(vocabs[-1]))
     model.load_state_dict(model_state(tensors, "best."))
