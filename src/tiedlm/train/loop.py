@@ -279,7 +279,6 @@ def _epoch(task: Task, files: RunDir, p: Progress, best, stop: StopRequest, prog
             task.max_nonfinite, lambda what: task.diverged(what, files.path, checkpoint.is_file()), warn
         )
         for b in range(p.batch, len(batches)):
-            p.epoch_seconds = time.perf_counter() - start
             task.check_stop(stop)
             made, sums = task.train_step(batches[b], p)
             p.batch = b + 1

@@ -39,13 +39,7 @@ LEGACY_OUTPUT_KEYS = {
 def translator_output(name: str, origin: str = "translation", **keys: typing.Any) -> ComponentConfig:
     """The output layer ``name``'s config: the translator's defaults (:data:`OUTPUT_DEFAULTS`) and ``keys``, each
     where the layer has it (settings shared by several layers, e.g. a sweep's dropout, as the flat keys were)."""
-    return OUTPUTS.config({"name": name, **_own(name, {**OUTPUT_DEFAULTS, **keys})}, origin)
-
-
-def _own(name: str, keys: dict) -> dict:
-    """Those of ``keys`` the output layer ``name`` has."""
-    own = set(field_names(OUTPUTS[name].config))
-    return {k: v for k, v in keys.items() if k in own}
+    return OUTPUTS.config_for(name, origin, **{**OUTPUT_DEFAULTS, **keys})
 
 
 @dataclass
@@ -223,7 +217,7 @@ def _set_output(table: dict, key: str, text: str, item: str) -> dict:
         if text == table["name"]:
             return table
         own = field_names(OUTPUTS[text].config)  # a one-line error for a name that is not an output layer
-        return {"name": text, **_own(text, OUTPUT_DEFAULTS), **{k: v for k, v in table.items() if k in own}}
+        return {**translator_output(text).to_dict(), **{k: v for k, v in table.items() if k in own and k != "name"}}
     layer = OUTPUTS[table["name"]].config
     hints = typing.get_type_hints(layer)  # the fields' types (ClassVars left out below)
     own = {k: hints[k] for k in field_names(layer)}
