@@ -61,6 +61,8 @@ def test_list_names_every_table(capsys):
         "dual-res",
         "drill-1",
         "drill-4",
+        "tied-seed1112",
+        "drill-4-seed1112",
     ]
     assert main(["reproduce", "inan2017-tabel1-small"]) == 2
     assert "similar: inan2017-table1-small" in capsys.readouterr().err
@@ -71,7 +73,7 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys,
     dry += ["--runs", str(tmp_path / "runs"), *TINY]
     assert main(dry) == 0
     plan = json.loads(capsys.readouterr().out)
-    assert [r["run"] for r in plan["runs"]] == ["tied", "drill"]
+    assert [r["run"] for r in plan["runs"]] == [s.name for s in rp.table("transformer-lm").runs["budget"]]
     assert all(r["status"] == "missing" and r["estimated_s"] > 0 for r in plan["runs"])
     assert all(r["command"].startswith("tiedlm train ptb-transformer-") for r in plan["runs"])
     assert not (tmp_path / "runs").exists()  # a dry run starts nothing
@@ -126,7 +128,7 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     ]
     assert main(args) == 0
     table_dir = tmp_path / "runs" / "pappas2019-table4-small"
-    names = ["bilinear", "dual", "dual-res", "drill-1", "drill-4"]
+    names = ["bilinear", "dual", "dual-res", "drill-1", "drill-4", "tied-seed1112", "drill-4-seed1112"]
     assert all((table_dir / n / "summary.json").is_file() for n in names)
     # "full" and "tied" are Inan's "vd" and "re-bias" (the same configs): trained once, in that table's folders
     assert all((tmp_path / "runs" / "inan2017-table1-small" / n / "summary.json").is_file() for n in ("vd", "re-bias"))
@@ -134,7 +136,7 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     drill = json.loads((table_dir / "drill-4" / "summary.json").read_text())
     assert "model.output.depth=4" in drill["command"]
     page = (tmp_path / "pages" / "pappas2019-table4-small.md").read_text()
-    assert page.count("| finished |") == 7 and "`tiedlm train ptb-small-re" in page
+    assert page.count("| finished |") == 9 and "`tiedlm train ptb-small-re" in page
     # each finished run names the command that runs it again: the same --set arguments it was started with
     line = next(ln for ln in page.splitlines() if ln.startswith("- drill-4: "))
     runs_arg = str(tmp_path / "runs")
@@ -271,7 +273,7 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
         == 0
     )
     page = (out / "pappas2019-table4-small.md").read_text()
-    assert page.count("| finished |") == 2 and page.count("| missing |") == 5
+    assert page.count("| finished |") == 2 and page.count("| missing |") == 7
     assert "| 90.00 / 86.50 |" in page and "| 90.00 / 85.12; 86.50 (10 streams) |" in page
     assert not any((table_dir / n).exists() for n in ("full", "bilinear", "dual", "drill-1"))  # nothing started
     # each row still to run names the command that runs it
