@@ -432,16 +432,23 @@ TABLES: dict[str, Table] = {
             "(2.65M, 85.24) by far: on a corpus of PTB's size, at 12 epochs, the LSTM is the stronger encoder; the "
             "question here is only the output layer's difference. Its valid perplexity still fell over the last "
             "epochs ({{tied.valid@9 - tied.valid@12}} from epoch 9 to 12), so it had not converged when its preset's "
-            "schedule ended. DRILL ({{drill.params}}M, test {{drill.test}}) ties with it: {{tied.test - drill.test}} "
-            "better at the end, **one seed**, and the two valid curves are within {{tied.valid@7 - drill.valid@7}} "
-            "of each other at epoch 7 and {{tied.valid@12 - drill.valid@12}} at epoch 12. **Two confounds**: the "
-            "tied preset has no output bias while DRILL's output layer has one (on the LSTM a bias alone is worth "
-            "about 2.2 points: RE 87.44 against RE with a bias 85.24 in inan2017-table1-small), and the two runs "
-            "trained on two different CPUs; a tied run with a bias is the fair baseline and is not run yet. On the "
-            "LSTM the same comparison gives DRILL-1 0.64 ahead of tied with a bias (84.60 vs 85.24). DRILL's wall "
-            "time counts 438 windows of its first epoch trained at 1 thread before an interruption (the rest at 2 "
-            "threads, alone). Figure 3's bands are not drawn: they need both runs' checkpoints, and the tied run's "
-            "were lost with the machine (its config, metrics and summary are committed).",
+            "schedule ended. **Seed 1**: DRILL ({{drill.params}}M, test {{drill.test}}) against tied "
+            "({{tied.test}}), two CPUs (fp32; DRILL's wall time counts 438 windows of its first epoch at 1 thread "
+            "before an interruption, the rest at 2 threads, alone). The tied preset has no output bias while "
+            "DRILL's layer has one (on the LSTM a bias alone is worth about 2.2 points: RE 87.44 against RE with a "
+            "bias 85.24 in inan2017-table1-small), so tied-bias is the fair baseline: at seed 1 it ran on an H100 "
+            "(fp32, 2026-11-26, `bash tools/device_reproduce.sh 535 transformer-lm tied-bias drill-seed2 tied-seed2 "
+            "tied-bias-seed2`, two runs at a time on the one GPU): test {{tied-bias.test}}. The same seed on another "
+            "device draws other dropout masks, so seed 1's tied-bias is not the CPU runs' twin. **Seed 2**: all three "
+            "rows on that H100 in the same call: tied {{tied-seed2.test}}, tied-bias {{tied-bias-seed2.test}}, "
+            "DRILL {{drill-seed2.test}}. Across seeds (below), DRILL's difference from tied and from tied-bias "
+            "changes sign between the seeds and is smaller than each row's spread over the two seeds "
+            "(Across seeds): on this Transformer LM at 12 epochs the output layers are level, and the bias adds "
+            "nothing measurable here ({{tied-bias.test - tied.test}} at seed 1 across devices, "
+            "{{tied-bias-seed2.test - tied-seed2.test}} at seed 2 on one). On the LSTM DRILL-1 is 0.64 ahead of "
+            "tied with a bias (84.60 vs 85.24, one seed). Figure 3's bands are not drawn: they need both runs' "
+            "checkpoints, the seed-1 tied run's were lost with the machine, and the GPU runs' (23 MB of weights each)"
+            " do not come back from the lent machine (16 MiB a file).",
             bands_baseline="tied",
             pairs=(("tied", "drill"), ("tied-bias", "drill")),
         ),
