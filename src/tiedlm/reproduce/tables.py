@@ -367,7 +367,10 @@ TABLES: dict[str, Table] = {
             "2,413 tok/s at one thread (demeester2018-lm's dense run, the same model) a PTB epoch takes 6.4 "
             "minutes, so 150 epochs take up to 16 h a run: many working sessions, and a run folder here has not "
             "always survived from one session to the next (the seed-142 runs were lost that way). They are "
-            "queued; a GPU runs them in minutes an epoch once `tiedlm selfcheck --device cuda` has passed there.",
+            "queued on the CPU. An H100 trains an epoch of each in 12-14 s (fp32, the two side by side; their valid "
+            "perplexity at epoch 6 within 0.5% of the CPU rows': [paper-scale-plan.md](paper-scale-plan.md)), but "
+            "their checkpoints (19 MB and more) do not come back from the lent GPU machine (16 MiB a file), and 150 "
+            "epochs need more than one session's device time.",
         ),
         Table(
             "demeester2018-lm",
