@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import tomllib
 
 from tiedlm.cli import main
 from tiedlm.errors import UsageError
@@ -20,16 +21,36 @@ def _treebank(folder):
 
 def test_sectioned_keys_of_the_tagger_and_translator():
     t = TaggerConfig().with_overrides(["train.epochs=3", "model.hidden_size=8", "min_count=1"])
-    assert (t.epochs, t.hidden_size, t.min_count) == (3, 8, 1)
+    assert (t.train.epochs, t.model.hidden_size, t.data.min_count) == (3, 8, 1)
     with pytest.raises(UsageError, match="tagger key 'epochs' is not in \\[model\\]; it is in \\[train\\]"):
         TaggerConfig().with_overrides(["model.epochs=3"])
     with pytest.raises(UsageError, match="unknown section \\[optim\\]"):
         TaggerConfig().with_overrides(["optim.lr=1"])
     # the translator's output layer is the language model's [model.output] table; the old flat keys still work
     tr = TranslationConfig().with_overrides(["model.output=drill", "model.output.depth=3", "train.epochs=2"])
-    assert (tr.output.name, tr.output.depth, tr.epochs) == ("drill", 3, 2)
-    assert TranslationConfig().with_overrides(["output=drill", "drill_depth=3"]).output == tr.output
+    assert (tr.model.output.name, tr.model.output.depth, tr.train.epochs) == ("drill", 3, 2)
+    assert TranslationConfig().with_overrides(["output=drill", "drill_depth=3"]).model.output == tr.model.output
     assert "[model.output]" in tr.to_toml() and "drill_depth" not in tr.to_toml()
+
+
+def test_one_sectioned_loader_reads_every_tasks_settings():
+    """The language model's, the tagger's and the translator's settings are one loader's (SectionedConfig):
+    sections of dataclasses that round-trip through config.toml, one --set grammar and error, the resumable keys
+    from the fields marked resumable."""
+    from tiedlm.config import Config, SectionedConfig
+
+    for cls in (Config, TaggerConfig, TranslationConfig):
+        assert issubclass(cls, SectionedConfig)
+        cfg = cls().with_overrides(["train.epochs=3", "train.seed=7"])
+        assert (cfg.train.epochs, cfg.train.seed) == (3, 7)
+        assert cls.from_dict(tomllib.loads(cfg.to_toml())) == cfg
+        assert "train.epochs" in cls.resumable_keys() and "train.seed" not in cls.resumable_keys()
+        with pytest.raises(UsageError, match="unknown section \\[optim\\]"):
+            cfg.with_overrides(["optim.lr=1"])
+        with pytest.raises(UsageError, match="train.epochs = 0 is not allowed"):
+            cls.from_dict({"train": {"epochs": 0}})
+    with pytest.raises(UsageError, match="expected section.key=value"):  # the language model takes no bare key
+        Config().with_overrides(["epochs=3"])
 
 
 def test_tag_train_resume_dir_and_threads(tmp_path, capsys):
@@ -69,7 +90,7 @@ def test_tag_train_resume_dir_and_threads(tmp_path, capsys):
     assert main(["tag", "train", "--no-progress"]) == 2
     assert "give --out DIR for a new run, or --resume DIR" in capsys.readouterr().err
     assert main(["tag", "train", "--resume", str(run), "--set", "model.hidden_size=8"]) == 2
-    assert "only accepts epochs=, threads=, max_nonfinite=" in capsys.readouterr().err
+    assert "only accepts train.epochs, train.threads, train.max_nonfinite" in capsys.readouterr().err
 
 
 def test_train_threads_option_sets_train_threads(tiny_corpus, tmp_path, capsys):
@@ -94,7 +115,7 @@ def test_a_tagger_run_folder_of_the_old_layout_still_evaluates_and_resumes(tmp_p
     assert main(["tag", "train", "--out", str(run), "--data", str(data), "--no-progress", "--threads", "1", *sets]) == 0
     cfg = TaggerConfig.load_run(run)
     (run / "config.toml").unlink()
-    (run / "config.json").write_text(json.dumps(dataclasses.asdict(cfg)))
+    (run / "config.json").write_text(json.dumps({k: v for s in dataclasses.asdict(cfg).values() for k, v in s.items()}))
     (run / "checkpoints" / "last.safetensors").rename(run / "checkpoint.safetensors")
     capsys.readouterr()
     assert main(["tag", "evaluate", str(run), "--split", "dev", "--json"]) == 0

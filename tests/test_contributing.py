@@ -41,8 +41,9 @@ assert model.output.scale.item() != 2.0  # s is learned
 # the same new layer in the translator: its name and its own keys, as in the LM's [model.output] table
 from tiedlm.translation import TransformerTranslator, TranslationConfig
 
-tcfg = TranslationConfig(d_model=16, ffn_size=32, heads=2, encoder_layers=1, decoder_layers=1).with_overrides(
-    ["model.output=scaled-tied", "model.output.scale=3.0"])
+small = {"d_model": 16, "ffn_size": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1}
+tcfg = TranslationConfig.from_dict({"model": small})
+tcfg = tcfg.with_overrides(["model.output=scaled-tied", "model.output.scale=3.0"])
 translator = TransformerTranslator(tcfg, 40, 40)
 assert type(translator.output).__name__ == "ScaledTiedOutput" and translator.output.scale.item() == 3.0
 states = translator(torch.randint(3, 40, (2, 5)), torch.randint(3, 40, (2, 4)))

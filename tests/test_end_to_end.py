@@ -18,6 +18,7 @@ from tiedlm.config import Config
 from tiedlm.errors import TiedlmError
 from tiedlm.run import load_run
 from tiedlm.train import Interrupted, Trainer, load_checkpoint
+from tiedlm.train.checkpoint import save_checkpoint
 from tiedlm.train.trainer import read_metrics
 
 from conftest import tiny_overrides
@@ -89,13 +90,41 @@ TRANSFORMER_TINY = {
 }
 
 
+def _as_written_before_the_one_schema(path) -> None:
+    """Rewrite a language model's ``last`` checkpoint as it was written before the one checkpoint schema: its own
+    names of the position (window, sums ce/tokens/aug/skipped/time, best_valid, elapsed), NT-ASGD's metadata at
+    the top, no optimiser groups with SGD."""
+    tensors, meta = load_checkpoint(path)
+    sums, sgd = meta["sums"], not any(k.startswith("opt.") for k in tensors)
+    old = {
+        "updates": meta["updates"],
+        "param_groups": None if sgd else meta["param_groups"],
+        "which": "last",
+        "epoch": meta["epoch"],
+        "window": meta["batch"],
+        "best_valid": math.inf if meta["best_score"] is None else meta["best_score"],
+        "best_epoch": meta["best_epoch"],
+        "elapsed": meta["seconds"],
+        "sums": {
+            "ce": sums["loss"],
+            "tokens": sums["count"],
+            "aug": sums["aug"],
+            "skipped": sums.get("skipped", 0),
+            "time": meta["epoch_seconds"],
+        },
+        **meta["task"],
+    }
+    save_checkpoint(path, tensors, old)
+
+
 @pytest.mark.parametrize(
-    "preset, extra",
-    [("ptb-small-real", {}), ("ptb-transformer-drill", TRANSFORMER_TINY)],
-    ids=["vd-lstm-sgd", "transformer-adam"],
+    "preset, extra, old",
+    [("ptb-small-real", {}, False), ("ptb-transformer-drill", TRANSFORMER_TINY, False), ("ptb-small-real", {}, True)],
+    ids=["vd-lstm-sgd", "transformer-adam", "vd-lstm-checkpoint-before-the-one-schema"],
 )
-def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path, preset, extra):
-    """The carried state (LSTM h/c or the Transformer's memory) and Adam's moments survive a resume."""
+def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path, preset, extra, old):
+    """The carried state (LSTM h/c or the Transformer's memory) and Adam's moments survive a resume; so does a
+    checkpoint written before the one checkpoint schema (every earlier run folder resumes)."""
     cfg = _cfg(tiny_corpus, preset, **{"train.epochs": "3", "model.dropout": "0.3", **extra})
     full = Trainer(cfg, tmp_path / "full", progress=False, log=lambda *a: None)
     full.setup(False)
@@ -107,7 +136,9 @@ def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path, pr
     with pytest.raises(Interrupted):
         part.fit(budget_windows=windows_per_epoch + 3)  # stops inside epoch 2
     _, meta = _weights(tmp_path / "part")
-    assert meta["epoch"] == 2 and meta["window"] == 3
+    assert meta["epoch"] == 2 and meta["batch"] == 3  # the one schema's position (Progress)
+    if old:
+        _as_written_before_the_one_schema(tmp_path / "part" / "checkpoints" / "last.safetensors")
     resumed = Trainer(cfg, tmp_path / "part", progress=False, log=lambda *a: None)
     resumed.setup(True)
     s_res = resumed.fit()

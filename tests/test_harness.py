@@ -44,9 +44,8 @@ class Case:
     module: object
     loss: str
 
-    def train(self, run: Path, resume: bool, **changes):
-        cfg = dataclasses.replace(self.cfg, **changes) if changes else self.cfg
-        return self.fit(cfg, run, resume)
+    def train(self, run: Path, resume: bool, *overrides: str):
+        return self.fit(self.cfg.with_overrides(list(overrides)), run, resume)
 
 
 def _lm(tmp_path) -> Case:
@@ -61,16 +60,18 @@ def _tagger(tmp_path) -> Case:
     from tiedlm.tagging import TaggerConfig
     from tiedlm.tagging import train as tagging
 
-    cfg = TaggerConfig(
-        data_dir=str(_treebank(tmp_path / "treebank")),
-        own_data=True,
-        min_count=1,
-        embedding_size=8,
-        hidden_size=8,
-        batch_size=8,
-        epochs=2,
-        threads=1,
-        device="cpu",
+    cfg = TaggerConfig.from_dict(
+        dict(
+            data_dir=str(_treebank(tmp_path / "treebank")),
+            own_data=True,
+            min_count=1,
+            embedding_size=8,
+            hidden_size=8,
+            batch_size=8,
+            epochs=2,
+            threads=1,
+            device="cpu",
+        )
     )
     return Case(cfg, lambda c, run, resume: tagging.train_tagger(c, run, resume, **QUIET), tagging, "tagging_loss")
 
@@ -79,24 +80,26 @@ def _translator(tmp_path) -> Case:
     from tiedlm.translation import TranslationConfig
     from tiedlm.translation import train as translation
 
-    cfg = TranslationConfig(
-        source_lang="xx",
-        target_lang="yy",
-        data_dir=str(write_tiny_parallel(tmp_path)),
-        vocab_size=40,
-        d_model=16,
-        ffn_size=32,
-        heads=2,
-        encoder_layers=1,
-        decoder_layers=1,
-        dropout=0.2,
-        epochs=2,
-        batch_tokens=256,
-        warmup_steps=5,
-        beam=1,
-        threads=1,
-        precision="fp32",
-        device="cpu",
+    cfg = TranslationConfig.from_dict(
+        dict(
+            source_lang="xx",
+            target_lang="yy",
+            data_dir=str(write_tiny_parallel(tmp_path)),
+            vocab_size=40,
+            d_model=16,
+            ffn_size=32,
+            heads=2,
+            encoder_layers=1,
+            decoder_layers=1,
+            dropout=0.2,
+            epochs=2,
+            batch_tokens=256,
+            warmup_steps=5,
+            beam=1,
+            threads=1,
+            precision="fp32",
+            device="cpu",
+        )
     )
     fit = lambda c, run, resume: translation.train_translator(c, run, resume, **QUIET)  # noqa: E731
     return Case(cfg, fit, translation, "translation_loss")
@@ -178,7 +181,7 @@ def test_checkpoints_of_the_tasks_own_loops_from_before_the_harness_resume(task,
     straight = case.train(tmp_path / "straight", False)
     # the state after epoch 1, as the old loop wrote it: train one epoch, then rewrite the metadata
     old_run = tmp_path / "old"
-    case.train(old_run, False, epochs=1)
+    case.train(old_run, False, "train.epochs=1")
     tensors, meta = load_checkpoint(old_run / "checkpoints" / "last.safetensors")
     p = Progress.from_meta(meta)
     assert meta["schema"] == "tiedlm.train.loop/1" and (p.epoch, p.batch, p.best_epoch) == (2, 0, 1)

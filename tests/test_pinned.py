@@ -45,15 +45,17 @@ def transformer_lm_steps(output: str, n: int = 4) -> list[float]:
 
 def translator_steps(output: str, n: int = 4) -> list[float]:
     """Label-smoothed losses of n Adam steps of a tiny translator on fixed random sentence pairs."""
-    cfg = TranslationConfig(
-        d_model=16,
-        ffn_size=32,
-        heads=2,
-        encoder_layers=2,
-        decoder_layers=2,
-        dropout=0.1,
-        output=translator_output(output, depth=2, dropout=0.3),
-    ).validate()
+    cfg = TranslationConfig.from_dict(
+        dict(
+            d_model=16,
+            ffn_size=32,
+            heads=2,
+            encoder_layers=2,
+            decoder_layers=2,
+            dropout=0.1,
+            output=translator_output(output, depth=2, dropout=0.3),
+        )
+    )
     torch.manual_seed(7)
     model = TransformerTranslator(cfg, 20, 20).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -77,10 +79,10 @@ def translator_steps(output: str, n: int = 4) -> list[float]:
 
 def tagger_steps(density: float, n: int = 4) -> list[float]:
     """Cross-entropies of n Adam steps of a tiny BiLSTM tagger (dense or frequency-sparse embeddings)."""
-    cfg = TaggerConfig(embedding_size=8, embedding_density=density, hidden_size=6, dropout=0.2, lr=1e-2).validate()
+    cfg = TaggerConfig.from_dict(dict(embedding_size=8, embedding_density=density, hidden_size=6, dropout=0.2, lr=1e-2))
     torch.manual_seed(5)
     model = BiLSTMTagger(cfg, 40, 5).train()
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
     g = torch.Generator().manual_seed(13)
     losses = []
     for _ in range(n):

@@ -129,7 +129,7 @@ def test_committed_old_run_folders_load():
                 assert {k: loaded[section][k] for k in values} == values, (path, section)
             new = {(s, k) for s, vs in loaded.items() for k in vs} - {(s, k) for s, vs in raw.items() for k in vs}
             assert new <= ADDED_SINCE, (path, new)  # settings added since the run: their defaults
-            assert all(loaded[s][k] == getattr(kind(), k) for s, k in new)
+            assert all(loaded[s][k] == getattr(getattr(kind(), s), k) for s, k in new)
             continue
         cfg = Config.load(path)
         flat = raw["model"]

@@ -371,9 +371,9 @@ def test_dry_run_estimates_tagger_and_translator_runs_from_timed_batches(tmp_pat
 
     seen = []
     monkeypatch.setattr(rp.estimate, "_seconds_per_token", lambda step, batches, steps: seen.append(steps) or 1e-3)
-    cfg = TranslationConfig(
-        source_lang="xx", target_lang="yy", data_dir=str(write_tiny_parallel(tmp_path)), vocab_size=40, epochs=3
-    ).validate()
+    cfg = TranslationConfig.from_dict(
+        dict(source_lang="xx", target_lang="yy", data_dir=str(write_tiny_parallel(tmp_path)), vocab_size=40, epochs=3)
+    )
     pairs = [ln.split() for ln in (tmp_path / "para" / "train.yy").read_text().splitlines()]
     seconds = rp.estimate_task_seconds("translate", cfg, threads=1)
     tokens = sum(len(ids) + 1 for ids in _subword_ids(cfg, tmp_path))  # targets plus </s>
@@ -522,7 +522,7 @@ def test_budget_rows_train_in_fp32_on_any_machine_and_paper_rows_keep_auto():
             if spec.task == "tag":
                 assert not hasattr(cfg, "precision") and not hasattr(getattr(cfg, "train", None), "precision")
                 continue
-            precision = cfg.train.precision if spec.task == "lm" else cfg.precision
+            precision = cfg.train.precision
             assert precision == "fp32", (t.name, spec.name)
             assert "--set train.precision=fp32" in rp.rerun_command(spec, [])
         for spec in t.runs.get("paper", ()):

@@ -52,7 +52,7 @@ def _cfg(ewt, **kw):
         data_dir=str(ewt),
         lr=5e-3,
     )
-    return TaggerConfig(**(base | kw)).validate()
+    return TaggerConfig.from_dict(base | kw)
 
 
 @pytest.mark.slow
@@ -108,9 +108,9 @@ def test_tag_cli_train_evaluate_and_errors(ewt, tmp_path, capsys):
     assert main(["tag", "train", "--out", str(tmp_path / "x"), "--set", "colour=blue"]) == 2
     assert main(["tag", "evaluate", str(tmp_path / "nothing")]) == 2
     with pytest.raises(UsageError):
-        TaggerConfig(epochs=0).validate()
+        TaggerConfig.from_dict(dict(epochs=0))
     with pytest.raises(UsageError, match="device"):
-        TaggerConfig(device="gpu").validate()
+        TaggerConfig.from_dict(dict(device="gpu"))
     if not torch.cuda.is_available():  # train.device is honoured: a GPU asked for and not here is one line
         assert main(["tag", "train", "--out", str(tmp_path / "y"), "--set", "train.device=cuda"]) == 2
         assert "no CUDA GPU is visible" in capsys.readouterr().err

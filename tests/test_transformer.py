@@ -76,16 +76,18 @@ def test_attention_key_padding_mask_hides_padded_keys():
 
 
 def tiny_translator(output="tied", vocab=7, **kw) -> TransformerTranslator:
-    cfg = TranslationConfig(
-        d_model=16,
-        ffn_size=32,
-        heads=2,
-        encoder_layers=2,
-        decoder_layers=2,
-        dropout=0.0,
-        output=translator_output(output, dropout=0.0),
-        **kw,
-    ).validate()
+    cfg = TranslationConfig.from_dict(
+        dict(
+            d_model=16,
+            ffn_size=32,
+            heads=2,
+            encoder_layers=2,
+            decoder_layers=2,
+            dropout=0.0,
+            output=translator_output(output, dropout=0.0),
+            **kw,
+        )
+    )
     torch.manual_seed(3)
     model = TransformerTranslator(cfg, vocab, vocab).eval()
     with torch.no_grad():  # sharpen the random model so that search choices matter
@@ -164,14 +166,14 @@ def test_wide_beam_finds_the_exhaustive_optimum():
 
 def test_translation_config_errors():
     with pytest.raises(UsageError, match="share_embeddings"):
-        TranslationConfig(vocab="separate").validate()
+        TranslationConfig.from_dict(dict(vocab="separate"))
     with pytest.raises(UsageError, match="heads"):
-        TranslationConfig(d_model=10, heads=4).validate()
+        TranslationConfig.from_dict(dict(d_model=10, heads=4))
     with pytest.raises(UsageError, match="--set"):
         TranslationConfig().with_overrides(["no_such_key=1"])
     with pytest.raises(UsageError, match="device"):
-        TranslationConfig(device="gpu").validate()
-    assert TranslationConfig().with_overrides(["train.device=cpu"]).device == "cpu"
+        TranslationConfig.from_dict(dict(device="gpu"))
+    assert TranslationConfig().with_overrides(["train.device=cpu"]).train.device == "cpu"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without a GPU")
@@ -210,27 +212,29 @@ def test_train_save_load_translate_round_trip(tmp_path):
     from tiedlm.translation import evaluate_translator, load_translator, train_translator, translate_lines
 
     folder = write_tiny_parallel(tmp_path)
-    cfg = TranslationConfig(
-        source_lang="xx",
-        target_lang="yy",
-        data_dir=str(folder),
-        vocab_size=40,
-        d_model=32,
-        ffn_size=64,
-        heads=2,
-        encoder_layers=1,
-        decoder_layers=1,
-        dropout=0.0,
-        output=translator_output("drill", depth=1, dropout=0.0),
-        epochs=10,
-        batch_tokens=128,
-        lr=5e-3,
-        label_smoothing=0.0,
-        warmup_steps=20,
-        beam=3,
-        threads=1,
-        precision="fp32",
-    ).validate()
+    cfg = TranslationConfig.from_dict(
+        dict(
+            source_lang="xx",
+            target_lang="yy",
+            data_dir=str(folder),
+            vocab_size=40,
+            d_model=32,
+            ffn_size=64,
+            heads=2,
+            encoder_layers=1,
+            decoder_layers=1,
+            dropout=0.0,
+            output=translator_output("drill", depth=1, dropout=0.0),
+            epochs=10,
+            batch_tokens=128,
+            lr=5e-3,
+            label_smoothing=0.0,
+            warmup_steps=20,
+            beam=3,
+            threads=1,
+            precision="fp32",
+        )
+    )
     run = tmp_path / "run"
     m = train_translator(cfg, run, progress=False, log=lambda *a: None)
     assert m["test_bleu"] > 15  # learnt much of the word mapping (an untrained model scores ~0)
@@ -306,10 +310,10 @@ def test_the_translator_takes_any_key_of_its_output_layer_as_the_lm_does(tmp_pat
 
     from tiedlm.translation import TransformerTranslator
 
-    cfg = TranslationConfig(d_model=16, ffn_size=32, heads=2, encoder_layers=1, decoder_layers=1).with_overrides(
-        ["model.output=dual", "model.output.residual=true", "model.output.dropout=0.6"]
-    )
-    layer = cfg.output
+    cfg = TranslationConfig.from_dict(
+        dict(d_model=16, ffn_size=32, heads=2, encoder_layers=1, decoder_layers=1)
+    ).with_overrides(["model.output=dual", "model.output.residual=true", "model.output.dropout=0.6"])
+    layer = cfg.model.output
     assert layer.name == "dual" and layer.residual is True and layer.dropout == 0.6
     cfg.save(tmp_path)
     assert TranslationConfig.load_run(tmp_path) == cfg

@@ -160,9 +160,9 @@ def test_every_task_takes_the_non_finite_limit_as_a_setting():
     from tiedlm.translation import TranslationConfig
 
     for config in (TaggerConfig, TranslationConfig):
-        assert config().with_overrides(["train.max_nonfinite=3"]).max_nonfinite == 3
+        assert config().with_overrides(["train.max_nonfinite=3"]).train.max_nonfinite == 3
         with pytest.raises(UsageError, match="max_nonfinite"):
-            config(max_nonfinite=0).validate()
+            config.from_dict({"train": {"max_nonfinite": 0}})
     assert SubspaceExperimentConfig().max_nonfinite == 10
 
 

@@ -80,9 +80,6 @@ def components(registry) -> list[str]:
 def page() -> str:
     sys.path.insert(0, str(ROOT / "src"))
     from tiedlm.config import Config
-    from tiedlm.models.encoders import ENCODERS
-    from tiedlm.models.outputs import OUTPUTS
-    from tiedlm.optimizers import OPTIMIZERS
     from tiedlm.tagging.config import TaggerConfig
     from tiedlm.translation.config import TranslationConfig
 
@@ -94,24 +91,20 @@ def page() -> str:
         "[configuration.md](configuration.md).",
         "",
     ]
-    cfg = Config()
-    for section in dataclasses.fields(cfg):
-        out += [
-            f"## Language models: `[{section.name}]`",
-            "",
-            f"`tiedlm train PRESET --set {section.name}.KEY=VALUE`",
-            "",
-        ]
-        out += table(type(getattr(cfg, section.name)), f"{section.name}.") + [""]
-        if section.name == "model":
-            out += components(ENCODERS) + components(OUTPUTS)
-        if section.name == "train":
-            out += components(OPTIMIZERS)
     for title, cls, cmd in (
-        ("POS tagger", TaggerConfig, "tiedlm tag train --set KEY=VALUE"),
-        ("Translator", TranslationConfig, "tiedlm translate train --set KEY=VALUE"),
+        ("Language models", Config, "tiedlm train PRESET"),
+        ("POS tagger", TaggerConfig, "tiedlm tag train"),
+        ("Translator", TranslationConfig, "tiedlm translate train"),
     ):
-        out += [f"## {title}", "", f"`{cmd}`", ""] + table(cls, "") + [""]
+        cfg = cls()
+        for section in dataclasses.fields(cfg):
+            out += [f"## {title}: `[{section.name}]`", "", f"`{cmd} --set {section.name}.KEY=VALUE`", ""]
+            out += table(type(getattr(cfg, section.name)), f"{section.name}.") + [""]
+            for name, registry in cls.COMPONENTS.get(section.name, {}).items():
+                if cls is Config:  # each registered component's keys, once
+                    out += components(registry)
+                else:
+                    out += [f"`[{section.name}.{name}]`: any {registry.kind} and its keys, as listed above.", ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -9,7 +9,6 @@ saved as ``config.toml`` in the run directory. ``[model]`` is the model's own co
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from dataclasses import dataclass, field, fields
@@ -27,6 +26,240 @@ from .run_dir import RunDir
 
 SECTION_COMPONENTS = {"model": COMPONENTS, "train": {"optimizer": OPTIMIZERS}}  # the component tables of a config
 PRESET_DIR = Path(__file__).parent / "presets"
+
+
+class SectionedConfig:
+    """The settings of a run of any task, in sections (``[data]``, ``[model]``, ``[train]``, ...): a dataclass of
+    section dataclasses, a registered component (output layer, encoder, optimiser) a table inside its section.
+    One loader for every task: :meth:`from_dict` (TOML as read, older layouts converted by :meth:`convert`),
+    :meth:`with_overrides` (``--set section.key=value``, a component switched with ``section.component=NAME``),
+    :meth:`to_toml`, :meth:`resumable_keys` (the fields marked ``resumable``), :meth:`for_run` (a new run or the
+    saved settings of the one being resumed). The language model's :class:`Config`, the tagger's and the
+    translator's settings are its subclasses; each adds ``validate()``."""
+
+    label: ClassVar[str] = "config"  # for messages
+    command: ClassVar[str] = "train"  # the CLI command that trains it (`tiedlm train`, `tiedlm tag train`)
+    # section -> {field: registry}: the fields that hold a registered component's table ([model.output])
+    COMPONENTS: ClassVar[dict[str, dict[str, Any]]] = {}
+    # a bare --set KEY=VALUE names the one section that has KEY (the tagger's and translator's older grammar)
+    BARE_KEYS: ClassVar[bool] = False
+
+    def validate(self) -> None:
+        """Raise a one-line UsageError for the first setting that is not allowed."""
+
+    # ----- hooks ----------------------------------------------------------------------------
+    @classmethod
+    def convert(cls, raw: dict[str, Any], origin: str) -> dict[str, Any]:
+        """Older layouts of saved settings as today's sections (the base: flat keys into their sections)."""
+        flat = {k: v for k, v in raw.items() if not isinstance(v, dict) or k not in cls.section_names()}
+        if not flat:
+            return raw
+        out = {k: dict(v) for k, v in raw.items() if k not in flat}
+        for key, value in flat.items():
+            out.setdefault(cls.home_of(key, origin), {})[key] = value
+        return out
+
+    @classmethod
+    def rewrite_override(cls, section: str, key: str) -> tuple[str, str]:
+        """An older ``--set`` name as today's (section, key); the base: unchanged."""
+        return section, key
+
+    def component_defaults(self, section: str, field: str, name: str) -> dict[str, Any]:
+        """The table a switch to component ``name`` starts from (the base: the component's own defaults)."""
+        return {"name": name}
+
+    def override_legacy(self, raw: dict, section: str, key: str, text: str, dotted: str) -> bool:
+        """Apply an older flat key of ``--set`` to ``raw``; True where ``key`` was one (the base has none)."""
+        return False
+
+    # ----- sections ---------------------------------------------------------------------------
+    @classmethod
+    def section_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def home_of(cls, key: str, origin: str) -> str:
+        """The section holding ``key`` (a one-line error where none does)."""
+        defaults = cls()
+        homes = [s for s in cls.section_names() if key in field_names(getattr(defaults, s))]
+        if not homes:
+            raise UsageError(f"{origin}: {cls.label} has no key {key!r}; {cls.sections_hint()}")
+        return homes[0]
+
+    @classmethod
+    def sections_hint(cls) -> str:
+        defaults = cls()
+        return "; ".join(f"[{s}] {', '.join(field_names(getattr(defaults, s)))}" for s in cls.section_names())
+
+    def section(self, name: str, origin: str) -> Any:
+        if name not in self.section_names():
+            raise UsageError(
+                f"{origin}: unknown section [{name}]; {self.label} sections are {', '.join(self.section_names())}"
+            )
+        return getattr(self, name)
+
+    # ----- construction -------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], origin: str = "config"):
+        """Settings from their tables (as TOML reads them), validated."""
+        raw = cls.convert(dict(raw), origin)
+        cfg = cls()
+        for name, values in raw.items():
+            sub = cfg.section(name, origin)
+            if not isinstance(values, dict):
+                raise UsageError(f"{origin}: [{name}] must be a table of keys, got {values!r}")
+            if hasattr(type(sub), "from_dict"):  # a section with its own loader (the language model's [model])
+                setattr(cfg, name, type(sub).from_dict(values, origin))
+                continue
+            components = cls.COMPONENTS.get(name, {})
+            for key, value in values.items():
+                if key in components and isinstance(value, ComponentConfig):  # a built config (the Python API)
+                    value.validate(f"{name}.{key}")
+                    setattr(sub, key, value)
+                elif key in components:
+                    setattr(sub, key, components[key].config(value, origin))
+                else:
+                    assign_typed(sub, name, key, value, origin)
+        cfg.validate()
+        return cfg
+
+    @classmethod
+    def load(cls, source: str | Path):
+        """Load a preset name or a TOML file path."""
+        path = resolve_preset(source)
+        try:
+            raw = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"{path}: not valid TOML ({exc}); fix the file") from None
+        return cls.from_dict(raw, origin=str(path))
+
+    def _dotted(self, item: str) -> tuple[str, str, str]:
+        """``--set`` item as (section, key, text): checks its form, resolves a bare key and older names."""
+        dotted, sep, text = item.partition("=")
+        if not sep or (not self.BARE_KEYS and "." not in dotted):
+            raise UsageError(f"--set {item!r}: expected section.key=value, e.g. --set train.epochs=3")
+        section, _, key = dotted.rpartition(".") if "." not in dotted else dotted.partition(".")
+        section, key = self.rewrite_override(section, key)
+        return section or self.home_of(key, f"--set {item!r}"), key, text
+
+    def with_overrides(self, overrides: list[str]):
+        """These settings with ``--set section.key=value`` items applied (typed by the field), validated."""
+        raw = self.to_dict()
+        items = [self._dotted(item) for item in overrides]
+        # a switch of component (encoder, output layer, optimiser) first, so its keys may come in any order
+        items.sort(key=lambda it: it[1].removesuffix(".name") not in self.COMPONENTS.get(it[0], {}))
+        for section, key, text in items:
+            dotted = f"{section}.{key}"
+            sub = self.section(section, "--set")
+            component, _, field = key.partition(".")
+            if component in self.COMPONENTS.get(section, {}):
+                registry = self.COMPONENTS[section][component]
+                raw[section][component] = self._set_component(
+                    raw[section][component], section, component, registry, field or "name", text, dotted
+                )
+                continue
+            if self.override_legacy(raw, section, key, text, dotted):
+                continue
+            ftypes = {k: v for k, v in get_type_hints(type(sub)).items() if k in field_names(sub)}
+            if key not in ftypes:
+                homes = [s for s in self.section_names() if key in field_names(getattr(self, s))]
+                if homes:
+                    raise UsageError(
+                        f"--set {dotted}: {self.label} key {key!r} is not in [{section}]; it is in [{homes[0]}]"
+                    )
+                raise UsageError(f"--set {dotted}: unknown key {key!r}; [{section}] has {', '.join(ftypes)}")
+            raw[section][key] = parse_text(text, ftypes[key], dotted)
+        return type(self).from_dict(raw, origin="--set")
+
+    def _set_component(self, table: dict, section: str, component: str, registry, field: str, text: str, dotted: str):
+        """``--set section.component=NAME`` (switch to another one, keeping the keys it shares with the old one,
+        the others at :meth:`component_defaults`) or ``section.component.KEY=VALUE``: the new table."""
+        if field == "name":
+            if text == table["name"]:
+                return table
+            own = field_names(registry[text].config)
+            kept = {k: v for k, v in table.items() if k in own and k != "name"}
+            return {**self.component_defaults(section, component, text), **kept, "name": text}
+        config = registry[table["name"]].config
+        ftypes = {k: v for k, v in get_type_hints(config).items() if k in field_names(config)}
+        if field not in ftypes:
+            raise UsageError(
+                f"--set {dotted}: {registry.kind} {table['name']!r} has no key {field!r}; its keys: "
+                f"{', '.join(ftypes) or 'none'} (`tiedlm list` shows every {registry.kind}'s)"
+            )
+        return {**table, field: parse_text(text, ftypes[field], dotted)}
+
+    # ----- output -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for name in self.section_names():
+            sub = getattr(self, name)
+            if hasattr(sub, "to_dict"):
+                out[name] = sub.to_dict()
+                continue
+            out[name] = {
+                f.name: (v.to_dict() if isinstance(v := getattr(sub, f.name), ComponentConfig) else v)
+                for f in fields(sub)
+            }
+        return out
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(self.to_dict())
+
+    # ----- a run's settings ---------------------------------------------------------------------
+    @classmethod
+    def resumable_keys(cls) -> tuple[str, ...]:
+        """The settings a resumed run may change, as ``--set`` names them: the fields marked ``resumable`` (the
+        others would make it another run), with the resumable keys of the section's components."""
+        defaults, keys = cls(), []
+        for name in cls.section_names():
+            keys += [f"{name}.{k}" for k in resumable_fields(type(getattr(defaults, name)))]
+            for component, registry in cls.COMPONENTS.get(name, {}).items():
+                own = {k: None for e in registry for k in resumable_fields(e.config)}
+                keys += [f"{name}.{component}.{k}" for k in own]
+        return tuple(keys)
+
+    @classmethod
+    def for_run(cls, run_dir: Path, resume: bool, overrides: list[str]):
+        """The settings of a new run (defaults + ``overrides``) or of the run being resumed in ``run_dir`` (its
+        saved config, where only the :meth:`resumable_keys` may change; saved back)."""
+        if not resume:
+            return cls().with_overrides(overrides)
+        files = RunDir(run_dir)
+        if not files.training_state().is_file() or not cls.saved(run_dir):
+            raise UsageError(
+                f"{run_dir} has no {cls.label} run to resume (no checkpoints/last.safetensors and "
+                f"config.toml); give the folder of a stopped `tiedlm {cls.command}`"
+            )
+        cfg = cls.load_run(run_dir)
+        allowed = cls.resumable_keys()
+        for item in overrides:
+            section, key, _ = cfg._dotted(item)
+            if f"{section}.{key}" not in allowed:
+                raise UsageError(f"--set {item}: a resumed {cls.label} run only accepts {', '.join(allowed)}")
+        cfg = cfg.with_overrides(overrides)
+        cfg.save(run_dir)
+        return cfg
+
+    @classmethod
+    def saved(cls, run_dir: Path) -> bool:
+        return RunDir(run_dir).config.is_file() or (Path(run_dir) / "config.json").is_file()
+
+    @classmethod
+    def load_run(cls, run_dir: Path):
+        """The settings saved in a run folder: ``config.toml``, or an older run's ``config.json`` (flat keys)."""
+        files = RunDir(run_dir)
+        if files.config.is_file():
+            return cls.load(files.config)
+        legacy = Path(run_dir) / "config.json"
+        if not legacy.is_file():
+            raise UsageError(
+                f"{run_dir} is not a {cls.label} run directory (no config.toml); train one with `tiedlm {cls.command}`"
+            )
+        return cls.from_dict(json.loads(legacy.read_text()), origin=str(legacy))
+
+    def save(self, run_dir: Path) -> None:
+        RunDir(run_dir).write_text(RunDir(run_dir).config, self.to_toml())
 
 
 @dataclass
@@ -105,8 +338,8 @@ class TrainConfig:
 
 def resumable_keys() -> tuple[str, ...]:
     """The settings ``tiedlm train --resume RUN --set ...`` may change (the fields marked ``resumable``; the
-    others would make it another run), as ``--set`` names them; `tag train` and `translate train` have theirs
-    (``KeyValueConfig.resumable_keys``)."""
+    others would make it another run), as ``--set`` names them, with the old flat names of the optimiser's keys
+    (``Config.resumable_keys``)."""
     optimizer = {k: None for e in OPTIMIZERS for k in resumable_fields(e.config)}
     legacy = [f"train.{old}" for old, (_, new) in LEGACY_TRAIN_KEYS.items() if new in optimizer]
     train = [f"train.{k}" for k in resumable_fields(TrainConfig)]
@@ -114,87 +347,42 @@ def resumable_keys() -> tuple[str, ...]:
 
 
 @dataclass
-class Config:
+class Config(SectionedConfig):
+    """A language model's run: ``[data]``, ``[model]`` (:class:`ModelConfig`, its encoder and output layer
+    registered components), ``[loss]`` and ``[train]`` (its optimiser a component)."""
+
+    label, command = "language-model", "train"
+    COMPONENTS = SECTION_COMPONENTS
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     loss: LossConfig = field(default_factory=LossConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
-    # ----- construction -------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], origin: str = "config") -> "Config":
-        cfg = cls()
-        for section, values in raw.items():
-            sub = _section(cfg, section, origin)
-            if not isinstance(values, dict):
-                raise UsageError(f"{origin}: [{section}] must be a table of keys, got {values!r}")
-            if section == "model":
-                cfg.model = ModelConfig.from_dict(values, origin)
-                continue
-            if section == "train":
-                values = convert_legacy_train(values, strict=origin == "--set", origin=origin)
-            for key, value in values.items():
-                if section == "train" and key == "optimizer":
-                    cfg.train.optimizer = OPTIMIZERS.config(value, origin)
-                    continue
-                assign_typed(sub, section, key, value, origin)
-        cfg.validate()
-        return cfg
+    def convert(cls, raw: dict[str, Any], origin: str) -> dict[str, Any]:
+        """The optimiser's keys of runs from before ``[train.optimizer]`` (flat ``[train]`` keys) moved into it."""
+        if isinstance(raw.get("train"), dict):
+            raw["train"] = convert_legacy_train(raw["train"], strict=origin == "--set", origin=origin)
+        return raw
+
+    def override_legacy(self, raw: dict, section: str, key: str, text: str, dotted: str) -> bool:
+        """``--set train.nonmono=5`` / ``model.drill_depth=4``: an old flat key, typed by the component that has
+        it now (``from_dict`` moves it there)."""
+        if section == "train" and key in LEGACY_TRAIN_KEYS:
+            name, new_key = LEGACY_TRAIN_KEYS[key]
+            raw["train"][key] = parse_text(text, get_type_hints(OPTIMIZERS[name].config)[new_key], dotted)
+            return True
+        if section == "model" and key in LEGACY_KEYS:
+            table, layer, new_key = LEGACY_KEYS[key]
+            registry = COMPONENTS[table]
+            owner = registry[layer] if layer else next(e for e in registry if new_key in field_names(e.config))
+            raw["model"][key] = parse_text(text, get_type_hints(owner.config)[new_key], dotted)
+            return True
+        return False
 
     @classmethod
-    def load(cls, source: str | Path) -> "Config":
-        """Load a preset name or a TOML file path."""
-        path = resolve_preset(source)
-        try:
-            raw = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"{path}: not valid TOML ({exc}); fix the file") from None
-        return cls.from_dict(raw, origin=str(path))
-
-    def with_overrides(self, overrides: list[str]) -> "Config":
-        raw = self.to_dict()
-        for item in overrides:
-            if "=" not in item or "." not in item.split("=", 1)[0]:
-                raise UsageError(f"--set {item!r}: expected section.key=value, e.g. --set train.epochs=3")
-        # a switch of component (encoder, output layer, optimiser) first, so its keys may come in any order
-        switches = tuple(
-            f"{sec}.{c}{s}=" for sec, comps in SECTION_COMPONENTS.items() for c in comps for s in ("", ".name")
-        )
-        for item in sorted(overrides, key=lambda item: not item.startswith(switches)):
-            dotted, text = item.split("=", 1)
-            section, key = dotted.split(".", 1)
-            sub = _section(self, section, "--set")
-            component = key.partition(".")[0]
-            if component in SECTION_COMPONENTS.get(section, {}):
-                registry = SECTION_COMPONENTS[section][component]
-                _set_component(raw[section], registry, component, key.partition(".")[2] or "name", text, dotted)
-                continue
-            if section == "train" and key in LEGACY_TRAIN_KEYS:  # an old flat key; from_dict moves it
-                name, new_key = LEGACY_TRAIN_KEYS[key]
-                raw["train"][key] = parse_text(text, get_type_hints(OPTIMIZERS[name].config)[new_key], dotted)
-                continue
-            if section == "model" and key in LEGACY_KEYS:  # an old flat key; ModelConfig.from_dict moves it
-                table, layer, new_key = LEGACY_KEYS[key]
-                registry = COMPONENTS[table]
-                owner = registry[layer] if layer else next(e for e in registry if new_key in field_names(e.config))
-                raw["model"][key] = parse_text(text, get_type_hints(owner.config)[new_key], dotted)
-                continue
-            ftypes = get_type_hints(type(sub))
-            if key not in ftypes:
-                raise UsageError(f"--set {dotted}: unknown key; [{section}] has {', '.join(ftypes)}")
-            raw[section][key] = parse_text(text, ftypes[key], dotted)
-        return Config.from_dict(raw, origin="--set")
-
-    def to_dict(self) -> dict[str, dict[str, Any]]:
-        out = {
-            f.name: (self.model.to_dict() if f.name == "model" else dataclasses.asdict(getattr(self, f.name)))
-            for f in fields(self)
-        }
-        out["train"]["optimizer"] = self.train.optimizer.to_dict()
-        return out
-
-    def to_toml(self) -> str:
-        return tomli_w.dumps(self.to_dict())
+    def resumable_keys(cls) -> tuple[str, ...]:
+        return resumable_keys()
 
     # ----- validation ---------------------------------------------------------------------
     def validate(self) -> None:
@@ -259,166 +447,6 @@ def device_is_valid(name: str) -> bool:
 def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
     if not ok:
         raise UsageError(f"{key} = {value!r} is not allowed; expected {allowed}")
-
-
-def _set_component(section: dict[str, Any], registry, component: str, field: str, text: str, dotted: str) -> None:
-    """``--set model.output=NAME`` / ``model.output.name=NAME`` (switch to another layer, keeping the keys it
-    shares with the old one, the others at its defaults) or ``model.output.KEY=VALUE``; the same for the encoder
-    and ``train.optimizer``."""
-    table = section[component]
-    if field == "name":
-        if text != table["name"]:
-            own = field_names(registry[text].config)
-            section[component] = {"name": text, **{k: v for k, v in table.items() if k in own}}
-        return
-    config = registry[table["name"]].config
-    ftypes = {k: v for k, v in get_type_hints(config).items() if k in field_names(config)}
-    if field not in ftypes:
-        raise UsageError(
-            f"--set {dotted}: {registry.kind} {table['name']!r} has no key {field!r}; its keys: "
-            f"{', '.join(ftypes) or 'none'} (`tiedlm list` shows every {registry.kind}'s)"
-        )
-    table[field] = parse_text(text, ftypes[field], dotted)
-
-
-def _section(cfg: Config, section: str, origin: str) -> Any:
-    names = [f.name for f in fields(cfg)]
-    if section not in names:
-        raise UsageError(f"{origin}: unknown section [{section}]; sections are {', '.join(names)}")
-    return getattr(cfg, section)
-
-
-class KeyValueConfig:
-    """The settings of a tagger or translator run: one dataclass, its keys grouped in ``SECTIONS`` for
-    ``config.toml`` and ``--set section.key=value`` (the bare ``key=value`` too).
-
-    Subclasses define ``label`` (for messages) and ``validate()`` (returns self or raises UsageError).
-    """
-
-    label = "config"
-
-    def validate(self):
-        return self
-
-    def require(self, checks: list[tuple[bool, str, str]]) -> None:
-        """Raise a one-line UsageError for the first (ok, key, allowed) check that fails."""
-        for ok, key, allowed in checks:
-            if not ok:
-                raise UsageError(f"{self.label} {key} = {getattr(self, key)!r} is not allowed; expected {allowed}")
-
-    @classmethod
-    def resumable_keys(cls) -> tuple[str, ...]:
-        """The settings a resumed run may change: the fields marked ``resumable`` (the others would make it
-        another run)."""
-        return tuple(resumable_fields(cls))
-
-    # section -> its keys, so that ``--set section.key=value`` works as for language models (``--set
-    # train.epochs=3``); the bare ``key=value`` is accepted too
-    SECTIONS: ClassVar[dict[str, tuple[str, ...]]] = {}
-
-    @classmethod
-    def normalize(cls, items: list[str]) -> list[str]:
-        """``section.key=value`` as the flat ``key=value``; one-line error for a wrong section."""
-        out = []
-        for item in items:
-            key, sep, text = item.partition("=")
-            if sep and "." in key:
-                section, _, name = key.partition(".")
-                if section not in cls.SECTIONS:
-                    raise UsageError(
-                        f"--set {item!r}: unknown section [{section}]; {cls.label} sections are "
-                        f"{', '.join(cls.SECTIONS)} (or give the bare key=value)"
-                    )
-                if name not in cls.SECTIONS[section]:
-                    home = next((s for s, keys in cls.SECTIONS.items() if name in keys), None)
-                    where = f"it is in [{home}]" if home else f"[{section}] has {', '.join(cls.SECTIONS[section])}"
-                    raise UsageError(f"--set {item!r}: {cls.label} key {name!r} is not in [{section}]; {where}")
-                key = name
-            out.append(f"{key}{sep}{text}")
-        return out
-
-    def with_overrides(self, items: list[str]):
-        """Apply ``key=value`` / ``section.key=value`` strings (typed by the field), then validate."""
-        hints = get_type_hints(type(self))
-        values: dict[str, Any] = {}
-        for item in self.normalize(items):
-            key, sep, text = item.partition("=")
-            if not sep or key not in hints or key in ("label", "SECTIONS"):
-                names = ", ".join(f.name for f in fields(self))
-                raise UsageError(f"--set {item!r}: expected key=value with key one of {names}")
-            values[key] = parse_text(text, hints[key], key)
-        return dataclasses.replace(self, **values).validate()
-
-    @classmethod
-    def for_run(cls, run_dir: Path, resume: bool, overrides: list[str]):
-        """The settings of a new run (defaults + ``overrides``) or of the run being resumed in ``run_dir``
-        (its saved config, where only the :meth:`resumable_keys` may change; saved back)."""
-        if not resume:
-            return cls().with_overrides(overrides)
-        files = RunDir(run_dir)
-        if not files.training_state().is_file() or not cls.saved(run_dir):
-            raise UsageError(
-                f"{run_dir} has no {cls.label} run to resume (no checkpoints/last.safetensors and "
-                f"config.toml); give the folder of a stopped `tiedlm {cls.command} train`"
-            )
-        overrides = cls.normalize(overrides)
-        extra = [s for s in overrides if s.partition("=")[0] not in cls.resumable_keys()]
-        if extra:
-            allowed = ", ".join(f"{k}=" for k in cls.resumable_keys())
-            raise UsageError(f"--set {extra[0]}: a resumed {cls.label} run only accepts {allowed}")
-        cfg = cls.load_run(run_dir).with_overrides(overrides)
-        cfg.save(run_dir)
-        return cfg
-
-    command: ClassVar[str] = ""  # the CLI group that trains it (tag, translate)
-
-    @classmethod
-    def saved(cls, run_dir: Path) -> bool:
-        return RunDir(run_dir).config.is_file() or (Path(run_dir) / "config.json").is_file()
-
-    @classmethod
-    def load_run(cls, run_dir: Path):
-        """The settings saved in a run folder: ``config.toml`` in sections, or an older run's ``config.json``."""
-        files = RunDir(run_dir)
-        if files.config.is_file():
-            try:
-                raw = tomllib.loads(files.config.read_text())
-            except tomllib.TOMLDecodeError as exc:
-                raise UsageError(f"{files.config}: not valid TOML ({exc}); fix the file") from None
-            flat: dict[str, Any] = {}
-            for section, values in raw.items():
-                if section not in cls.SECTIONS or not isinstance(values, dict):
-                    raise UsageError(
-                        f"{files.config}: unknown section [{section}]; {cls.label} sections are "
-                        f"{', '.join(cls.SECTIONS)}"
-                    )
-                flat.update(values)
-            return cls.from_dict(flat)
-        legacy = Path(run_dir) / "config.json"
-        if not legacy.is_file():
-            raise UsageError(
-                f"{run_dir} is not a {cls.label} run directory (no config.toml); train one with "
-                f"`tiedlm {cls.command} train`"
-            )
-        return cls.from_dict(json.loads(legacy.read_text()))
-
-    def to_toml(self) -> str:
-        """The settings in their sections, as ``config.toml`` holds them (a component's config as its table)."""
-        values = {
-            f.name: (v.to_dict() if isinstance(v := getattr(self, f.name), ComponentConfig) else v)
-            for f in fields(self)
-        }
-        return tomli_w.dumps({section: {k: values[k] for k in keys} for section, keys in self.SECTIONS.items()})
-
-    def save(self, run_dir: Path) -> None:
-        RunDir(run_dir).write_text(RunDir(run_dir).config, self.to_toml())
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]):
-        unknown = set(raw) - {f.name for f in fields(cls)}
-        if unknown:
-            raise UsageError(f"{cls.label} config: unknown keys {', '.join(sorted(unknown))}")
-        return cls(**raw).validate()
 
 
 def list_presets() -> list[str]:

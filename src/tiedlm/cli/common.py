@@ -36,7 +36,7 @@ def train_task(args, config_class, train_fn) -> tuple[Path, dict]:
     if not folder:
         raise UsageError("give --out DIR for a new run, or --resume DIR to continue a stopped one")
     run_dir = Path(folder)
-    threads = [f"threads={args.threads}"] if args.threads is not None else []
+    threads = [f"train.threads={args.threads}"] if args.threads is not None else []
     cfg = config_class.for_run(run_dir, resume, args.set + data_settings(args) + threads)
     return run_dir, train_fn(cfg, run_dir, resume=resume, progress=not args.no_progress, log=progress_log(args))
 
@@ -93,5 +93,5 @@ def data_settings(args) -> list[str]:
     if args.resume is not None and (args.data or args.data_dir):
         raise UsageError("a resumed run reads the data it was trained on; drop --data/--data-dir")
     if args.data:
-        return [f"data_dir={Path(args.data).expanduser().resolve()}", "own_data=true"]
-    return [f"data_dir={Path(args.data_dir).expanduser().resolve()}"] if args.data_dir else []
+        return [f"data.data_dir={Path(args.data).expanduser().resolve()}", "data.own_data=true"]
+    return [f"data.data_dir={Path(args.data_dir).expanduser().resolve()}"] if args.data_dir else []

@@ -97,9 +97,9 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
         from ..tagging.model import BiLSTMTagger
         from ..tagging.train import tagging_loss
 
-        corpus = load_tagging_corpus(cfg.data_dir, cfg.min_count, own_data=cfg.own_data)
+        corpus = load_tagging_corpus(cfg.data.data_dir, cfg.data.min_count, own_data=cfg.data.own_data)
         model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags)).train()
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
 
         def step(batch):
             ids, tags, lengths = batch
@@ -109,8 +109,8 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
             opt.step()
             return int(lengths.sum())
 
-        per_token = _seconds_per_token(step, corpus.batches("train", cfg.batch_size, shuffle_seed=0), steps)
-        return 1.1 * per_token * corpus.tokens("train") * cfg.epochs
+        per_token = _seconds_per_token(step, corpus.batches("train", cfg.train.batch_size, shuffle_seed=0), steps)
+        return 1.1 * per_token * corpus.tokens("train") * cfg.train.epochs
     from ..runtime import resolve_precision
     from ..translation.data import load_parallel_corpus
     from ..translation.model import TransformerTranslator
@@ -120,7 +120,7 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
         corpus = load_parallel_corpus(cfg, Path(folder), train_vocab=True)
     model = TransformerTranslator(cfg, len(corpus.source_vocab), len(corpus.target_vocab)).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    device, precision = torch.device("cpu"), resolve_precision(cfg.precision, torch.device("cpu"))
+    device, precision = torch.device("cpu"), resolve_precision(cfg.train.precision, torch.device("cpu"))
 
     def step(index):
         with autocast(device, precision):
@@ -130,9 +130,9 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
         opt.step()
         return n
 
-    batches = corpus.batches("train", cfg.batch_tokens, shuffle_seed=0, max_length=cfg.max_length)
+    batches = corpus.batches("train", cfg.train.batch_tokens, shuffle_seed=0, max_length=cfg.data.max_length)
     tokens = sum(len(t) + 1 for _, t in corpus.ids["train"])
-    return 1.1 * _seconds_per_token(step, batches, steps) * tokens * cfg.epochs
+    return 1.1 * _seconds_per_token(step, batches, steps) * tokens * cfg.train.epochs
 
 
 @functools.cache

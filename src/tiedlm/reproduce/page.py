@@ -10,7 +10,7 @@ from ..run_dir import RunDir
 from .notes import batch1_test_ppl, render_notes
 from .plan import plan, rerun_command
 from .publish import BANDS
-from .tables import METRICS, RunSpec, Table
+from .tables import METRICS, SEEDED, RunSpec, Table
 
 
 def _test_ppl(files: RunDir, summary: dict) -> str:
@@ -21,9 +21,6 @@ def _test_ppl(files: RunDir, summary: dict) -> str:
         return f"{batch1:.2f}"
     streams = f"{summary['test_ppl']:.2f} ({summary.get('eval_batch_size', 10)} streams)"
     return f"{batch1:.2f}; {streams}" if batch1 is not None else streams
-
-
-SEEDED = re.compile(r"^(?P<row>.+)-seed(?P<seed>\d+)$")
 
 
 SEED_COLUMNS = {
@@ -232,7 +229,7 @@ def _table_row(r: dict, task: str, how, links_from: Path) -> tuple[str, str, dic
         ours = f"{best:.2f} / –" if best is not None else "–"
         params = wall = device = tps = "–"
         command_line = f"- {spec.name} ({status}): {how(spec)}"
-    total = r["config"].train.total_epochs if task == "lm" else r["config"].epochs
+    total = r["config"].train.total_epochs if task == "lm" else r["config"].train.epochs
     note = f" ({spec.note})" if spec.note else ""
     line = (
         f"| {spec.name}{note} | {paper} | {ours} | {params} | {len(metrics)}/{total} | {wall} | {device} | {tps} | "

@@ -117,5 +117,5 @@ def fraction_left(row: dict) -> float:
     if row["status"] not in RESUMED:
         return float(row["status"] == "missing")
     cfg = row["config"]
-    total = cfg.train.total_epochs if row["spec"].task == "lm" else cfg.epochs
+    total = cfg.train.total_epochs if row["spec"].task == "lm" else cfg.train.epochs
     return max(total - len(RunDir(row["dir"]).read_metrics()), 1) / total

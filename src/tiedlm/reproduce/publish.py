@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..run_dir import RunDir, write_json_atomic
-from .tables import Table
+from .tables import SEEDED, Table
 
 PUBLISHED = ("config.toml", "metrics.jsonl", "summary.json", "test_batch1.json")
 
@@ -49,7 +49,7 @@ def band_analysis(
     tab: Table, rows: list[dict], runs_dir: Path, threads: int, log=print, earlier: Path | None = None
 ) -> Path | None:
     """Figure 3 of Pappas & Henderson (2019) over a table's finished runs: cross-entropy per training-frequency
-    band of the test targets, each run's best checkpoint, against ``tab.bands_baseline``; written to
+    band of the test targets, each row's best checkpoint at its first seed, against ``tab.bands_baseline``; written to
     ``RUNS/TABLE/bands.json``. A run already in that file, or in ``earlier`` (the published analysis), keeps
     its figures there and is not analysed again, so a run whose checkpoints are gone (a published folder has
     none; a machine handed back bare has none) still counts, the baseline included; only the finished runs
@@ -61,7 +61,10 @@ def band_analysis(
     todo = [
         r
         for r in rows
-        if r["status"] == "finished" and r["spec"].name not in done and RunDir(r["dir"]).checkpoint("best").is_file()
+        if r["status"] == "finished"
+        and r["spec"].name not in done
+        and not SEEDED.match(r["spec"].name)  # Figure 3 compares the rows at their first seed
+        and RunDir(r["dir"]).checkpoint("best").is_file()
     ]
     todo.sort(key=lambda r: r["spec"].name != tab.bands_baseline)  # stable: the baseline first, then table order
     names = [r["spec"].name for r in todo]

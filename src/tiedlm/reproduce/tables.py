@@ -3,12 +3,14 @@ seed, with the paper's numbers for that row) per scale, and the notes its page p
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import UsageError
 
 SCALES = ("budget", "paper")
+SEEDED = re.compile(r"^(?P<row>.+)-seed(?P<seed>\d+)$")  # run ROW-seedN: row ROW at another seed
 
 
 @dataclass(frozen=True)

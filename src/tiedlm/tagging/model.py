@@ -15,17 +15,17 @@ class BiLSTMTagger(nn.Module):
 
     def __init__(self, cfg: TaggerConfig, vocab_size: int, num_tags: int):
         super().__init__()
-        self.embedding = make_embedding(vocab_size, cfg.embedding_size, cfg.embedding_density)
+        self.embedding = make_embedding(vocab_size, cfg.model.embedding_size, cfg.model.embedding_density)
         self.lstm = nn.LSTM(
-            cfg.embedding_size,
-            cfg.hidden_size,
-            num_layers=cfg.layers,
+            cfg.model.embedding_size,
+            cfg.model.hidden_size,
+            num_layers=cfg.model.layers,
             batch_first=True,
             bidirectional=True,
-            dropout=cfg.dropout if cfg.layers > 1 else 0.0,
+            dropout=cfg.model.dropout if cfg.model.layers > 1 else 0.0,
         )
-        self.dropout = nn.Dropout(cfg.dropout)
-        self.scores = nn.Linear(2 * cfg.hidden_size, num_tags)
+        self.dropout = nn.Dropout(cfg.model.dropout)
+        self.scores = nn.Linear(2 * cfg.model.hidden_size, num_tags)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """ids (B,T) padded, lengths (B,) -> tag logits (B,T,num_tags)."""

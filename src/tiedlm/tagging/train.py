@@ -1,8 +1,9 @@
 """Train and evaluate the POS tagger: Adam, best-dev model kept, a resumable checkpoint after every epoch.
 
 A run directory (:class:`tiedlm.run_dir.RunDir`, the layout of every task) holds ``config.toml``,
-``vocab.txt``, ``tags.txt``, ``checkpoints/last.safetensors`` (model, best model, optimizer and RNG state and
-the position in the epoch; written atomically, no pickle), ``metrics.jsonl`` (one line per epoch) and
+``vocab.txt``, ``tags.txt``, ``checkpoints/last.safetensors`` (model, optimizer and RNG state and the position in
+the epoch) and ``checkpoints/best.safetensors`` (the best dev epoch's weights), written atomically, no pickle,
+``metrics.jsonl`` (one line per epoch) and
 ``summary.json``. The run harness (:mod:`tiedlm.train.loop`) does the rest: SIGINT/SIGTERM stop between two
 batches with a checkpoint, ``--resume`` continues from the same batch, non-finite steps are skipped.
 """
@@ -17,7 +18,7 @@ import torch.nn.functional as F
 from ..data.vocab import Vocabulary
 from ..run_dir import RunDir, write_text_atomic
 from ..runtime import resolve_device, run_device, set_threads
-from ..train.checkpoint import load_checkpoint, model_state
+from ..train.checkpoint import best_weights
 from ..train.loop import Progress, Task, run
 from ..train.step import update
 from .config import TaggerConfig
@@ -54,39 +55,42 @@ class TaggerTask(Task):
     higher_is_better = True
 
     def __init__(self, cfg: TaggerConfig):
-        self.cfg = cfg.validate()
-        self.epochs, self.max_nonfinite = cfg.epochs, cfg.max_nonfinite
+        cfg.validate()
+        self.cfg = cfg
+        self.epochs, self.max_nonfinite = cfg.train.epochs, cfg.train.max_nonfinite
 
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg, files = self.cfg, RunDir(run_dir)
-        self.threads = set_threads(cfg.threads, log)
-        self.device = resolve_device(cfg.device)
+        self.threads = set_threads(cfg.train.threads, log)
+        self.device = resolve_device(cfg.train.device)
         if resume:
             self.corpus = load_tagging_corpus(
-                cfg.data_dir,
+                cfg.data.data_dir,
                 vocab=Vocabulary.load(files.vocab),
                 tags=files.tags.read_text().split(),
-                own_data=cfg.own_data,
+                own_data=cfg.data.own_data,
             )
         else:
-            self.corpus = load_tagging_corpus(cfg.data_dir, cfg.min_count, own_data=cfg.own_data)
+            self.corpus = load_tagging_corpus(cfg.data.data_dir, cfg.data.min_count, own_data=cfg.data.own_data)
             run_dir.mkdir(parents=True, exist_ok=True)
             self.corpus.vocab.save(files.vocab)
             write_text_atomic(files.tags, "\n".join(self.corpus.tags) + "\n")
             cfg.save(run_dir)
-        if cfg.max_sentences:
-            self.corpus.splits["train"] = self.corpus.splits["train"][: cfg.max_sentences]
-        torch.manual_seed(cfg.seed)
+        if cfg.data.max_sentences:
+            self.corpus.splits["train"] = self.corpus.splits["train"][: cfg.data.max_sentences]
+        torch.manual_seed(cfg.train.seed)
         self.model = BiLSTMTagger(cfg, len(self.corpus.vocab), len(self.corpus.tags)).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr)
 
     def batches(self, epoch: int):
-        return list(self.corpus.batches("train", self.cfg.batch_size, shuffle_seed=self.cfg.seed * 1000 + epoch))
+        return list(
+            self.corpus.batches("train", self.cfg.train.batch_size, shuffle_seed=self.cfg.train.seed * 1000 + epoch)
+        )
 
     def train_step(self, batch, progress: Progress) -> tuple[bool, dict]:
         ids, tags, lengths = batch
         loss = tagging_loss(self.model, ids.to(self.device), tags.to(self.device), lengths)
-        if not update(loss, self.model.parameters(), self.optimizer, self.cfg.clip):
+        if not update(loss, self.model.parameters(), self.optimizer, self.cfg.train.clip):
             return False, {}
         n = int(lengths.sum())
         return True, {"loss": loss.item() * n, "count": n}
@@ -111,14 +115,14 @@ class TaggerTask(Task):
             "dev_accuracy": accuracy(self.model, self.corpus, "dev"),
             "test_accuracy": accuracy(self.model, self.corpus, "test"),
             "best_epoch": progress.best_epoch,
-            "epochs": cfg.epochs,
+            "epochs": cfg.train.epochs,
             "parameters": self.model.parameter_counts(),
-            "embedding_size": cfg.embedding_size,
-            "embedding_density": cfg.embedding_density,
+            "embedding_size": cfg.model.embedding_size,
+            "embedding_density": cfg.model.embedding_density,
             "train_seconds": progress.seconds,
             "threads": self.threads,
             "device": str(self.device),
-            "seed": cfg.seed,
+            "seed": cfg.train.seed,
             "vocab_size": len(self.corpus.vocab),
             "history": history,
         }
@@ -139,17 +143,16 @@ def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, 
     cfg = TaggerConfig.load_run(run_dir)
     vocab = Vocabulary.load(RunDir(run_dir).vocab)
     tags = RunDir(run_dir).tags.read_text().split()
-    tensors, _ = load_checkpoint(RunDir(run_dir).training_state())
     model = BiLSTMTagger(cfg, len(vocab), len(tags))
-    model.load_state_dict(model_state(tensors, "best."))
+    model.load_state_dict(best_weights(RunDir(run_dir)))
     return model.eval(), cfg, vocab, tags
 
 
 def evaluate_tagger(run_dir: Path, splits=("dev", "test"), data_dir: str = "", own_data: bool = False) -> dict:
     """Accuracy of a run's best model on ``splits``."""
     model, cfg, vocab, tags = load_tagger(run_dir)
-    model.to(run_device(cfg.device))  # where it trained, or the CPU where that GPU is not here
+    model.to(run_device(cfg.train.device))  # where it trained, or the CPU where that GPU is not here
     corpus = load_tagging_corpus(
-        data_dir or cfg.data_dir, vocab=vocab, tags=tags, own_data=own_data if data_dir else cfg.own_data
+        data_dir or cfg.data.data_dir, vocab=vocab, tags=tags, own_data=own_data if data_dir else cfg.data.own_data
     )
     return {f"{s}_accuracy": accuracy(model, corpus, s) for s in splits} | {"parameters": model.parameter_counts()}

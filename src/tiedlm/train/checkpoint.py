@@ -38,31 +38,62 @@ def load_optimizer(
     opt.load_state_dict({"state": state, "param_groups": groups})
 
 
-def save_training_state(
-    path: Path, model: torch.nn.Module, best: dict[str, torch.Tensor], opt: torch.optim.Optimizer, progress: dict
+def save_train_state(
+    path: Path,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    progress: dict,
+    extra_tensors: dict[str, torch.Tensor] | None = None,
+    extra_meta: dict | None = None,
+    rank_rng: list[torch.Tensor] | None = None,
 ) -> None:
-    """One atomic checkpoint of a run kept by its best weights (tagger, translator): the model, the best
-    weights so far, the optimizer's state, the RNG states (the CPU's, and the GPU's for a model on one) and
-    ``progress`` (JSON metadata)."""
+    """The resumable checkpoint of a run of any task (``checkpoints/last.safetensors``), one schema: the model
+    (``model.*``), the optimiser (``opt.*``, its param groups in the metadata), the RNG states (``rng.torch``;
+    every rank's, ``rng.torch.rankN``, under torchrun; ``rng.cuda`` for a model on a GPU, whose dropout draws
+    from it), the loop's position (``progress``: :meth:`tiedlm.train.loop.Progress.meta`, the metadata's top
+    level) and what the task adds: tensors under prefixes of its own (NT-ASGD's ``avg.``, the language model's
+    carried ``state.``) and JSON under ``task``. The best weights are the ``best`` checkpoint
+    (:func:`save_best_weights`)."""
     tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
-    tensors |= {f"best.{k}": v for k, v in best.items()}
-    opt_tensors, groups = optimizer_tensors(opt)
+    opt_tensors, groups = optimizer_tensors(optimizer)
     tensors |= opt_tensors
-    tensors["rng"] = torch.get_rng_state()
+    tensors["rng.torch"] = torch.get_rng_state()
+    tensors |= {f"rng.torch.rank{r}": state for r, state in enumerate(rank_rng or [])}
     device = next(model.parameters()).device
-    if device.type == "cuda":  # dropout on a GPU draws from the CUDA generator: an exact resume needs it too
+    if device.type == "cuda":
         tensors["rng.cuda"] = torch.cuda.get_rng_state(device)
-    save_checkpoint(path, tensors, progress | {"param_groups": groups})
+    tensors |= extra_tensors or {}
+    save_checkpoint(path, tensors, {**progress, "param_groups": groups, "task": extra_meta or {}})
 
 
-def load_training_state(path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -> tuple[dict, dict]:
-    """Restore what :func:`save_training_state` wrote into ``model``, ``opt`` and the RNG; return
-    (best weights, progress)."""
+def load_train_state(
+    path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, rank: int = 0
+) -> tuple[dict[str, torch.Tensor], dict]:
+    """Restore what :func:`save_train_state` wrote into ``model``, ``optimizer`` and the RNG (this ``rank``'s);
+    return the checkpoint's tensors (the task's own among them) and its metadata. Checkpoints from before the
+    one schema load too: the language model's (no optimiser groups with SGD) and the tagger's and translator's
+    (the CPU generator's state under ``rng``, the best weights under ``best.``)."""
     tensors, meta = load_checkpoint(path)
     model.load_state_dict(model_state(tensors))
-    load_optimizer(opt, tensors, meta.pop("param_groups"))
-    torch.set_rng_state(tensors["rng"])
+    if meta.get("param_groups"):
+        load_optimizer(optimizer, tensors, meta["param_groups"])
+    torch.set_rng_state(tensors.get(f"rng.torch.rank{rank}", tensors.get("rng.torch", tensors.get("rng"))))
     device = next(model.parameters()).device
     if "rng.cuda" in tensors and device.type == "cuda":
         torch.cuda.set_rng_state(tensors["rng.cuda"], device)
-    return model_state(tensors, "best."), meta
+    return tensors, meta
+
+
+def save_best_weights(path: Path, weights: dict[str, torch.Tensor], meta: dict) -> None:
+    """The ``best`` checkpoint of a run of any task: the weights of its best validation (``model.*``) and
+    ``meta`` (the epoch and score, and what the task adds)."""
+    save_checkpoint(path, {f"model.{k}": v for k, v in weights.items()}, {"which": "best", **meta})
+
+
+def best_weights(files) -> dict[str, torch.Tensor]:
+    """The best weights of the run folder ``files`` (a :class:`~tiedlm.run_dir.RunDir`): its ``best``
+    checkpoint, or for a tagger or translator run from before the one schema the ``best.`` tensors of its
+    resumable checkpoint."""
+    if files.checkpoint("best").is_file():
+        return model_state(load_checkpoint(files.checkpoint("best"))[0])
+    return model_state(load_checkpoint(files.training_state())[0], "best.")

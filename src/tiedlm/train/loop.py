@@ -15,9 +15,11 @@
 - the bookkeeping: the best epoch by the task's validation score and direction, one metrics line per epoch
   written together with the checkpoint that counts it (a signal cannot split them), the progress bar, the
   summary written atomically;
-- the checkpoint: by default ``checkpoints/last.safetensors`` with the model, the best weights, the optimizer,
-  the RNG states (:func:`~tiedlm.train.checkpoint.save_training_state`) and :class:`Progress` as its metadata;
-  the language model keeps its own two checkpoints (``last`` and ``best``) through the same hooks.
+- the checkpoints, one schema for every task: ``checkpoints/last.safetensors`` with the model, the optimizer,
+  the RNG states and :class:`Progress` as its metadata, and what a task adds under its own names
+  (:func:`~tiedlm.train.checkpoint.save_train_state`; the language model adds NT-ASGD's average and its carried
+  state), and ``checkpoints/best.safetensors``, the weights of the best validation
+  (:func:`~tiedlm.train.checkpoint.save_best_weights`; the language model's: the averaged ones).
 
 A task (:class:`Task`) gives its data, model and optimizer, one training step, its validation score, its epoch
 record and log line, its divergence advice and its summary, and may override the hooks (the start of an
@@ -39,7 +41,6 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -47,7 +48,7 @@ from ..errors import TiedlmError, UsageError
 from ..interrupts import RunInterrupted, StopRequest, StopRequested
 from ..paths import refuse_committed
 from ..run_dir import RunDir, write_json_atomic, write_text_atomic
-from .checkpoint import load_training_state, save_training_state
+from .checkpoint import best_weights, load_train_state, model_state, save_best_weights, save_train_state
 from .step import NonFiniteSteps
 
 SCHEMA = "tiedlm.train.loop/1"  # the metadata of a checkpoint written by this harness
@@ -150,19 +151,22 @@ class Task(ABC):
     def after_validation(self, score: float, progress: Progress) -> None:
         """After the epoch's validation and the best weights' update (NT-ASGD's trigger)."""
 
-    def keep_best(self, progress: Progress, best: dict | None) -> dict | None:
-        """The new best weights, at a validation better than every earlier one: by default a copy of the model's
-        (kept in memory and saved in ``last``); a task may save them elsewhere instead (the language model's
-        ``best`` checkpoint) and return None."""
-        return cloned_state(self.model)
+    def keep_best(self, files: RunDir, progress: Progress) -> None:
+        """At a validation better than every earlier one: write the model's weights as the ``best`` checkpoint
+        (:func:`~tiedlm.train.checkpoint.save_best_weights`)."""
+        if self.is_main:
+            meta = {"epoch": progress.best_epoch, "score": progress.best_score}
+            save_best_weights(files.checkpoint("best"), self.model.state_dict(), meta)
 
-    def save(self, files: RunDir, progress: Progress, best: dict | None) -> None:
-        """Write the resumable checkpoint ``last`` (model, best weights, optimizer, RNG, ``progress``)."""
-        save_training_state(files.checkpoint("last"), self.model, best, self.optimizer, progress.meta())
+    def save(self, files: RunDir, progress: Progress) -> None:
+        """Write the resumable checkpoint ``last`` (:func:`~tiedlm.train.checkpoint.save_train_state`: model,
+        optimizer, RNG, ``progress``)."""
+        if self.is_main:
+            save_train_state(files.checkpoint("last"), self.model, self.optimizer, progress.meta())
 
-    def load_best(self, best: dict | None) -> None:
+    def load_best(self, files: RunDir) -> None:
         """Put the best weights into the model before the summary."""
-        self.model.load_state_dict(best)
+        self.model.load_state_dict(best_weights(files))
 
     def interrupted(self, run_dir: Path, progress: Progress, saved: bool, final: bool = False) -> RunInterrupted:
         """The error a stopped run ends with."""
@@ -220,11 +224,13 @@ def _run(task: Task, run_dir: Path, resume: bool, progress: bool, log) -> dict:
         )
     task.show_progress = progress
     task.setup(run_dir, resume, log)
-    best = cloned_state(task.model)
     p = Progress()
     if resume:
-        best, meta = load_training_state(files.training_state(), task.model, task.optimizer)
+        tensors, meta = load_train_state(files.training_state(), task.model, task.optimizer)
         p = Progress.from_meta(meta if meta.get("schema") == SCHEMA else task.convert(meta))
+        if not files.checkpoint("best").is_file() and any(k.startswith("best.") for k in tensors):
+            # a checkpoint from before the one schema: its best weights (inside it) become the best checkpoint
+            save_best_weights(files.checkpoint("best"), model_state(tensors, "best."), {"epoch": p.best_epoch})
         if p.epoch > task.epochs and files.summary.exists():
             done = p.epoch - 1
             raise UsageError(
@@ -237,12 +243,10 @@ def _run(task: Task, run_dir: Path, resume: bool, progress: bool, log) -> dict:
         log(f"resuming {run_dir} at epoch {p.epoch}, batch {p.batch}")
     else:
         write_text_atomic(files.metrics, "")
-    return fit(task, files, p, best, progress, log)
+    return fit(task, files, p, progress, log)
 
 
-def fit(
-    task: Task, files: RunDir, p: Progress, best: dict | None, progress: bool, log, budget: int | None = None
-) -> dict:
+def fit(task: Task, files: RunDir, p: Progress, progress: bool, log, budget: int | None = None) -> dict:
     """The loop: epochs from ``p`` on until the task's ``epochs`` (or its early end), then the summary with the
     best weights, written to ``summary.json``. ``budget``: stop (with a checkpoint, as a signal does) after that
     many batches. Raises the task's :meth:`Task.interrupted` error when stopped."""
@@ -250,14 +254,14 @@ def fit(
         task.stop = stop
         while p.epoch <= task.epochs and not task.finished_early():
             try:
-                best = _epoch(task, files, p, best, stop, progress, log)
+                _epoch(task, files, p, stop, progress, log)
             except StopRequested:  # between two batches: model, optimizer and position agree
-                task.save(files, p, best)
+                task.save(files, p)
                 raise task.interrupted(files.path, p, saved=True) from None
             except KeyboardInterrupt:  # a second signal: stop now, write nothing
                 raise task.interrupted(files.path, p, saved=False) from None
         try:
-            task.load_best(best)
+            task.load_best(files)
             summary = task.summary(p, files.read_metrics())
         except (StopRequested, KeyboardInterrupt):  # the final evaluation is done again on resume
             raise task.interrupted(files.path, p, saved=False, final=True) from None
@@ -266,9 +270,9 @@ def fit(
     return summary
 
 
-def _epoch(task: Task, files: RunDir, p: Progress, best, stop: StopRequest, progress: bool, log):
-    """Epoch ``p.epoch`` from batch ``p.batch`` on, validation, the metrics line and the checkpoint; returns the
-    best weights. Raises :class:`StopRequested` between two batches once a signal asked to stop."""
+def _epoch(task: Task, files: RunDir, p: Progress, stop: StopRequest, progress: bool, log) -> None:
+    """Epoch ``p.epoch`` from batch ``p.batch`` on, validation, the best weights, the metrics line and the
+    checkpoint. Raises :class:`StopRequested` between two batches once a signal asked to stop."""
     epoch, checkpoint = p.epoch, files.checkpoint("last")
     task.start_epoch(p)
     batches = task.batches(epoch)
@@ -300,7 +304,7 @@ def _epoch(task: Task, files: RunDir, p: Progress, best, stop: StopRequest, prog
         raise TiedlmError(task.diverged(what, files.path, checkpoint.is_file()))
     if p.best_score is None or (score > p.best_score if task.higher_is_better else score < p.best_score):
         p.best_score, p.best_epoch = score, epoch
-        best = task.keep_best(p, best)
+        task.keep_best(files, p)
     task.after_validation(score, p)
     record = task.epoch_record(p, seconds, wall, score)
     with signals_deferred():  # the metrics line and the checkpoint that counts it go together
@@ -309,9 +313,8 @@ def _epoch(task: Task, files: RunDir, p: Progress, best, stop: StopRequest, prog
         if task.is_main:
             with open(files.metrics, "a") as f:
                 f.write(json.dumps(record) + "\n")
-        task.save(files, p, best)
+        task.save(files, p)
     log(task.epoch_line(record, seconds))
-    return best
 
 
 def _bar(task: Task, epoch: int, total: int, done: int, progress: bool):
@@ -342,8 +345,3 @@ def signals_deferred():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def cloned_state(model: torch.nn.Module) -> dict[str, Any]:
-    """A copy of ``model``'s weights (what the harness keeps as the best)."""
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}

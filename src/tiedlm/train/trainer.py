@@ -44,16 +44,17 @@ from ..paths import ensure_writable_folder, refuse_committed
 from ..run_dir import RunDir, write_text_atomic
 from ..runtime import resolve_device, resolve_precision, set_threads
 from .checkpoint import (
+    best_weights,
     load_checkpoint,
-    load_optimizer,
+    load_train_state,
     model_state,
-    optimizer_tensors,
-    save_checkpoint,
+    save_best_weights,
+    save_train_state,
 )
 from .cuda_graph import GraphedSteps, unsupported_reason
 from .distributed import DistributedContext
 from .interrupts import RunInterrupted, StopRequested
-from .loop import Progress, Task, fit
+from .loop import SCHEMA, Progress, Task, fit
 from .nt_asgd import NTASGD, make_optimizer
 from .step import update, window_loss
 
@@ -164,7 +165,7 @@ class Trainer(Task):
                     else f"off ({self.graph_reason})"
                 )
             )
-        return fit(self, self.files, self.position, None, self.progress, self.log, budget_windows)
+        return fit(self, self.files, self.position, self.progress, self.log, budget_windows)
 
     # ------------------------------------------------------------------ NT-ASGD
     @property
@@ -258,22 +259,21 @@ class Trainer(Task):
     def finished_early(self) -> bool:
         return self.nt_asgd.stopped
 
-    def keep_best(self, position: Progress, best) -> None:
-        self._save("best")  # the (averaged) weights, in their own checkpoint
+    def keep_best(self, files: RunDir, position: Progress) -> None:
+        self._save("best")  # the (averaged) weights
 
     def after_validation(self, score: float, position: Progress) -> None:
         t = self.cfg.train
         self.nt_asgd.check(self.valid["loss"], position.epoch, finetuning=position.epoch > t.epochs, model=self.model)
 
-    def save(self, files: RunDir, position: Progress, best) -> None:
+    def save(self, files: RunDir, position: Progress) -> None:
         if position.batch == 0:
             self.state = None  # an epoch starts its streams afresh
         self._save("last")
 
-    def load_best(self, best) -> None:
+    def load_best(self, files: RunDir) -> None:
         self.finish_start = time.perf_counter()
-        tensors, _ = load_checkpoint(self.files.checkpoint("best"))
-        self.model.load_state_dict(model_state(tensors))
+        self.model.load_state_dict(best_weights(files))
 
     def interrupted(self, run_dir: Path, position: Progress, saved: bool, final: bool = False) -> RunInterrupted:
         return Interrupted(run_dir, position.epoch, 0 if final else position.batch, saved, final)
@@ -438,41 +438,30 @@ class Trainer(Task):
         }
 
     def _save(self, which: str) -> None:
-        rng_states = self.dist.gather_rng()  # a collective: every rank comes here at the same points
+        """The ``last`` checkpoint (the one schema of :func:`~tiedlm.train.checkpoint.save_train_state`, with
+        NT-ASGD's average, the carried state and the config) or the ``best`` weights (the averaged ones once
+        NT-ASGD averages)."""
+        rng_states = self.dist.gather_rng() if which == "last" else None  # a collective: every rank calls it
         if not self.dist.is_main:
             return
-        weights = self.eval_model if which == "best" else self.model
-        tensors = {f"model.{k}": v for k, v in weights.state_dict().items()}
-        if which == "last":
-            tensors.update(self.nt_asgd.tensors())
-        tensors["rng.torch"] = torch.get_rng_state()
-        if self.dist.enabled:
-            tensors.update({f"rng.torch.rank{r}": state for r, state in enumerate(rng_states)})
-        if self.device.type == "cuda":
-            tensors["rng.cuda"] = torch.cuda.get_rng_state(self.device)
-        if which == "last" and self.state is not None:
-            for i, layer_state in enumerate(self.state):
-                for j, t in enumerate(layer_state):
-                    tensors[f"state.{i}.{j}"] = t.clone()  # initial states share memory
-        groups = None
-        if which == "last" and self.optimizer.state:  # adam's moments (SGD keeps none)
-            opt_tensors, groups = optimizer_tensors(self.optimizer)
-            tensors.update(opt_tensors)
-        meta = {
-            "updates": self.updates,
-            "param_groups": groups,
-            "which": which,
-            "epoch": self.epoch,
-            "window": self.window,
-            "best_valid": self.best_valid,
-            "best_epoch": self.best_epoch,
-            "elapsed": self.elapsed,
-            "sums": self.sums,  # elapsed: finished epochs
-            **self.nt_asgd.meta(),  # valid_history, stopped
-            "vocab_size": len(self.vocab),
-            "config": self.cfg.to_dict(),
-        }
-        save_checkpoint(self.files.checkpoint(which), tensors, meta)
+        facts = {"vocab_size": len(self.vocab), "config": self.cfg.to_dict()}
+        if which == "best":
+            meta = {"epoch": self.best_epoch, "best_valid": self.best_valid, **facts}
+            save_best_weights(self.files.checkpoint("best"), self.eval_model.state_dict(), meta)
+            return
+        extra = self.nt_asgd.tensors()
+        for i, layer_state in enumerate(self.state or []):
+            for j, t in enumerate(layer_state):
+                extra[f"state.{i}.{j}"] = t.clone()  # initial states share memory
+        save_train_state(
+            self.files.checkpoint("last"),
+            self.model,
+            self.optimizer,
+            self.position.meta(),
+            extra,
+            {**self.nt_asgd.meta(), **facts},  # valid_history, stopped
+            rng_states if self.dist.enabled else None,
+        )
 
     def _init_from(self, run_dir: Path) -> None:
         """Load another run's final weights (its last checkpoint) into the fresh model.
@@ -488,34 +477,37 @@ class Trainer(Task):
                 f"train.init_from = {str(run_dir)!r}: its weights do not fit this model's architecture "
                 f"({first}); use the same model.* settings as that run"
             ) from None
-        done = f"{meta['epoch'] - 1} epochs" + (f" and {meta['window']} windows" if meta["window"] else "")
+        at = _position(meta)
+        done = f"{at.epoch - 1} epochs" + (f" and {at.batch} windows" if at.batch else "")
         self.log(f"initialised from the weights of {run_dir} after {done}; lr schedule starts afresh")
 
     def _restore(self, path: Path) -> None:
-        tensors, meta = load_checkpoint(path)
-        self.model.load_state_dict(model_state(tensors))
-        torch.set_rng_state(tensors.get(f"rng.torch.rank{self.dist.rank}", tensors["rng.torch"]))
-        if "rng.cuda" in tensors and self.device.type == "cuda":
-            torch.cuda.set_rng_state(tensors["rng.cuda"], self.device)
-        sums = meta["sums"]
-        self.position = Progress(
-            epoch=meta["epoch"],
-            batch=meta["window"],
-            updates=meta.get("updates", 0),
-            sums={"loss": sums["ce"], "count": sums["tokens"], "aug": sums["aug"], "skipped": sums["skipped"]},
-            epoch_seconds=sums["time"],
-            seconds=meta["elapsed"],
-            best_score=None if math.isinf(meta["best_valid"]) else meta["best_valid"],
-            best_epoch=meta["best_epoch"],
-        )
-        self.nt_asgd.restore(tensors, meta, self.model)
-        if meta.get("param_groups"):
-            load_optimizer(self.optimizer, tensors, meta["param_groups"])
+        tensors, meta = load_train_state(path, self.model, self.optimizer, self.dist.rank)
+        self.position = _position(meta)
+        self.nt_asgd.restore(tensors, meta["task"] if meta.get("schema") == SCHEMA else meta, self.model)
         self.state = _restore_state(tensors, self.device)
         # drop metric lines of epochs that the checkpoint has not completed
         records = [r for r in read_metrics(self.run_dir) if r["epoch"] < self.epoch]
         if self.dist.is_main:
             write_text_atomic(self.files.metrics, "".join(json.dumps(r) + "\n" for r in records))
+
+
+def _position(meta: dict) -> Progress:
+    """The position saved in a ``last`` checkpoint's metadata (the one schema's, or the language model's own
+    names from before it)."""
+    if meta.get("schema") == SCHEMA:
+        return Progress.from_meta(meta)
+    sums = meta["sums"]
+    return Progress(
+        epoch=meta["epoch"],
+        batch=meta["window"],
+        updates=meta.get("updates", 0),
+        sums={"loss": sums["ce"], "count": sums["tokens"], "aug": sums["aug"], "skipped": sums["skipped"]},
+        epoch_seconds=sums["time"],
+        seconds=meta["elapsed"],
+        best_score=None if math.isinf(meta["best_valid"]) else meta["best_valid"],
+        best_epoch=meta["best_epoch"],
+    )
 
 
 def _restore_state(tensors: dict[str, torch.Tensor], device) -> list | None:

@@ -162,25 +162,25 @@ def encode_source(vocab: SubwordVocab, lines: list[str]) -> torch.Tensor:
 
 def load_parallel_corpus(cfg, run_dir: Path, train_vocab: bool) -> ParallelCorpus:
     """Read the splits; train the subword model(s) into ``run_dir`` (``train_vocab``) or load them from there."""
-    folder = resolve_parallel_dir(cfg.data_dir, cfg.source_lang, cfg.target_lang, cfg.own_data)
+    folder = resolve_parallel_dir(cfg.data.data_dir, cfg.data.source_lang, cfg.data.target_lang, cfg.data.own_data)
     text = {
-        s: (read_lines(folder / f"{s}.{cfg.source_lang}"), read_lines(folder / f"{s}.{cfg.target_lang}"))
+        s: (read_lines(folder / f"{s}.{cfg.data.source_lang}"), read_lines(folder / f"{s}.{cfg.data.target_lang}"))
         for s in SPLITS
     }
     for split, (src, tgt) in text.items():
         if len(src) != len(tgt):
             raise DataError(
-                f"{folder}: {split}.{cfg.source_lang} has {len(src)} lines but {split}.{cfg.target_lang} "
+                f"{folder}: {split}.{cfg.data.source_lang} has {len(src)} lines but {split}.{cfg.data.target_lang} "
                 f"has {len(tgt)}; the two sides must be aligned line by line"
             )
-    if cfg.max_pairs:
-        text["train"] = (text["train"][0][: cfg.max_pairs], text["train"][1][: cfg.max_pairs])
+    if cfg.data.max_pairs:
+        text["train"] = (text["train"][0][: cfg.data.max_pairs], text["train"][1][: cfg.data.max_pairs])
     src_train, tgt_train = text["train"]
-    models = RunDir(run_dir).subword_models(cfg.vocab == "joint", cfg.source_lang, cfg.target_lang)
+    models = RunDir(run_dir).subword_models(cfg.data.vocab == "joint", cfg.data.source_lang, cfg.data.target_lang)
     if train_vocab:
-        sides = [src_train + tgt_train] if cfg.vocab == "joint" else [src_train, tgt_train]
+        sides = [src_train + tgt_train] if cfg.data.vocab == "joint" else [src_train, tgt_train]
         vocabs = [
-            SubwordVocab.train(lines, model.with_suffix(""), cfg.vocab_size, cfg.subword_model)
+            SubwordVocab.train(lines, model.with_suffix(""), cfg.data.vocab_size, cfg.data.subword_model)
             for lines, model in zip(sides, models)
         ]
     else:

@@ -22,35 +22,42 @@ from .data import PAD
 class TransformerTranslator(nn.Module):
     def __init__(self, cfg: TranslationConfig, source_vocab: int, target_vocab: int):
         super().__init__()
-        d = cfg.d_model
+        d = cfg.model.d_model
         self.cfg = cfg
         self.target_embedding = nn.Embedding(target_vocab, d, padding_idx=PAD)
         # shared: held in a list so that the one tensor is registered (and saved) once, as target_embedding
         self._source = (
             [self.target_embedding]
-            if cfg.share_embeddings
+            if cfg.data.share_embeddings
             else nn.ModuleList([nn.Embedding(source_vocab, d, padding_idx=PAD)])
         )
-        self.positions = positional_encoding(cfg.positions, d, cfg.max_positions)
+        self.positions = positional_encoding(cfg.model.positions, d, cfg.model.max_positions)
         self.encoder = nn.ModuleList(
-            TransformerBlock(d, cfg.heads, cfg.ffn_size, cfg.dropout, attention_dropout=cfg.attention_dropout)
-            for _ in range(cfg.encoder_layers)
+            TransformerBlock(
+                d, cfg.model.heads, cfg.model.ffn_size, cfg.model.dropout, attention_dropout=cfg.model.attention_dropout
+            )
+            for _ in range(cfg.model.encoder_layers)
         )
         self.decoder = nn.ModuleList(
             TransformerBlock(
-                d, cfg.heads, cfg.ffn_size, cfg.dropout, cross=True, attention_dropout=cfg.attention_dropout
+                d,
+                cfg.model.heads,
+                cfg.model.ffn_size,
+                cfg.model.dropout,
+                cross=True,
+                attention_dropout=cfg.model.attention_dropout,
             )
-            for _ in range(cfg.decoder_layers)
+            for _ in range(cfg.model.decoder_layers)
         )
         self.encoder_norm, self.decoder_norm = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.drop = nn.Dropout(cfg.dropout)
-        self.output = build_output(cfg.output, self.target_embedding, d)
+        self.drop = nn.Dropout(cfg.model.dropout)
+        self.output = build_output(cfg.model.output, self.target_embedding, d)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """Embeddings N(0, d^-1/2) (scaled by √d on input, so unit variance; Vaswani et al. §3.4), blocks
         Xavier-uniform, the output layer its own rule (bias 0; DRILL's label encoder ±drill_init_range)."""
-        d = self.cfg.d_model
+        d = self.cfg.model.d_model
         for emb in {
             id(self.source_embedding): self.source_embedding,
             id(self.target_embedding): self.target_embedding,
@@ -72,7 +79,7 @@ class TransformerTranslator(nn.Module):
         return self.target_embedding.weight
 
     def _embed(self, embedding: nn.Embedding, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        x = embedding(ids) * math.sqrt(self.cfg.d_model)
+        x = embedding(ids) * math.sqrt(self.cfg.model.d_model)
         return self.drop(x + self.positions(ids.size(1), offset, x))
 
     def encode(self, source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,8 +1,9 @@
 """Train, evaluate and use a Transformer translator.
 
 A run directory (:class:`tiedlm.run_dir.RunDir`, the layout of every task) holds ``config.toml``, the
-sentencepiece model(s) ``spm.*.model``, ``checkpoints/last.safetensors`` (model, best-valid model, Adam and
-RNG state, the position in the epoch; written atomically, no pickle), ``metrics.jsonl`` (one line per epoch)
+sentencepiece model(s) ``spm.*.model``, ``checkpoints/last.safetensors`` (model, Adam and RNG
+state, the position in the epoch) and ``checkpoints/best.safetensors`` (the best-valid weights), written atomically,
+no pickle, ``metrics.jsonl`` (one line per epoch)
 and, after training, ``summary.json`` with test BLEU (sacrebleu, with its signature) and ``test.hyp.txt``.
 
 Training: Adam (β 0.9/0.98) with linear warm-up to ``lr`` and inverse-square-root decay (Vaswani et al.
@@ -28,7 +29,7 @@ from ..losses import AugmentedLoss
 from ..losses.fused import at_least_fp32
 from ..run_dir import RunDir, write_text_atomic
 from ..runtime import autocast, resolve_device, resolve_precision, run_device, set_threads
-from ..train.checkpoint import load_checkpoint, model_state
+from ..train.checkpoint import best_weights
 from ..train.loop import Progress, Task, run
 from ..train.step import update
 from .config import TranslationConfig
@@ -39,7 +40,7 @@ from .search import beam_search, greedy_search
 
 def inverse_sqrt_lr(cfg: TranslationConfig, step: int) -> float:
     """lr · min(step/warmup, sqrt(warmup/step)) for the 1-based update ``step``: peak ``lr`` at warmup."""
-    return cfg.lr * min(step / cfg.warmup_steps, math.sqrt(cfg.warmup_steps / step))
+    return cfg.train.lr * min(step / cfg.train.warmup_steps, math.sqrt(cfg.train.warmup_steps / step))
 
 
 def translation_loss(
@@ -56,10 +57,10 @@ def translation_loss(
     keep = target_out != PAD
     logits, labels = model.output(h[keep])
     logits, gold = at_least_fp32(logits), target_out[keep]
-    total = F.cross_entropy(logits, gold, label_smoothing=cfg.label_smoothing)
+    total = F.cross_entropy(logits, gold, label_smoothing=cfg.loss.label_smoothing)
     nll = F.cross_entropy(logits.detach(), gold, reduction="sum")
     if aug is not None:
-        total = total + cfg.gamma * cfg.tau * aug(logits, gold, model.input_embeddings)
+        total = total + cfg.loss.gamma * cfg.loss.tau * aug(logits, gold, model.input_embeddings)
     return total, nll, gold.numel()
 
 
@@ -70,7 +71,7 @@ def validation_nll(
     """Per-subword negative log-likelihood of the references (no label smoothing)."""
     model.eval()
     nll = tokens = 0
-    for index in corpus.batches(split, cfg.batch_tokens):
+    for index in corpus.batches(split, cfg.train.batch_tokens):
         src, tin, tout = (t.to(device) for t in corpus.tensors(split, index))
         with autocast(device, precision):
             _, batch_nll, n = translation_loss(model, cfg, src, tin, tout)
@@ -88,35 +89,36 @@ class TranslationTask(Task):
     higher_is_better = False  # validation: per-subword negative log-likelihood
 
     def __init__(self, cfg: TranslationConfig):
-        self.cfg = cfg.validate()
-        self.epochs, self.max_nonfinite = cfg.epochs, cfg.max_nonfinite
+        cfg.validate()
+        self.cfg = cfg
+        self.epochs, self.max_nonfinite = cfg.train.epochs, cfg.train.max_nonfinite
 
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg = self.cfg
-        self.threads = set_threads(cfg.threads, log)
-        self.device = resolve_device(cfg.device)
-        self.precision = resolve_precision(cfg.precision, self.device)
+        self.threads = set_threads(cfg.train.threads, log)
+        self.device = resolve_device(cfg.train.device)
+        self.precision = resolve_precision(cfg.train.precision, self.device)
         self.run_dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         self.corpus = load_parallel_corpus(cfg, run_dir, train_vocab=not resume)
         if not resume:
             cfg.save(run_dir)
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(cfg.train.seed)
         c = self.corpus
         self.model = TransformerTranslator(cfg, len(c.source_vocab), len(c.target_vocab)).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-9)
-        self.aug = AugmentedLoss(cfg.tau) if cfg.augmented else None
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr, betas=(0.9, 0.98), eps=1e-9)
+        self.aug = AugmentedLoss(cfg.loss.tau) if cfg.loss.augmented else None
         counts = self.model.parameter_counts()
         log(
-            f"tiedlm translate | {cfg.source_lang}->{cfg.target_lang} | device {self.device} | precision "
+            f"tiedlm translate | {cfg.data.source_lang}->{cfg.data.target_lang} | device {self.device} | precision "
             f"{self.precision} | threads {self.threads} | subwords {len(c.source_vocab)}/{len(c.target_vocab)} | "
-            f"output {cfg.output.name} | parameters {counts['total']:,}"
+            f"output {cfg.model.output.name} | parameters {counts['total']:,}"
         )
 
     def batches(self, epoch: int):
         cfg = self.cfg
         return self.corpus.batches(
-            "train", cfg.batch_tokens, shuffle_seed=cfg.seed * 1000 + epoch, max_length=cfg.max_length
+            "train", cfg.train.batch_tokens, shuffle_seed=cfg.train.seed * 1000 + epoch, max_length=cfg.data.max_length
         )
 
     def train_step(self, batch, progress: Progress) -> tuple[bool, dict]:
@@ -125,7 +127,7 @@ class TranslationTask(Task):
             group["lr"] = inverse_sqrt_lr(self.cfg, progress.updates + 1)
         with autocast(self.device, self.precision):
             loss, nll, n = translation_loss(self.model, self.cfg, src, tin, tout, self.aug)
-        if not update(loss, self.model.parameters(), self.optimizer, self.cfg.clip):
+        if not update(loss, self.model.parameters(), self.optimizer, self.cfg.train.clip):
             return False, {}
         return True, {"loss": float(nll), "count": n}
 
@@ -138,8 +140,8 @@ class TranslationTask(Task):
     def diverged(self, what: str, run_dir: Path, checkpoint_written: bool) -> str:
         cfg = self.cfg
         return (
-            f"translation training diverged: {what}; lower lr (now {cfg.lr:g}) or raise warmup_steps "
-            f"(now {cfg.warmup_steps}) in a new run"
+            f"translation training diverged: {what}; lower lr (now {cfg.train.lr:g}) or raise warmup_steps "
+            f"(now {cfg.train.warmup_steps}) in a new run"
         )
 
     def epoch_record(self, progress: Progress, seconds: float, wall: float, score: float) -> dict:
@@ -169,17 +171,17 @@ class TranslationTask(Task):
             "test_ppl": perplexity(validation_nll(model, cfg, self.corpus, "test", precision, device)),
             "valid_ppl": perplexity(progress.best_score),
             "best_epoch": progress.best_epoch,
-            "epochs": cfg.epochs,
+            "epochs": cfg.train.epochs,
             "parameters": model.parameter_counts(),
             "train_seconds": progress.seconds,
             "decode_seconds": result["seconds"],
             "threads": self.threads,
             "device": str(device),
             "precision": precision,
-            "seed": cfg.seed,
-            "output": cfg.output.name,
-            "beam": cfg.beam,
-            "length_penalty": cfg.length_penalty,
+            "seed": cfg.train.seed,
+            "output": cfg.model.output.name,
+            "beam": cfg.decode.beam,
+            "length_penalty": cfg.decode.length_penalty,
         }
 
     def convert(self, meta: dict) -> dict:
@@ -197,10 +199,10 @@ def train_translator(
 def translate_ids(
     model: TransformerTranslator, cfg: TranslationConfig, source: torch.Tensor, beam: int | None = None
 ) -> list[list[int]]:
-    beam = cfg.beam if beam is None else beam
+    beam = cfg.decode.beam if beam is None else beam
     if beam == 1:
-        return greedy_search(model, source, cfg.max_decode_ratio)
-    return beam_search(model, source, beam, cfg.length_penalty, cfg.max_decode_ratio)
+        return greedy_search(model, source, cfg.decode.max_decode_ratio)
+    return beam_search(model, source, beam, cfg.decode.length_penalty, cfg.decode.max_decode_ratio)
 
 
 def translate_lines(
@@ -279,11 +281,10 @@ def load_translator(run_dir: Path):
             "train one with `tiedlm translate train`"
         )
     cfg = TranslationConfig.load_run(run_dir)
-    models = RunDir(run_dir).subword_models(cfg.vocab == "joint", cfg.source_lang, cfg.target_lang)
+    models = RunDir(run_dir).subword_models(cfg.data.vocab == "joint", cfg.data.source_lang, cfg.data.target_lang)
     vocabs = [SubwordVocab(model) for model in models]
-    tensors, _ = load_checkpoint(RunDir(run_dir).training_state())
     model = TransformerTranslator(cfg, len(vocabs[0]), len(vocabs[-1]))
-    model.load_state_dict(model_state(tensors, "best."))
+    model.load_state_dict(best_weights(RunDir(run_dir)))
     return model.eval(), cfg, vocabs[0], vocabs[-1]
 
 
@@ -295,9 +296,9 @@ def evaluate_translator(
     if data_dir:
         cfg = dataclasses.replace(cfg, data_dir=data_dir)
     corpus = load_parallel_corpus(cfg, Path(run_dir), train_vocab=False)
-    device = run_device(cfg.device)  # where it trained, or the CPU where that GPU is not here
+    device = run_device(cfg.train.device)  # where it trained, or the CPU where that GPU is not here
     model.to(device)
-    precision = resolve_precision(cfg.precision, device)
+    precision = resolve_precision(cfg.train.precision, device)
     result = bleu(model, cfg, corpus, split, device, precision, beam, progress=progress)
     result.pop("hypotheses")
     ppl = perplexity(validation_nll(model, cfg, corpus, split, precision, device))
@@ -306,7 +307,7 @@ def evaluate_translator(
         "bleu": result["bleu"],
         "signature": result["signature"],
         "ppl": ppl,
-        "beam": cfg.beam if beam is None else beam,
+        "beam": cfg.decode.beam if beam is None else beam,
         "decode_seconds": result["seconds"],
         "parameters": model.parameter_counts(),
     }
