@@ -95,6 +95,7 @@ def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path
     summary = run_experiment(cfg, out, progress=False, log=lambda *a: None)
     rows = list(csv.DictReader((out / "subspace.csv").open()))
     assert len(rows) == 3 * 2  # points (0,10), (1,10), (1,2); two runs each
+    assert not (out / "points").exists()  # the runs' folders go once their rows are written
     assert (out / "subspace.png").stat().st_size > 1000 and "Figure 1" in (out / "summary.md").read_text()
     by = {(p["beta"], p["tau"]): p["mean"] for p in summary["beta_sweep"] + summary["tau_sweep"]}
     # the paper's mechanism, even at this size: training on J_aug alone pulls W towards span(L^T)
@@ -122,3 +123,41 @@ def test_random_subspace_distance_matches_sampled_subspaces():
     sampled = [subspace_distance(rng.standard_normal((400, 30)), rng.standard_normal((400, 30))) for _ in range(20)]
     assert abs(np.mean(sampled) - random_subspace_distance(30, 400)) < 0.005
     assert random_subspace_distance(30, 400) < random_subspace_distance(30, 4000) < 1
+
+
+def test_a_subspace_run_is_a_task_of_the_one_loop_and_a_sigterm_in_it_resumes_exactly(tmp_path, monkeypatch):
+    """Each run of the §6.2 experiment trains on the training loop of every task (SubspacePoint): a real SIGTERM
+    in the middle of epoch 2 stops it with a checkpoint (the carried LSTM state in it), and the rerun reaches the
+    straight run's distance and fit to the last bit. The numbers are pinned: the experiment's own loop, before
+    it moved onto the shared one, gave them to the last digit."""
+    import os
+    import signal
+
+    import tiedlm.analysis.subspace_experiment as se
+    from tiedlm.errors import RunInterrupted
+
+    cfg = se.SubspaceExperimentConfig(hidden_size=12, layers=2, epochs=3, batch_size=4, bptt=10, slice_words=600)
+    tokens = torch.randint(0, 50, (600,), generator=torch.Generator().manual_seed(0))
+    straight = se.train_point(tokens, 50, 1.0, 10.0, 3, cfg, "fp32")
+    assert straight["distance"] == pytest.approx(0.4947153099876849, abs=3e-5)
+    assert straight["train_ppl"] == pytest.approx(69.78641296816583, abs=3e-4)
+
+    real, calls = se.update, {"n": 0}
+
+    def sigterm_in_the_20th_step(*a, **k):  # 15 windows an epoch: window 5 of epoch 2
+        calls["n"] += 1
+        if calls["n"] == 20:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*a, **k)
+
+    monkeypatch.setattr(se, "update", sigterm_in_the_20th_step)
+    folder = tmp_path / "point"
+    with pytest.raises(RunInterrupted, match="epoch 2; run the same command again to resume it from its checkpoint"):
+        se.train_point(tokens, 50, 1.0, 10.0, 3, cfg, "fp32", folder=folder)
+    monkeypatch.setattr(se, "update", real)
+    resumed = se.train_point(tokens, 50, 1.0, 10.0, 3, cfg, "fp32", folder=folder)
+    assert (resumed["distance"], resumed["train_ppl"], resumed["train_aug"]) == (
+        straight["distance"],
+        straight["train_ppl"],
+        straight["train_aug"],
+    )

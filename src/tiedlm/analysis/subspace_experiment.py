@@ -19,6 +19,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -28,13 +30,16 @@ import torch
 
 from ..config import ModelConfig
 from ..data import batchify, bptt_windows, load_corpus
-from ..errors import UsageError
+from ..errors import RunInterrupted, UsageError
 from ..evaluation import stream_logits
 from ..losses import LanguageModelLoss
 from ..models import LanguageModel
 from ..models.encoders.state import detach_state
+from ..run_dir import RunDir
 from ..runtime import autocast, resolve_precision, set_threads
-from ..train.step import NonFiniteSteps, update
+from ..train.checkpoint import save_train_state
+from ..train.loop import Progress, Task, run
+from ..train.step import update
 from .subspace import subspace_distance
 from .subspace_config import SubspaceExperimentConfig
 
@@ -91,6 +96,107 @@ def build_model(vocab_size: int, seed: int, cfg: SubspaceExperimentConfig) -> La
     return model
 
 
+class SubspacePoint(Task):
+    """One run of the experiment (one point of a sweep, one seed) on the training loop of every task
+    (:mod:`tiedlm.train.loop`): an untied 2-layer LSTM on ``tokens`` with loss (6.1), every input-embedding row
+    renormalised after each update, no validation split (the epoch's training cross-entropy is its score) and
+    no best weights: §6.2 measures the final ``W``. A stopped run resumes from its last window (the carried
+    state is in its checkpoint)."""
+
+    title, unit = "subspace run", "window"
+    command = "tiedlm experiment subspace"
+
+    def __init__(self, tokens, vocab_size: int, beta: float, tau: float, seed: int, cfg, precision: str, on_epoch=None):
+        self.tokens, self.vocab_size, self.beta, self.tau, self.seed = tokens, vocab_size, beta, tau, seed
+        self.cfg, self.precision, self.on_epoch = cfg, precision, on_epoch
+        self.epochs, self.max_nonfinite = cfg.epochs, cfg.max_nonfinite
+
+    def setup(self, run_dir: Path, resume: bool, log) -> None:
+        cfg = self.cfg
+        self.model = build_model(self.vocab_size, self.seed, cfg)
+        self.loss_fn = LanguageModelLoss(augmented=self.beta > 0, tau=self.tau, form="beta", beta=self.beta)
+        if cfg.optimizer == "adam":
+            self.optimizer, self.scale = torch.optim.Adam(self.model.parameters(), lr=cfg.lr), 1.0
+        else:  # SGD on the loss summed over the BPTT steps and averaged over the batch (Zaremba et al.'s convention)
+            sgd = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+            self.optimizer, self.scale = sgd, float(cfg.bptt)
+        self.data, self.state, self.t0 = batchify(self.tokens, cfg.batch_size), None, time.perf_counter()
+
+    def start_epoch(self, progress: Progress) -> None:
+        self.model.train()
+        self.progress = progress
+        if progress.batch == 0:
+            self.state = self.model.init_state(self.cfg.batch_size)
+
+    def batches(self, epoch: int) -> list:
+        return list(bptt_windows(self.data, self.cfg.bptt))
+
+    def train_step(self, batch, progress: Progress) -> tuple[bool, dict]:
+        k, x, y = batch
+        with autocast(torch.device("cpu"), self.precision):
+            logits, state = self.model(x, detach_state(self.state))
+        total, ce, _ = self.loss_fn(logits, y, self.model.input_embeddings)
+        made = update(total * self.scale, self.model.parameters(), self.optimizer, self.cfg.clip)
+        self.state = state
+        if made:
+            renormalise_rows_(self.model.embedding.weight)
+        return made, ({"loss": float(ce) * y.numel(), "count": y.numel()} if made else {})
+
+    def validate(self) -> float:
+        """The epoch's mean training cross-entropy (there is no validation split)."""
+        sums = self.progress.sums
+        return sums.get("loss", math.inf) / max(sums.get("count", 0), 1)
+
+    def after_validation(self, score: float, progress: Progress) -> None:
+        if self.on_epoch:
+            self.on_epoch()
+
+    def epoch_record(self, progress: Progress, seconds: float, wall: float, score: float) -> dict:
+        return {"epoch": progress.epoch, "train_ppl": math.exp(score), "epoch_time_s": seconds}
+
+    def epoch_line(self, record: dict, seconds: float) -> str:
+        return f"epoch {record['epoch']}: train ppl {record['train_ppl']:.2f}"
+
+    def keep_best(self, files: RunDir, progress: Progress) -> None:
+        """Nothing: §6.2 measures the final weights."""
+
+    def load_best(self, files: RunDir) -> None:
+        """Nothing: the summary is of the final weights."""
+
+    def save(self, files: RunDir, progress: Progress) -> None:
+        state = {f"state.{i}.{j}": t.clone() for i, layer in enumerate(self.state or []) for j, t in enumerate(layer)}
+        save_train_state(files.checkpoint("last"), self.model, self.optimizer, progress.meta(), state)
+
+    def restore(self, tensors: dict[str, torch.Tensor], meta: dict) -> None:
+        layers: dict[int, dict[int, torch.Tensor]] = {}
+        for name, t in tensors.items():
+            if name.startswith("state."):
+                _, i, j = name.split(".")
+                layers.setdefault(int(i), {})[int(j)] = t
+        self.state = [tuple(parts[j] for j in sorted(parts)) for _, parts in sorted(layers.items())] or None
+
+    def summary(self, progress: Progress, history: list[dict]) -> dict:
+        ce, aug = _fit(self.model, self.tokens, self.cfg.batch_size, self.cfg.bptt, self.tau, self.precision)
+        distance = subspace_distance(self.model.input_embeddings, self.model.output.weight)
+        return {
+            "distance": distance,
+            "train_ppl": math.exp(ce),
+            "train_aug": aug,
+            "seconds": time.perf_counter() - self.t0,
+        }
+
+    def diverged(self, what: str, run_dir: Path, checkpoint_written: bool) -> str:
+        where = f"beta {self.beta:g}, tau {self.tau:g}"
+        return f"the subspace run at {where} diverged: {what}; lower --lr (now {self.cfg.lr:g})"
+
+    def interrupted(self, run_dir: Path, progress: Progress, saved: bool, final: bool = False) -> RunInterrupted:
+        since = "its checkpoint" if saved else "its last epoch"
+        return RunInterrupted(
+            f"subspace experiment interrupted at beta {self.beta:g}, tau {self.tau:g}, seed {self.seed}, epoch "
+            f"{progress.epoch}; run the same command again to resume it from {since}"
+        )
+
+
 def train_point(
     tokens: torch.Tensor,
     vocab_size: int,
@@ -100,36 +206,19 @@ def train_point(
     cfg: SubspaceExperimentConfig,
     precision: str,
     on_epoch=None,
+    folder: Path | None = None,
 ) -> dict:
-    """Train one model on ``tokens`` with loss (6.1) and return its subspace distance and final training fit."""
-    model = build_model(vocab_size, seed, cfg)
-    loss_fn = LanguageModelLoss(augmented=beta > 0, tau=tau, form="beta", beta=beta)
-    if cfg.optimizer == "adam":
-        opt, scale = torch.optim.Adam(model.parameters(), lr=cfg.lr), 1.0
-    else:  # SGD on the loss summed over the BPTT steps and averaged over the batch (Zaremba et al.'s convention)
-        opt, scale = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum), float(cfg.bptt)
-    data = batchify(tokens, cfg.batch_size)
-    device = torch.device("cpu")
-    t0 = time.perf_counter()
-    skipped = NonFiniteSteps(
-        cfg.max_nonfinite,
-        lambda what: f"the subspace run at beta {beta:g}, tau {tau:g} diverged: {what}; lower --lr (now {cfg.lr:g})",
-    )
-    for epoch in range(cfg.epochs):
-        model.train()
-        state = model.init_state(cfg.batch_size)
-        for k, x, y in bptt_windows(data, cfg.bptt):
-            state = detach_state(state)
-            with autocast(device, precision):
-                logits, state = model(x, state)
-            total, _, _ = loss_fn(logits, y, model.input_embeddings)
-            if skipped(update(total * scale, model.parameters(), opt, cfg.clip), f"at epoch {epoch + 1} window {k}"):
-                renormalise_rows_(model.embedding.weight)
-        if on_epoch:
-            on_epoch()
-    ce, aug = _fit(model, tokens, cfg.batch_size, cfg.bptt, tau, precision)
-    distance = subspace_distance(model.input_embeddings, model.output.weight)
-    return {"distance": distance, "train_ppl": math.exp(ce), "train_aug": aug, "seconds": time.perf_counter() - t0}
+    """Train one model on ``tokens`` with loss (6.1) (:class:`SubspacePoint` on the training loop, its run
+    folder ``folder``: resumed where it holds a stopped run, a temporary one where None) and return its subspace
+    distance and final training fit."""
+    task = SubspacePoint(tokens, vocab_size, beta, tau, seed, cfg, precision, on_epoch)
+    if folder is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            return run(task, Path(tmp) / "run", progress=False, log=lambda *a, **k: None)
+    files = RunDir(folder)
+    if files.summary.is_file():  # finished, its row not yet written
+        return files.read_summary()
+    return run(task, folder, resume=files.checkpoint("last").is_file(), progress=False, log=lambda *a, **k: None)
 
 
 @torch.inference_mode()
@@ -155,8 +244,9 @@ def _done_rows(csv_path: Path, settings: str) -> dict[tuple, dict]:
 
 
 def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = True, log=print) -> dict:
-    """Run (or finish) both sweeps; rows go to ``out/subspace.csv`` as each run ends, so an interrupted
-    experiment resumes where it stopped. Returns the aggregated summary (also written as JSON/markdown/PNG)."""
+    """Run (or finish) both sweeps; rows go to ``out/subspace.csv`` as each run ends, and a stopped run keeps its
+    checkpoint in ``out/points/POINT`` (the training loop's), so an interrupted experiment resumes where it
+    stopped, in the middle of a run too. Returns the aggregated summary (also written as JSON/markdown/PNG)."""
     from tqdm import tqdm
 
     cfg.validate()
@@ -186,7 +276,8 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
                 ids, tokens = torch.unique(tokens, return_inverse=True)
                 vocab_size = ids.numel()
             bar.set_description(f"beta={beta:g} tau={tau:g} run {r + 1}/{cfg.runs}")
-            res = train_point(tokens, vocab_size, beta, tau, seed, cfg, precision, on_epoch=lambda: bar.update(1))
+            folder = out / "points" / f"beta={beta:g},tau={tau:g},run={r}"
+            res = train_point(tokens, vocab_size, beta, tau, seed, cfg, precision, lambda: bar.update(1), folder)
             bar.set_postfix(distance=f"{res['distance']:.3f}", train_ppl=f"{res['train_ppl']:.1f}")
             writer.writerow(
                 {
@@ -206,7 +297,10 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
                 }
             )
             f.flush()
+            shutil.rmtree(folder)  # its row is written: the run folder (checkpoints of a stopped run) goes
     bar.close()
+    if (out / "points").is_dir() and not any((out / "points").iterdir()):
+        (out / "points").rmdir()
     return summarise(cfg, out)
 
 

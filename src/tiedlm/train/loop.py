@@ -168,6 +168,10 @@ class Task(ABC):
         """Put the best weights into the model before the summary."""
         self.model.load_state_dict(best_weights(files))
 
+    def restore(self, tensors: dict[str, torch.Tensor], meta: dict) -> None:
+        """After a resumed run's checkpoint was loaded into the model, optimizer and RNG: what the task saved of
+        its own (:meth:`save` with ``extra_tensors`` / ``extra_meta``; ``meta["task"]``)."""
+
     def interrupted(self, run_dir: Path, progress: Progress, saved: bool, final: bool = False) -> RunInterrupted:
         """The error a stopped run ends with."""
         return TrainingInterrupted(self, run_dir, progress.epoch, progress.batch, saved, final)
@@ -228,6 +232,7 @@ def _run(task: Task, run_dir: Path, resume: bool, progress: bool, log) -> dict:
     if resume:
         tensors, meta = load_train_state(files.training_state(), task.model, task.optimizer)
         p = Progress.from_meta(meta if meta.get("schema") == SCHEMA else task.convert(meta))
+        task.restore(tensors, meta)
         if not files.checkpoint("best").is_file() and any(k.startswith("best.") for k in tensors):
             # a checkpoint from before the one schema: its best weights (inside it) become the best checkpoint
             save_best_weights(files.checkpoint("best"), model_state(tensors, "best."), {"epoch": p.best_epoch})
