@@ -138,7 +138,7 @@ class SectionedConfig:
         dotted, sep, text = item.partition("=")
         if not sep or (not self.BARE_KEYS and "." not in dotted):
             raise UsageError(f"--set {item!r}: expected section.key=value, e.g. --set train.epochs=3")
-        section, _, key = dotted.rpartition(".") if "." not in dotted else dotted.partition(".")
+        section, key = dotted.split(".", 1) if "." in dotted else ("", dotted)  # "": the bare key's own section
         section, key = self.rewrite_override(section, key)
         return section or self.home_of(key, f"--set {item!r}"), key, text
 
