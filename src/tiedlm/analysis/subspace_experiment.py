@@ -37,7 +37,7 @@ from ..models import LanguageModel
 from ..models.encoders.state import detach_state
 from ..run_dir import RunDir
 from ..runtime import autocast, resolve_precision, set_threads
-from ..train.checkpoint import save_train_state
+from ..train.checkpoint import carried_state, save_train_state, state_tensors
 from ..train.loop import Progress, Task, run
 from ..train.step import update
 from .subspace import subspace_distance
@@ -164,16 +164,11 @@ class SubspacePoint(Task):
         """Nothing: the summary is of the final weights."""
 
     def save(self, files: RunDir, progress: Progress) -> None:
-        state = {f"state.{i}.{j}": t.clone() for i, layer in enumerate(self.state or []) for j, t in enumerate(layer)}
-        save_train_state(files.checkpoint("last"), self.model, self.optimizer, progress.meta(), state)
+        last = files.checkpoint("last")
+        save_train_state(last, self.model, self.optimizer, progress.meta(), state_tensors(self.state))
 
     def restore(self, tensors: dict[str, torch.Tensor], meta: dict) -> None:
-        layers: dict[int, dict[int, torch.Tensor]] = {}
-        for name, t in tensors.items():
-            if name.startswith("state."):
-                _, i, j = name.split(".")
-                layers.setdefault(int(i), {})[int(j)] = t
-        self.state = [tuple(parts[j] for j in sorted(parts)) for _, parts in sorted(layers.items())] or None
+        self.state = carried_state(tensors, torch.device("cpu"))
 
     def summary(self, progress: Progress, history: list[dict]) -> dict:
         ce, aug = _fit(self.model, self.tokens, self.cfg.batch_size, self.cfg.bptt, self.tau, self.precision)

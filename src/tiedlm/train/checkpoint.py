@@ -97,3 +97,21 @@ def best_weights(files) -> dict[str, torch.Tensor]:
     if files.checkpoint("best").is_file():
         return model_state(load_checkpoint(files.checkpoint("best"))[0])
     return model_state(load_checkpoint(files.training_state())[0], "best.")
+
+
+def state_tensors(state) -> dict[str, torch.Tensor]:
+    """An encoder's carried state (per layer a tuple of tensors) as checkpoint tensors ``state.{layer}.{j}``."""
+    return {f"state.{i}.{j}": t.clone() for i, layer in enumerate(state or []) for j, t in enumerate(layer)}
+
+
+def carried_state(tensors: dict[str, torch.Tensor], device) -> list | None:
+    """The carried state saved by :func:`state_tensors` (``state.{layer}.h/.c`` in older checkpoints); None where
+    the checkpoint holds none."""
+    layers: dict[int, dict[str, torch.Tensor]] = {}
+    for name, t in tensors.items():
+        if name.startswith("state."):
+            _, i, j = name.split(".")
+            layers.setdefault(int(i), {})[{"h": "0", "c": "1"}.get(j, j)] = t.to(device)
+    if not layers:
+        return None
+    return [tuple(parts[j] for j in sorted(parts, key=int)) for _, parts in sorted(layers.items())]

@@ -45,11 +45,13 @@ from ..run_dir import RunDir, write_text_atomic
 from ..runtime import resolve_device, resolve_precision, set_threads
 from .checkpoint import (
     best_weights,
+    carried_state,
     load_checkpoint,
     load_train_state,
     model_state,
     save_best_weights,
     save_train_state,
+    state_tensors,
 )
 from .cuda_graph import GraphedSteps, unsupported_reason
 from .distributed import DistributedContext
@@ -449,10 +451,7 @@ class Trainer(Task):
             meta = {"epoch": self.best_epoch, "best_valid": self.best_valid, **facts}
             save_best_weights(self.files.checkpoint("best"), self.eval_model.state_dict(), meta)
             return
-        extra = self.nt_asgd.tensors()
-        for i, layer_state in enumerate(self.state or []):
-            for j, t in enumerate(layer_state):
-                extra[f"state.{i}.{j}"] = t.clone()  # initial states share memory
+        extra = {**self.nt_asgd.tensors(), **state_tensors(self.state)}  # cloned: initial states share memory
         save_train_state(
             self.files.checkpoint("last"),
             self.model,
@@ -485,7 +484,7 @@ class Trainer(Task):
         tensors, meta = load_train_state(path, self.model, self.optimizer, self.dist.rank)
         self.position = _position(meta)
         self.nt_asgd.restore(tensors, meta["task"] if meta.get("schema") == SCHEMA else meta, self.model)
-        self.state = _restore_state(tensors, self.device)
+        self.state = carried_state(tensors, self.device)
         # drop metric lines of epochs that the checkpoint has not completed
         records = [r for r in read_metrics(self.run_dir) if r["epoch"] < self.epoch]
         if self.dist.is_main:
@@ -508,18 +507,6 @@ def _position(meta: dict) -> Progress:
         best_score=None if math.isinf(meta["best_valid"]) else meta["best_valid"],
         best_epoch=meta["best_epoch"],
     )
-
-
-def _restore_state(tensors: dict[str, torch.Tensor], device) -> list | None:
-    """The encoder state saved as ``state.{layer}.{j}`` (``state.{layer}.h/.c`` in older checkpoints)."""
-    layers: dict[int, dict[str, torch.Tensor]] = {}
-    for name, t in tensors.items():
-        if name.startswith("state."):
-            _, i, j = name.split(".")
-            layers.setdefault(int(i), {})[{"h": "0", "c": "1"}.get(j, j)] = t.to(device)
-    if not layers:
-        return None
-    return [tuple(parts[j] for j in sorted(parts, key=int)) for _, parts in sorted(layers.items())]
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
