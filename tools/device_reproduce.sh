@@ -8,12 +8,16 @@
 # time until SECONDS after this script started, when `timeout` sends SIGTERM (each run saves a checkpoint and
 # stops). The device machine sends back at most 8 files of 16 MiB, so what returns in $OUT is the selfcheck's
 # three files, the queue's log and runs.tar.gz: every run's config.toml, metrics.jsonl, summary.json and log
-# (no checkpoints: an unfinished run starts again next time).
+# (no checkpoints: an unfinished run starts again next time). Two switches, as environment variables:
+#   SELFCHECK=0    skip the selfcheck (a second call on the machine the first call's selfcheck already checked)
+#   CHECKPOINTS=1  also pack each run's checkpoints and vocab.txt (a small model's best weights, for Figure 3's
+#                  bands; a stopped run's last state, to resume it elsewhere); the archive is then cut into
+#                  runs.tar.gz.NN pieces of 15 MiB (`cat runs.tar.gz.* | tar -xz` joins them)
 set -uo pipefail
 start=$SECONDS
 deadline=${1:?seconds}; table=${2:?table}; shift 2
 out=${OUT:-.}
-bash tools/device_selfcheck.sh
+[ "${SELFCHECK:-1}" = 0 ] || bash tools/device_selfcheck.sh
 if ls .whl/*.whl >/dev/null 2>&1; then export PYTHONPATH=/tmp/site; fi
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 [ -d .data/ptb ] && export TIEDLM_DATA="$PWD/.data"
@@ -24,5 +28,10 @@ timeout -s TERM "$left" python3 -m tiedlm reproduce "$table" --runs runs/reprodu
   2>&1 | tee -a "$out/reproduce.log"
 echo "reproduce exit ${PIPESTATUS[0]} after $((SECONDS - start)) s" | tee -a "$out/reproduce.log"
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$out/reproduce.log"
-(cd runs/reproduce && find . \( -name config.toml -o -name metrics.jsonl -o -name summary.json -o -name '*.log' \) \
-  -print0 | tar --null -czf "$out/runs.tar.gz" -T -)
+pack=(-name config.toml -o -name metrics.jsonl -o -name summary.json -o -name '*.log')
+[ "${CHECKPOINTS:-0}" = 1 ] && pack+=(-o -name '*.safetensors' -o -name vocab.txt)
+(cd runs/reproduce && find . \( "${pack[@]}" \) -print0 | tar --null -czf "$out/runs.tar.gz" -T -)
+if [ "$(stat -c %s "$out/runs.tar.gz")" -gt $((15 * 1024 * 1024)) ]; then
+  split -b 15M -d "$out/runs.tar.gz" "$out/runs.tar.gz." && rm "$out/runs.tar.gz"
+fi
+ls -l "$out" | tee -a "$out/reproduce.log"
