@@ -1,5 +1,7 @@
 """AWD-LSTM encoder and its training recipe (Merity et al. 2017): regularisers, windows, NT-ASGD, resume."""
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -117,3 +119,30 @@ def test_awd_resume_mid_finetune_reproduces_uninterrupted_run(tiny_corpus, tmp_p
     ma, mb = read_metrics(tmp_path / "full"), read_metrics(tmp_path / "part")
     assert [(m["train_ppl"], m["valid_ppl"]) for m in ma] == [(m["train_ppl"], m["valid_ppl"]) for m in mb]
     assert s_full["test_ppl"] == s_res["test_ppl"]
+
+
+def test_metrics_record_nt_asgd_stages_as_algorithm_1_triggers_them(tiny_corpus, tmp_path, monkeypatch):
+    """Each epoch's record says what its validation measured: the iterate (``sgd``) up to the epoch whose valid
+    loss is worse than the best from more than ``nonmono`` epochs back (Merity et al. 2017, Alg. 1, written out
+    here on the recorded valid perplexities), NT-ASGD's average from the next epoch on, then the finetune
+    stage's; the results plot marks where each stage starts."""
+    import matplotlib.axes
+
+    from tiedlm.analysis.report import plot_curves, stage_start
+
+    cfg = _awd_cfg(tiny_corpus, **{"train.epochs": "6", "train.finetune_epochs": "3"})
+    tr = Trainer(cfg, tmp_path / "run", progress=False, log=lambda *a: None)
+    tr.setup(False)
+    tr.fit()
+    metrics = read_metrics(tmp_path / "run")
+    losses, n = [math.log(m["valid_ppl"]) for m in metrics], 1
+    trigger = next(t for t in range(1, 7) if t - 1 > n and losses[t - 1] > min(losses[: t - 1 - n]))
+    assert trigger < 6  # this run switches to averaging inside its 6 epochs (at epoch 3 with these settings)
+    expected = ["sgd"] * trigger + ["averaged"] * (6 - trigger) + ["finetune"] * (len(metrics) - 6)
+    assert [m["stage"] for m in metrics] == expected and len(metrics) > 6
+    assert stage_start(metrics, "averaged") == trigger + 1 and stage_start(metrics, "finetune") == 7
+
+    drawn = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "axvline", lambda self, x, **kw: drawn.append((x, kw["label"])))
+    plot_curves([{"name": "drill", "metrics": metrics, "config": cfg}], tmp_path / "curves.png")
+    assert drawn == [(trigger + 1, f"drill: averaging from {trigger + 1}"), (7, "drill: finetune from 7")]

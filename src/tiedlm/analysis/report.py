@@ -25,10 +25,18 @@ def read_run(run_dir: Path) -> dict:
     return {"dir": run_dir, "name": run_dir.name, "config": cfg, "metrics": metrics, "summary": summary}
 
 
+def stage_start(metrics: list[dict], stage: str) -> int | None:
+    """The first epoch whose record says ``stage`` (``averaged``: NT-ASGD validated its average from there on;
+    ``finetune``: the finetune stage began), or None (never, or a run from before records had stages)."""
+    return next((m["epoch"] for m in metrics if m.get("stage") == stage), None)
+
+
 def plot_curves(runs: list[dict], path: Path, log_y: bool = True, title: str = "") -> None:
     """Validation perplexity per epoch for every run on one plot (Inan et al.'s Figure 2), each with its
-    paper validation number (where the preset has one) as a dashed line of the same colour; ``title`` names
-    the comparison (by default, that figure)."""
+    paper validation number (where the preset has one) as a dashed line of the same colour, and NT-ASGD's
+    stages (the first epoch validated on the average, the first of the finetune stage) as vertical lines of
+    that colour where its metrics record them (``stage``); ``title`` names the comparison (by default, that
+    figure)."""
     import textwrap
 
     import matplotlib
@@ -44,6 +52,16 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True, title: str = "
         (line,) = ax.plot(
             [m["epoch"] for m in r["metrics"]], [m["valid_ppl"] for m in r["metrics"]], marker=".", label=r["name"]
         )
+        for stage, style, what in (("averaged", ":", "averaging"), ("finetune", "-.", "finetune")):
+            first = stage_start(r["metrics"], stage)
+            if first is not None:
+                ax.axvline(
+                    first,
+                    color=line.get_color(),
+                    linestyle=style,
+                    linewidth=1,
+                    label=f"{r['name']}: {what} from {first}",
+                )
         paper_valid = (paper_row(r["config"]) or {}).get("valid")
         if paper_valid:
             ax.axhline(

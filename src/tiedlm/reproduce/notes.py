@@ -5,7 +5,8 @@ A table's notes are text with placeholders in double braces, filled from the fin
 - ``{{ROW.FIELD}}``: a figure of row ROW's run. FIELD is ``valid`` / ``test`` (the page's valid and test
   figures: perplexity, with test by batch 1 where the run has it; accuracy in %; BLEU), ``streams`` (test over
   the evaluation streams), ``wall`` (minutes), ``tps`` (tokens/s), ``params`` (millions), ``epochs``,
-  ``valid@N`` (valid perplexity after epoch N, from metrics.jsonl);
+  ``valid@N`` (valid perplexity after epoch N, from metrics.jsonl), ``averaging`` / ``finetune`` (the first
+  epoch validated on NT-ASGD's average / of the finetune stage, from metrics.jsonl's ``stage``);
 - ``{{A.FIELD-B.FIELD}}``: the difference of two such figures (signed where the template writes ``{{+...}}``);
 - ``{{bands:ROW:BAND}}``: Δ% of ROW against the bands' baseline in BAND (the page's Figure 3 table), signed.
 
@@ -19,6 +20,7 @@ import json
 import re
 from pathlib import Path
 
+from ..analysis.report import stage_start
 from ..run_dir import RunDir
 from .tables import METRICS
 
@@ -62,11 +64,21 @@ def _figure(row: str, field: str, runs: dict[str, Path], task: str) -> float:
         return summary["tokens_per_s"]
     if field == "params":
         return summary["parameters"]["total"] / 1e6
+    return _from_metrics(row, field, files.read_metrics())
+
+
+def _from_metrics(row: str, field: str, metrics: list[dict]) -> float:
+    """The fields read from a run's metrics.jsonl: ``epochs``, ``averaging``, ``finetune``, ``valid@N``."""
     if field == "epochs":
-        return float(len(files.read_metrics()))
+        return float(len(metrics))
+    if field in ("averaging", "finetune"):
+        first = stage_start(metrics, {"averaging": "averaged"}.get(field, field))
+        if first is None:
+            raise Missing(f"{row} (no {field} stage)")
+        return float(first)
     if field.startswith("valid@"):
         epoch = int(field[6:])
-        return next(m["valid_ppl"] for m in files.read_metrics() if m["epoch"] == epoch)
+        return next(m["valid_ppl"] for m in metrics if m["epoch"] == epoch)
     raise ValueError(f"unknown note field {field!r} (row {row})")
 
 
@@ -83,7 +95,8 @@ def _value(expr: str, runs: dict[str, Path], task: str, bands: dict | None) -> t
     parts = [p.strip() for p in expr.split(" - ")] if " - " in expr else [expr.strip()]
     values = [_figure(*p.rsplit(".", 1), runs, task) for p in parts]
     field = parts[0].rsplit(".", 1)[1]
-    fmt = {"wall": ".1f", "tps": ",.0f", "params": ".2f", "epochs": ".0f"}.get(field, ".2f")
+    fmt = {"wall": ".1f", "tps": ",.0f", "params": ".2f", "epochs": ".0f", "averaging": ".0f", "finetune": ".0f"}
+    fmt = fmt.get(field, ".2f")
     return (values[0] - values[1] if len(values) == 2 else values[0]), fmt
 
 

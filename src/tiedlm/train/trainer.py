@@ -134,6 +134,7 @@ class Trainer(Task):
         self.optimizer = make_optimizer(t.optimizer, self.model.parameters(), t.lr, t.weight_decay)
         # the iterate average of NT-ASGD, once triggered (inert for the other optimisers)
         self.nt_asgd = NTASGD(type(t.optimizer).averages_iterates, getattr(t.optimizer, "nonmono", 1), self.log)
+        self.validated_average = False  # whether the last validation measured NT-ASGD's average
         self.train_data = self.dist.shard(batchify(self.corpus.train, cfg.train.batch_size)).to(self.device)
         self.graphs = None  # the CUDA-graph steps (tiedlm.train.cuda_graph), one per window length, captured on use
         self.graph_reason = unsupported_reason(cfg, self.device, self.dist.enabled)
@@ -253,6 +254,7 @@ class Trainer(Task):
 
     def validate(self) -> float:
         t = self.cfg.train
+        self.validated_average = self.nt_asgd.averaging  # before after_validation can start the average
         self.valid = evaluate(
             self.eval_model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision, check=self.check_stop
         )
@@ -281,7 +283,7 @@ class Trainer(Task):
         return Interrupted(run_dir, position.epoch, 0 if final else position.batch, saved, final)
 
     def epoch_line(self, record: dict, seconds: float) -> str:
-        stage = " | averaged" if self.nt_asgd.averaging else ""
+        stage = "" if record["stage"] == "sgd" else f" | {record['stage']}"
         return (
             f"epoch {record['epoch']:3d}{stage} | lr {record['lr']:.4f} | train ppl {record['train_ppl']:8.2f} | "
             f"valid ppl {record['valid_ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | "
@@ -437,7 +439,16 @@ class Trainer(Task):
             "tokens_per_s": s["tokens"] / seconds if seconds else 0.0,
             "epoch_time_s": seconds,
             "wall_time_s": position.seconds + wall,
+            "stage": self.stage(position.epoch),
         }
+
+    def stage(self, epoch: int) -> str:
+        """What epoch ``epoch``'s validation measured: ``sgd`` (the iterate itself), ``averaged`` (NT-ASGD's
+        average of the iterates since its trigger, Merity et al. 2017 Alg. 1) or ``finetune`` (the finetune
+        stage's fresh average, restarted from the best weights)."""
+        if epoch > self.cfg.train.epochs:
+            return "finetune"
+        return "averaged" if self.validated_average else "sgd"
 
     def _save(self, which: str) -> None:
         """The ``last`` checkpoint (the one schema of :func:`~tiedlm.train.checkpoint.save_train_state`, with
