@@ -282,7 +282,11 @@ TABLES: dict[str, Table] = {
             "threads alone, inan2017-table1-small) one epoch takes at least 5.7 minutes and 40 epochs at least "
             "3.8 h, more with the larger softmax: more than a working session beside other work. The rows are "
             "queued; each resumes across sessions where its run folder survives (`tiedlm reproduce "
-            "inan2017-table2-small --dry-run` estimates them on an idle machine).",
+            "inan2017-table2-small --dry-run` estimates them on an idle machine). On a lent H100 (fp32, CUDA "
+            "graph, 2026-11-26, `benchmarks/results/gpu_wt2_epoch-h100.txt`) an epoch takes 27 s for vd "
+            "(81,826 tok/s) and 49 s for REAL (43,465: its second softmax over the vocabulary), so 40 epochs are "
+            "about 18 and 33 minutes a run: more than a session's 15 minutes of device time, and a run's "
+            "checkpoints (56 MB for vd's weights) are too large to carry from one lent machine to the next.",
         ),
         Table(
             "pappas2019-table4-small",
