@@ -385,11 +385,14 @@ TABLES: dict[str, Table] = {
             "which stops by the same non-monotone rule; stated upper bound 120 + 30 epochs. At the dense model's "
             "2,413 tok/s at one thread (demeester2018-lm's dense run, the same model) a PTB epoch takes 6.4 "
             "minutes, so 150 epochs take up to 16 h a run: many working sessions, and a run folder here has not "
-            "always survived from one session to the next (the seed-142 runs were lost that way). They are "
-            "queued on the CPU. An H100 trains an epoch of each in 12-14 s (fp32, the two side by side; their valid "
-            "perplexity at epoch 6 within 0.5% of the CPU rows': [paper-scale-plan.md](paper-scale-plan.md)), but "
-            "their checkpoints (19 MB and more) do not come back from the lent GPU machine (16 MiB a file), and 150 "
-            "epochs need more than one session's device time.",
+            "always survived from one session to the next (the seed-142 runs were lost that way). They train on "
+            "the CPU, one thread each: tied-converged since 2026-11-26 (from a worktree pinned at f9f34ed, whose "
+            "metrics record each epoch's NT-ASGD stage, so the curves below mark the switch and the finetune), "
+            "drill-4-converged once a second slot frees. An H100 trains an epoch of each in 12-14 s (fp32, the two "
+            "side by side; their valid perplexity at epoch 6 within 0.5% of the CPU rows': "
+            "[paper-scale-plan.md](paper-scale-plan.md)), but 150 epochs need two to three sessions' device time, "
+            "and a run's checkpoints (19 MB, 57 MB once averaging with the best weights) are too large to carry "
+            "from one lent machine to the next.",
         ),
         Table(
             "demeester2018-lm",
