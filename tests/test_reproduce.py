@@ -106,9 +106,26 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys,
         )
         == 9 / 12
     )
-    assert main([*dry, "--only", "drill"]) == 0
+    assert main([*dry, "--set", "train.epochs=12", "--only", "drill"]) == 0
     left = json.loads(capsys.readouterr().out)["runs"][0]
     assert left["status"] == "interrupted" and left["command"].startswith("tiedlm train --resume")
+    assert (left["epochs_done"], left["epochs"]) == (3, 12)
+
+    # the table's folder now exists, so the estimate is kept for its page, which says what is left of the run
+    kept = json.loads((tmp_path / "runs" / "transformer-lm" / rp.ESTIMATE).read_text())
+    assert list(kept) == ["drill"] and kept["drill"]["estimated_h"] == round(left["estimated_s"] / 3600, 2)
+    assert (kept["drill"]["epochs_done"], kept["drill"]["epochs"], kept["drill"]["threads"]) == (3, 12, 1)
+    page = rp.render(rp.table("transformer-lm"), "budget", tmp_path / "runs", [], tmp_path / "pages").read_text()
+    (line,) = [ln for ln in page.splitlines() if ln.startswith("- drill (")]
+    assert line.endswith(
+        f"where it trains, interrupted, 3 of 12 epochs done; `--dry-run` of {kept['drill']['date']}: "
+        f"~{kept['drill']['estimated_h']:.1f} h left at 1 thread(s) on {kept['drill']['cpus']} cores, alone"
+    )
+    assert not [ln for ln in page.splitlines() if ln.startswith("- tied (") and "h left" in ln]  # never estimated
+    rp.publish_estimates(rp.table("transformer-lm"), tmp_path / "runs", tmp_path / "results", log=lambda *a: None)
+    assert (tmp_path / "results" / "transformer-lm" / rp.ESTIMATE).read_bytes() == (
+        tmp_path / "runs" / "transformer-lm" / rp.ESTIMATE
+    ).read_bytes()
 
 
 @pytest.mark.slow

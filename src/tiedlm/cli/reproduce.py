@@ -67,6 +67,9 @@ def _dry_run(args, rp, tables, rows) -> int:
             "other processes shared the timed steps, so these estimates run long; run --dry-run on an idle "
             "machine for the time a run takes alone"
         )
+    saved = rp.save_estimates(plan_rows, Path(args.runs), args.threads, load)
+    if saved:
+        text.append(f"estimates kept for the results pages in {', '.join(map(str, saved))}")
     names = [t.name for t in tables] if len(tables) > 1 else tables[0].name
     record = {"table": names, "scale": args.scale, "runs": plan_rows, "estimated_s": total, "machine": load}
     emit(args, record, "\n".join(text))
@@ -79,6 +82,7 @@ def _publish(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[s
     records, lines = [], []
     for tab in tables:
         copied = rp.publish([r for r in rows if r["table"] == tab.name], published, log=log)
+        rp.publish_estimates(tab, runs_dir, published, log=log)
         earlier = published / tab.name / rp.BANDS  # its figures count, whether or not their checkpoints do
         if rp.band_analysis(tab, planned[tab.name], runs_dir, args.threads, log=log, earlier=earlier):
             rp.publish_bands(tab, runs_dir, published, log=log)

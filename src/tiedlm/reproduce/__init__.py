@@ -14,7 +14,15 @@ committed results and Figure 3's bands) and ``page`` (the results page).
 """
 
 from ..errors import UsageError
-from .estimate import corpus_size, estimate_rows, estimate_seconds, estimate_task_seconds, machine_load
+from .estimate import (
+    ESTIMATE,
+    corpus_size,
+    estimate_rows,
+    estimate_seconds,
+    estimate_task_seconds,
+    machine_load,
+    save_estimates,
+)
 from .execute import execute
 from .page import render
 from .plan import (
@@ -27,11 +35,12 @@ from .plan import (
     skip_published,
     train_command,
 )
-from .publish import BANDS, PUBLISHED, band_analysis, publish, publish_bands
+from .publish import BANDS, PUBLISHED, band_analysis, publish, publish_bands, publish_estimates
 from .tables import BUDGET_AWD_EPOCHS, BUDGET_PRECISION, METRICS, SCALES, TABLES, RunSpec, Table, table
 
 __all__ = [
     "BANDS",
+    "ESTIMATE",
     "BUDGET_AWD_EPOCHS",
     "BUDGET_PRECISION",
     "METRICS",
@@ -53,10 +62,12 @@ __all__ = [
     "plan",
     "publish",
     "publish_bands",
+    "publish_estimates",
     "render",
     "rerun_command",
     "run_config",
     "run_status",
+    "save_estimates",
     "skip_published",
     "table",
     "train_command",

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import functools
+import json
 import time
+from datetime import date
 from pathlib import Path
+
+from ..run_dir import RunDir, write_text_atomic
+
+ESTIMATE = "estimate.json"  # a table's last --dry-run estimates of its unfinished runs: RUNS/TABLE/estimate.json
 
 
 def _seconds_per_token(step, batches, steps: int) -> float:
@@ -168,7 +174,48 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
                 "status": r["status"],
                 "dir": str(r["dir"]),
                 "estimated_s": round(seconds, 3),
+                "epochs_done": len(RunDir(r["dir"]).read_metrics()),
+                "epochs": cfg.train.total_epochs if task == "lm" else cfg.train.epochs,
                 "command": "tiedlm " + " ".join(train_command(r, threads)),
             }
         )
     return plan_rows, total
+
+
+def save_estimates(plan_rows: list[dict], runs_dir: Path, threads: int, load: dict) -> list[Path]:
+    """Keep each estimated run's figure in ``RUNS/TABLE/estimate.json`` (one entry per run, replaced by the next
+    estimate of that run, dated, with the threads and how busy the machine was), so that the results page can say
+    what is left of each unfinished run. Only for a table whose run folder exists (a dry run creates nothing);
+    ``--publish`` carries the file to the committed results. Returns the files written."""
+    written = []
+    for table in dict.fromkeys(r["table"] for r in plan_rows):
+        folder = Path(runs_dir) / table
+        if not folder.is_dir():
+            continue
+        path = folder / ESTIMATE
+        entries = json.loads(path.read_text()) if path.is_file() else {}
+        for r in (r for r in plan_rows if r["table"] == table and r["status"] not in ("finished", "published")):
+            entries[r["run"].rsplit("/", 1)[-1]] = {
+                "date": date.today().isoformat(),
+                "status": r["status"],
+                "estimated_h": round(r["estimated_s"] / 3600, 2),
+                "epochs_done": r["epochs_done"],
+                "epochs": r["epochs"],
+                "threads": threads,
+                "cpus": load["cpus"],
+                "load_average": load["load_average"],
+                "busy": load["busy"],
+            }
+        write_text_atomic(path, json.dumps(entries, indent=1, sort_keys=True) + "\n")
+        written.append(path)
+    return written
+
+
+def estimate_line(entry: dict) -> str:
+    """A page's words for one run's saved estimate (:func:`save_estimates`)."""
+    busy = f", beside other work (load {entry['load_average']:.2f}): long" if entry["busy"] else ", alone"
+    return (
+        f"where it trains, {entry['status']}, {entry['epochs_done']} of {entry['epochs']} epochs done; `--dry-run` "
+        f"of {entry['date']}: ~{entry['estimated_h']:.1f} h left at {entry['threads']} thread(s) on "
+        f"{entry['cpus']} cores{busy}"
+    )

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ..run_dir import RunDir
+from .estimate import ESTIMATE, estimate_line
 from .notes import batch1_test_ppl, render_notes
 from .plan import plan, rerun_command
 from .publish import BANDS
@@ -142,6 +143,8 @@ def render(
     task = tab.runs[scale][0].task
     lines = _page_head(tab, scale, rows, task, out, command or f"tiedlm reproduce {tab.name} --scale {scale}")
     commands, waiting, finished = [], [], {}
+    estimate_file = runs_dir / tab.name / ESTIMATE
+    estimates = json.loads(estimate_file.read_text()) if estimate_file.is_file() else {}
 
     def how(spec: RunSpec) -> str:  # the command that runs one row, and the training command it stands for
         return (
@@ -156,7 +159,8 @@ def render(
             finished[r["spec"].name] = summary
             commands.append(command_line)
         else:
-            waiting.append(command_line)
+            entry = estimates.get(r["spec"].name)
+            waiting.append(command_line + (f"; {estimate_line(entry)}" if entry else ""))
     lines += seeds_section(tab, finished, task)
     if tab.notes:
         bands_file = runs_dir / tab.name / BANDS
@@ -168,7 +172,8 @@ def render(
     lines += ["", "## Commands", "", *(commands or ["(no run has finished yet)"]), ""]
     if waiting:
         lines += [
-            "Not finished yet (`--dry-run` estimates them on this machine; a stopped run resumes where it stopped):",
+            "Not finished yet (`--dry-run` estimates what is left of each on the machine it runs on, and keeps "
+            "the figures for this page; a stopped run resumes where it stopped):",
             "",
             *waiting,
             "",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..run_dir import RunDir, write_json_atomic
+from .estimate import ESTIMATE
 from .tables import SEEDED, Table
 
 PUBLISHED = ("config.toml", "metrics.jsonl", "summary.json", "test_batch1.json")
@@ -40,6 +41,21 @@ def publish(rows: list[dict], into: Path, log=print) -> list[str]:
         copied.append(r["spec"].name)
         log(f"{r['spec'].name}: published to {dst}")
     return copied
+
+
+def publish_estimates(tab: Table, runs_dir: Path, into: Path, log=print) -> bool:
+    """Copy ``RUNS/TABLE/estimate.json`` (``--dry-run``'s last estimates of the unfinished runs) into
+    ``into/TABLE/``, replacing the one there: a plan, not a result, and the page shows it only beside runs that
+    are not finished."""
+    import shutil
+
+    src, dst = runs_dir / tab.name / ESTIMATE, into / tab.name / ESTIMATE
+    if not src.is_file() or (dst.is_file() and dst.read_bytes() == src.read_bytes()):
+        return False
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    log(f"{tab.name}: the --dry-run estimates published to {dst}")
+    return True
 
 
 BANDS = "bands.json"  # a table's Figure-3 analysis of its finished runs: RUNS/TABLE/bands.json
