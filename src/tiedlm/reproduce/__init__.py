@@ -40,9 +40,9 @@ from .tables import BUDGET_AWD_EPOCHS, BUDGET_PRECISION, METRICS, SCALES, TABLES
 
 __all__ = [
     "BANDS",
-    "ESTIMATE",
     "BUDGET_AWD_EPOCHS",
     "BUDGET_PRECISION",
+    "ESTIMATE",
     "METRICS",
     "PUBLISHED",
     "SCALES",
