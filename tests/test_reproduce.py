@@ -300,6 +300,17 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
         "that is " in page
     )
 
+    # second seeds: the seeds section compares batch-1 figures, the old drill-4's from its test_batch1.json
+    for name, test in (("tied-seed1112", 86.0), ("drill-4-seed1112", 85.5)):
+        cfg = Config.load("ptb-small-re").to_toml()
+        _result_folder(table_dir / name, cfg, valid_ppl=90.0, test_ppl=test, seed=1112, test_protocol="batch 1")
+    page = rp.render(rp.table("pappas2019-table4-small"), "budget", tmp_path / "runs", [], out).read_text()
+    assert "| drill-4 | 2 | 90.00 ± 0.00 | 85.31 ± 0.27 | 85.12 (1111), 85.50 (1112) |" in page
+    assert "| drill-4 − tied | -1.38 (1111), -0.50 (1112) | -0.94 ± 0.62 | the same sign at every seed |" in page
+    (table_dir / "drill-4" / "test_batch1.json").unlink()  # no batch-1 figure: the streamed one, said so
+    page = rp.render(rp.table("pappas2019-table4-small"), "budget", tmp_path / "runs", [], out).read_text()
+    assert "86.50 (1111, 10 streams), 85.50 (1112) |" in page and "+0.00 (1111, 10 streams)" in page
+
 
 def test_publish_copies_finished_runs_and_never_overwrites_other_results(tmp_path, capsys):
     from tiedlm.config import Config

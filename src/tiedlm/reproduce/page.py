@@ -67,7 +67,7 @@ def seeds_section(tab: Table, finished: dict[str, dict], task: str) -> list[str]
     for row, seeds in groups.items():
         valid = [scale * s[keys[0]] for s in seeds.values()]
         test = [scale * s[keys[1]] for s in seeds.values()]
-        per = ", ".join(f"{scale * s[keys[1]]:.2f} ({seed})" for seed, s in sorted(seeds.items()))
+        per = ", ".join(f"{scale * s[keys[1]]:.2f} ({seed}{_streams(s)})" for seed, s in sorted(seeds.items()))
         lines.append(f"| {row} | {len(seeds)} | {_mean_sd(valid)} | {_mean_sd(test)} | {per} |")
     every = seed_groups(finished)
     pair_lines = []
@@ -78,7 +78,9 @@ def seeds_section(tab: Table, finished: dict[str, dict], task: str) -> list[str]
         diffs = [scale * (every[other][s][keys[1]] - every[base][s][keys[1]]) for s in common]
         signs = {d > 0 for d in diffs if d != 0}
         held = "the same sign at every seed" if len(signs) <= 1 else "**the sign is not stable across seeds**"
-        per = ", ".join(f"{d:+.2f} ({s})" for d, s in zip(diffs, common))
+        per = ", ".join(
+            f"{d:+.2f} ({s}{_streams(every[base][s]) or _streams(every[other][s])})" for d, s in zip(diffs, common)
+        )
         pair_lines.append(f"| {other} − {base} | {per} | {_mean_sd(diffs, signed=True)} | {held} |")
     if pair_lines:
         lines += [
@@ -88,6 +90,12 @@ def seeds_section(tab: Table, finished: dict[str, dict], task: str) -> list[str]
             *pair_lines,
         ]
     return lines
+
+
+def _streams(summary: dict) -> str:
+    """A seed's mark where its test is the streamed figure (a run from before the batch-1 protocol, never
+    evaluated by it since): the seeds section then mixes the two protocols, and says so."""
+    return f", {summary.get('eval_batch_size', 10)} streams" if summary.get("streams_only") else ""
 
 
 def _logged_device(files: RunDir) -> str:
@@ -234,6 +242,10 @@ def _table_row(r: dict, task: str, how, links_from: Path) -> tuple[str, str, dic
         ours = f"{best:.2f} / –" if best is not None else "–"
         params = wall = device = tps = "–"
         command_line = f"- {spec.name} ({status}): {how(spec)}"
+    if summary and task == "lm" and "test_protocol" not in summary:
+        # a run from before test_protocol: its summary's test is over streams; the seeds section compares batch 1
+        batch1 = batch1_test_ppl(files.path, summary)
+        summary = {**summary, "test_ppl": batch1} if batch1 is not None else {**summary, "streams_only": True}
     total = r["config"].train.total_epochs if task == "lm" else r["config"].train.epochs
     note = f" ({spec.note})" if spec.note else ""
     line = (
