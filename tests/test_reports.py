@@ -247,3 +247,21 @@ def test_plots_with_nothing_labelled_draw_no_legend_and_warn_nothing(tmp_path):
         plot_bands(table, tmp_path / "bands.png")
         plot_curves([], tmp_path / "curves.png")
     assert (tmp_path / "bands.png").stat().st_size > 0 and (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_the_curves_draw_a_rows_paper_line_once_whatever_its_seeds(tmp_path, monkeypatch):
+    """Two seeds of one row share its paper figure: one dashed line, labelled once; another row's is its own."""
+    import matplotlib.axes
+
+    from tiedlm.analysis.report import plot_curves
+
+    drawn = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "axhline", lambda self, y, **kw: drawn.append((y, kw["label"])))
+    metrics = [{"epoch": 1, "valid_ppl": 120.0}, {"epoch": 2, "valid_ppl": 100.0}]
+    re, vd = Config.load("ptb-small-re"), Config.load("ptb-small-vd")
+    runs = [{"name": n, "metrics": metrics, "config": c} for n, c in (("re", re), ("re-seed2", re), ("vd", vd))]
+    plot_curves(runs, tmp_path / "curves.png")
+    assert drawn == [
+        (paper_row(re)["valid"], "paper valid 89.9 (RE)"),
+        (paper_row(vd)["valid"], "paper valid 92.6 (VD)"),
+    ]

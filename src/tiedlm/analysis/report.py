@@ -46,6 +46,7 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True, title: str = "
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
+    drawn_papers: set[str] = set()
     for r in runs:
         if not r["metrics"]:
             continue
@@ -63,15 +64,11 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True, title: str = "
                     label=f"{r['name']}: {what} from {first}",
                 )
         paper_valid = (paper_row(r["config"]) or {}).get("valid")
-        if paper_valid:
-            ax.axhline(
-                paper_valid,
-                color=line.get_color(),
-                linestyle="--",
-                linewidth=1,
-                label=f"paper valid {paper_valid:g} "
-                f"({variant_name(r['config'].loss.augmented, r['config'].model.output.name)})",
-            )
+        variant = variant_name(r["config"].loss.augmented, r["config"].model.output.name)
+        paper_label = f"paper valid {paper_valid:g} ({variant})" if paper_valid else ""
+        if paper_valid and paper_label not in drawn_papers:  # a second seed of a row: its paper line is drawn
+            drawn_papers.add(paper_label)
+            ax.axhline(paper_valid, color=line.get_color(), linestyle="--", linewidth=1, label=paper_label)
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation perplexity")
     if log_y:
