@@ -85,6 +85,15 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys,
         assert main([a for a in dry if a != "--json"]) == 0
         out = capsys.readouterr().out
         assert ("note: the machine was busy (load average 3.00" in out) is busy
+        assert "would train on this machine's GPU" not in out  # no GPU here
+    # with a GPU, runs on train.device = auto would train there: the CPU estimate says it does not measure that
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert main([*(a for a in dry if a != "--json"), "--set", "train.device=auto"]) == 0
+    every = ", ".join(s.name for s in rp.table("transformer-lm").runs["budget"])
+    assert f"note: {every} would train on this machine's GPU" in capsys.readouterr().out
+    assert main([a for a in dry if a != "--json"]) == 0  # TINY trains on the CPU (train.device = cpu)
+    assert "would train on this machine's GPU" not in capsys.readouterr().out
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     assert main([*dry, "--only", "drill"]) == 0
     assert [r["run"] for r in json.loads(capsys.readouterr().out)["runs"]] == ["drill"]
     assert main(["reproduce", "transformer-lm", "--dry-run", "--only", "drill-9"]) == 2

@@ -59,8 +59,15 @@ def _dry_run(args, rp, tables, rows) -> int:
     ]
     text.append(
         f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "
-        f"(~{total / 3600 / args.jobs:.2f} h of wall time); estimated from timed training steps here"
+        f"(~{total / 3600 / args.jobs:.2f} h of wall time); estimated from training steps timed on this CPU"
     )
+    on_gpu = [p["run"] for p, r in zip(plan_rows, rows) if p["estimated_s"] and _trains_on_gpu(r["config"])]
+    if on_gpu:
+        text.append(
+            f"note: {', '.join(on_gpu)} would train on this machine's GPU (train.device = auto or cuda), which these "
+            "CPU estimates do not measure: a GPU trains them many times faster (docs/results/paper-scale-plan.md "
+            "has the H100's figures)"
+        )
     if load["busy"]:
         text.append(
             f"note: the machine was busy (load average {load['load_average']:.2f} on {load['cpus']} cores): "
@@ -74,6 +81,14 @@ def _dry_run(args, rp, tables, rows) -> int:
     record = {"table": names, "scale": args.scale, "runs": plan_rows, "estimated_s": total, "machine": load}
     emit(args, record, "\n".join(text))
     return 0
+
+
+def _trains_on_gpu(cfg) -> bool:
+    """Whether a run's config trains on a CUDA GPU of this machine (its ``train.device``)."""
+    import torch
+
+    device = getattr(cfg.train, "device", "cpu")
+    return device in ("auto", "cuda") and torch.cuda.is_available()
 
 
 def _publish(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[str]]:
