@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Resume (or start) the long reproduction runs in the background, each from a worktree pinned to the commit it
+# started from, so that later changes to the code never alter a run halfway (the brief: one thread each, at most
+# two at a time, run folders under ~/tiedlm-runs). Run it first thing in a session; it starts nothing that is
+# already running, and recreates a missing worktree (and its venv) at its commit.
+#
+#   bash tools/background_queue.sh            # resume the queue below
+#   bash tools/background_queue.sh --status   # what runs, and each run's last epoch
+#
+# The queue: COMMIT TABLE RUN, in order; the first two not finished run. Edit it as runs finish or start.
+set -uo pipefail
+QUEUE=(
+  "fb815f3 pappas2019-table4-small drill-4-seed1112"
+  "f9f34ed pappas2019-table4-awd tied-converged"
+  "f9f34ed pappas2019-table4-awd drill-4-converged"
+)
+repo=$(cd "$(dirname "$0")/.." && pwd)
+runs=${TIEDLM_RUNS:-$HOME/tiedlm-runs}
+data=${TIEDLM_DATA:-$(cd "$repo/../shared/data" 2>/dev/null && pwd)}
+mkdir -p "$runs"
+
+running() { pgrep -f -- "--resume $runs/$1/$2 " >/dev/null || pgrep -f -- "--out $runs/$1/$2 " >/dev/null; }
+
+slots=2
+for item in "${QUEUE[@]}"; do
+  read -r commit table run <<<"$item"
+  folder="$runs/$table/$run"
+  epochs=$( [ -f "$folder/metrics.jsonl" ] && wc -l <"$folder/metrics.jsonl" || echo 0)
+  if [ -f "$folder/summary.json" ]; then
+    echo "$table/$run: finished ($epochs epochs)"; continue
+  fi
+  if running "$table" "$run"; then
+    echo "$table/$run: running ($epochs epochs done)"; slots=$((slots - 1)); continue
+  fi
+  if [ "${1:-}" = --status ]; then echo "$table/$run: waiting ($epochs epochs done; pinned at $commit)"; continue; fi
+  if [ "$slots" -le 0 ]; then echo "$table/$run: queued ($epochs epochs done)"; continue; fi
+  # a worktree already at that commit with its venv (the ones started by hand: /work/runs-wt3, ...), else a new one
+  tree=$(git -C "$repo" worktree list --porcelain | awk -v c="$commit" '/^worktree /{w=$2} /^HEAD /{if (index($2, c) == 1) print w}' |
+    while read -r w; do [ -x "$w/.venv/bin/tiedlm" ] && echo "$w" && break; done)
+  tree=${tree:-"$(dirname "$repo")/runs-$commit"}
+  if [ ! -x "$tree/.venv/bin/tiedlm" ]; then
+    git -C "$repo" worktree add -f "$tree" "$commit" >/dev/null 2>&1 || true
+    (cd "$tree" && TIEDLM_NATIVE_DIR="$HOME/.cache/tiedlm-$commit-native" bash setup.sh >/dev/null) || {
+      echo "$table/$run: could not set up $tree at $commit"; continue; }
+  fi
+  (cd "$tree" && nohup setsid env TIEDLM_DATA="$data" TIEDLM_NATIVE_DIR="$HOME/.cache/tiedlm-$commit-native" \
+    .venv/bin/tiedlm reproduce "$table" --runs "$runs" --threads 1 --jobs 1 --only "$run" --no-page \
+    >>"$runs/queue-$table-$run.log" 2>&1 &)
+  echo "$table/$run: resumed from $tree ($epochs epochs done)"
+  slots=$((slots - 1))
+done
