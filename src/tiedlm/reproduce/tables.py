@@ -300,7 +300,9 @@ TABLES: dict[str, Table] = {
                         {"full": "inan2017-table1-small/vd", "tied": "inan2017-table1-small/re-bias"},
                         _OUTPUT_NOTES,
                     ),
-                    *_second_seed("ptb-small-re", {k: _OUTPUT_LAYERS[k] for k in ("tied", "drill-4")}, 1112),
+                    *_second_seed(
+                        "ptb-small-re", {k: _OUTPUT_LAYERS[k] for k in ("tied", "drill-4", "dual-res")}, 1112
+                    ),
                 )
                 for s in SCALES
             },
@@ -328,7 +330,8 @@ TABLES: dict[str, Table] = {
             "dual-res trained on an H100 (fp32, 6.1 min, 2026-11-26), every other row on this CPU: a change of "
             "device moves a run as a change of seed does, and both leads rest on one seed (seeds move a row by "
             "0.56-1.04 sample sd on the Transformer LM), so this page does not rank dual-res above DRILL-4 "
-            "(untried: dual-res at a second seed, and on this CPU). "
+            "(untried: dual-res on this CPU; dual-res-seed1112 is queued, for a lent GPU: 6 minutes there, "
+            "about 5 h here). "
             "Its bands against tied are DRILL-1's pattern, larger: gains below 1,000 occurrences "
             "({{bands:dual-res:1-10}}%, {{bands:dual-res:10-100}}%, "
             "{{bands:dual-res:100-1k}}%), losses on the frequent words ({{bands:dual-res:1k-10k}}%, "
@@ -346,7 +349,7 @@ TABLES: dict[str, Table] = {
             " on the Transformer LM), so both rows run again at seed 1112 (tied-seed1112, drill-4-seed1112: CPU fp32,"
             " one thread each, side by side, started 2026-11-26; Figure 3's bands stay at the first seed).",
             bands_baseline="tied",
-            pairs=(("tied", "drill-4"),),
+            pairs=(("tied", "drill-4"), ("drill-4", "dual-res")),
         ),
         Table(
             "pappas2019-table4-awd",
