@@ -137,6 +137,16 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys,
         tmp_path / "runs" / "transformer-lm" / rp.ESTIMATE
     ).read_bytes()
 
+    # committed results (git-tracked): no run trains there, so a dry run over them keeps no estimate there
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path / "results")], check=True)
+    subprocess.run(["git", "-C", str(tmp_path / "results"), "add", "."], check=True)
+    published = (tmp_path / "results" / "transformer-lm" / rp.ESTIMATE).read_bytes()
+    assert main([*(a if a != str(tmp_path / "runs") else str(tmp_path / "results") for a in dry)]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "results" / "transformer-lm" / rp.ESTIMATE).read_bytes() == published
+
 
 @pytest.mark.slow
 def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys):

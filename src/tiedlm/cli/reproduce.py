@@ -74,13 +74,25 @@ def _dry_run(args, rp, tables, rows) -> int:
             "other processes shared the timed steps, so these estimates run long; run --dry-run on an idle "
             "machine for the time a run takes alone"
         )
-    saved = rp.save_estimates(plan_rows, Path(args.runs), args.threads, load)
+    saved = [] if _committed(Path(args.runs)) else rp.save_estimates(plan_rows, Path(args.runs), args.threads, load)
     if saved:
         text.append(f"estimates kept for the results pages in {', '.join(map(str, saved))}")
     names = [t.name for t in tables] if len(tables) > 1 else tables[0].name
     record = {"table": names, "scale": args.scale, "runs": plan_rows, "estimated_s": total, "machine": load}
     emit(args, record, "\n".join(text))
     return 0
+
+
+def _committed(folder: Path) -> bool:
+    """Whether ``folder`` holds committed results (git-tracked files): the dry run keeps no estimates there, where
+    no run trains (``--publish`` brings the estimates of the folder the runs train in)."""
+    from ..paths import refuse_committed
+
+    try:
+        refuse_committed(folder, "--runs")
+    except UsageError:
+        return True
+    return False
 
 
 def _trains_on_gpu(cfg) -> bool:
@@ -154,13 +166,7 @@ def _run(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[str],
 def _train_runs(args) -> str:
     """Where a page's "run it again" commands train: the --runs folder, unless it holds committed results
     (which no run may write into), then the default runs/reproduce."""
-    from ..paths import refuse_committed
-
-    try:
-        refuse_committed(Path(args.runs), "--runs")
-    except UsageError:
-        return "runs/reproduce"
-    return args.runs
+    return "runs/reproduce" if _committed(Path(args.runs)) else args.runs
 
 
 def _extra(rp, tab, args) -> list[str]:
