@@ -161,3 +161,34 @@ def test_a_subspace_run_is_a_task_of_the_one_loop_and_a_sigterm_in_it_resumes_ex
         straight["train_ppl"],
         straight["train_aug"],
     )
+
+
+def test_experiment_subspace_resume_finishes_with_the_settings_it_started_with(tiny_corpus, tmp_path, capsys):
+    """`experiment subspace --resume OUT` takes OUT/config.toml (as `train --resume RUN` does): a row lost to a
+    stop is trained again with the first invocation's settings, to the same distance; other settings are refused."""
+    import csv
+
+    from tiedlm.cli import main
+
+    out = tmp_path / "exp"
+    first = ["experiment", "subspace", "--out", str(out), "--data", str(tiny_corpus), "--slice-words", "800"]
+    first += ["--epochs", "2", "--betas", "0", "1", "--taus", "10", "--runs", "1", "--lr", "0.5", "--vocab", "full"]
+    first += ["--hidden-size", "12"]
+    assert main([*first, "--threads", "1", "--no-progress"]) == 0
+    rows = list(csv.DictReader((out / "subspace.csv").open()))
+    assert [(r["beta"], r["tau"]) for r in rows] == [("0.0", "10.0"), ("1.0", "10.0")]
+    lines = (out / "subspace.csv").read_text().splitlines(keepends=True)
+    (out / "subspace.csv").write_text("".join(lines[:-1]))  # the last point's row never written: a stop
+    capsys.readouterr()
+    assert main(["experiment", "subspace", "--resume", str(out), "--no-progress", "--threads", "1"]) == 0
+    again = list(csv.DictReader((out / "subspace.csv").open()))
+    assert again == rows[:1] + [{**rows[1], "seconds": again[1]["seconds"]}]  # the same distance, to the digit
+    assert main(["experiment", "subspace", "--out", str(out), "--resume", "--no-progress"]) == 0  # nothing left
+    assert len(list(csv.DictReader((out / "subspace.csv").open()))) == 2
+    capsys.readouterr()
+    assert main(["experiment", "subspace", "--resume", str(out), "--epochs", "3", "--lr", "1.0"]) == 2
+    err = capsys.readouterr().err
+    assert "drop --epochs" in err and "--lr" not in err  # 1.0 is the default: not a setting given
+    assert main(["experiment", "subspace", "--resume", str(tmp_path / "none")]) == 2
+    assert "holds no subspace experiment to resume" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()

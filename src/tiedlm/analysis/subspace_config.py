@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import tomli_w
+import tomllib
 
 from ..errors import UsageError
+from ..run_dir import write_text_atomic
 
 
 @dataclass
@@ -50,6 +55,26 @@ class SubspaceExperimentConfig:
             raise UsageError(
                 f"--slice-words {self.slice_words} is too small for batch {self.batch_size} x bptt {self.bptt}"
             )
+
+    def save(self, folder) -> None:
+        """``folder/config.toml``: every setting, so that ``experiment subspace --resume FOLDER`` finishes the same
+        experiment (as a training run's config.toml does for ``train --resume``)."""
+        write_text_atomic(Path(folder) / "config.toml", tomli_w.dumps(asdict(self)))
+
+    @classmethod
+    def load(cls, folder) -> "SubspaceExperimentConfig":
+        """The settings an experiment in ``folder`` was started with (:meth:`save`); a one-line error where there
+        are none."""
+        path = Path(folder) / "config.toml"
+        if not path.is_file():
+            raise UsageError(
+                f"{folder} holds no subspace experiment to resume (no config.toml); start one with "
+                f"tiedlm experiment subspace --out {folder}"
+            )
+        try:
+            return cls(**tomllib.loads(path.read_text()))
+        except (tomllib.TOMLDecodeError, TypeError) as exc:
+            raise UsageError(f"{path} is not a subspace experiment's config ({exc})") from None
 
     def points(self) -> list[tuple[float, float]]:
         """Unique (beta, tau) points of both sweeps, in sweep order."""

@@ -248,6 +248,7 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
     set_threads(cfg.threads)
     precision = resolve_precision(cfg.precision, torch.device("cpu"))
     out.mkdir(parents=True, exist_ok=True)
+    cfg.save(out)  # the settings of the latest invocation: what --resume finishes
     csv_path = out / "subspace.csv"
     settings = cfg.settings()
     done = _done_rows(csv_path, settings)

@@ -21,15 +21,50 @@ def _output_folder(folder: str) -> Path:
 
 
 def cmd_experiment_subspace(args) -> int:
-    from ..analysis.subspace_experiment import SubspaceExperimentConfig, run_experiment
+    from ..analysis.subspace_experiment import run_experiment
 
-    out = _output_folder(args.out)
+    out = Path(args.resume if isinstance(args.resume, str) else args.out)
+    cfg = _resumed_experiment(args, out) if args.resume else _new_experiment(args)  # before creating anything
+    out = _output_folder(str(out))
+    log = progress_log(args)
+    summary = run_experiment(cfg, out, progress=not args.no_progress, log=log)
+    emit(args, summary, (out / "summary.md").read_text() + f"\nwrote {out}/subspace.csv, subspace.png, summary.md")
+    return 0
+
+
+_SETTINGS = ("runs", "seed", "epochs", "vocab", "slice_words", "hidden_size", "optimizer", "lr", "momentum")
+_SETTINGS += ("precision",)
+_SETTINGS += ("init_range", "output_init_range", "data_dir", "data", "betas", "taus")
+
+
+def _resumed_experiment(args, out: Path):
+    """``--resume [OUT]``: the settings the experiment in OUT was started with; only --threads may change."""
+    from ..analysis.subspace_config import SubspaceExperimentConfig
+    from ..errors import UsageError
+
+    new = SubspaceExperimentConfig()
+    given = [k for k in _SETTINGS if getattr(args, k) not in (None, getattr(new, k, None), "")]
+    if given:
+        raise UsageError(
+            f"--resume finishes the experiment with the settings in {out}/config.toml; drop "
+            f"{', '.join('--' + k.replace('_', '-') for k in given)} (or start a new experiment in another --out)"
+        )
+    cfg = SubspaceExperimentConfig.load(out)
+    cfg.threads = args.threads or cfg.threads
+    return cfg
+
+
+def _new_experiment(args):
+    from ..analysis.subspace_config import SubspaceExperimentConfig
+    from ..errors import UsageError
+
     cfg = SubspaceExperimentConfig(
         runs=args.runs,
         seed=args.seed,
         epochs=args.epochs,
         vocab=args.vocab,
         slice_words=args.slice_words,
+        hidden_size=args.hidden_size,
         optimizer=args.optimizer,
         lr=args.lr,
         momentum=args.momentum,
@@ -39,14 +74,15 @@ def cmd_experiment_subspace(args) -> int:
         threads=args.threads,
         data_dir=args.data_dir or "",
     )
+    if args.data:
+        if args.data_dir:
+            raise UsageError("give either --data (a corpus of your own) or --data-dir (PTB's files), not both")
+        cfg.corpus = str(Path(args.data).expanduser().resolve())
     if args.betas:
         cfg.betas = args.betas
     if args.taus:
         cfg.taus = args.taus
-    log = progress_log(args)
-    summary = run_experiment(cfg, out, progress=not args.no_progress, log=log)
-    emit(args, summary, (out / "summary.md").read_text() + f"\nwrote {out}/subspace.csv, subspace.png, summary.md")
-    return 0
+    return cfg
 
 
 def cmd_report(args) -> int:
@@ -151,6 +187,15 @@ def _register_experiment(add, sub_parser_class) -> None:
         "sweep (beta = 1); report subspace_distance(L^T, W).",
     )
     s.add_argument("--out", default="runs/subspace", help="folder for the CSV, PNG and summary (runs/subspace)")
+    s.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="OUT",
+        help="finish a stopped experiment with the settings it started with (OUT/config.toml), as `tiedlm train "
+        "--resume RUN_DIR`; `--out OUT --resume` works too; only --threads may change",
+    )
     s.add_argument("--runs", type=POSITIVE, default=d.runs, help="seeds per point (the paper: 10)")
     s.add_argument("--seed", type=int, default=d.seed, help="run r uses seed SEED + r for its slice and its weights")
     s.add_argument("--epochs", type=POSITIVE, default=d.epochs)
@@ -169,6 +214,9 @@ def _register_experiment(add, sub_parser_class) -> None:
         help="softmax over PTB's 10k words (full) or over the words of each slice (slice: ~3x faster)",
     )
     s.add_argument("--slice-words", type=POSITIVE, default=d.slice_words)
+    s.add_argument(
+        "--hidden-size", type=POSITIVE, default=d.hidden_size, help="LSTM width d (at most the vocabulary's size)"
+    )
     s.add_argument("--betas", type=number(0, maximum=1), nargs="+", help="beta sweep (default 0, 0.1, ..., 1)")
     s.add_argument("--taus", type=number(0, above=True), nargs="+", help="tau sweep (default 1 2 5 10 20 40)")
     s.add_argument(
@@ -192,6 +240,11 @@ def _register_experiment(add, sub_parser_class) -> None:
         help="fp32 by default: bf16 rounding of the logits is a sizeable fraction of ỹ's deviation from uniform",
     )
     s.add_argument("--threads", type=THREADS, default=0)
+    s.add_argument(
+        "--data",
+        metavar="FOLDER",
+        help="train on a corpus of your own in FOLDER (train.txt, valid.txt, test.txt; read as it is)",
+    )
     s.add_argument("--data-dir", help="folder holding PTB's train.txt/valid.txt/test.txt")
     s.add_argument("--no-progress", action="store_true")
 
