@@ -173,7 +173,7 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     drill = json.loads((table_dir / "drill-4" / "summary.json").read_text())
     assert "model.output.depth=4" in drill["command"]
     page = (tmp_path / "pages" / "pappas2019-table4-small.md").read_text()
-    assert page.count("| finished |") == 9 and "`tiedlm train ptb-small-re" in page
+    assert page.count("| finished |") == 10 and "`tiedlm train ptb-small-re" in page
     # each finished run names the command that runs it again: the same --set arguments it was started with
     line = next(ln for ln in page.splitlines() if ln.startswith("- drill-4: "))
     runs_arg = str(tmp_path / "runs")

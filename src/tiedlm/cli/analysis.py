@@ -186,16 +186,7 @@ def _register_experiment(add, sub_parser_class) -> None:
         "Inan et al. (2017) §6.2: train LSTM LMs with loss (6.1) over a beta sweep (tau = 10) and a tau "
         "sweep (beta = 1); report subspace_distance(L^T, W).",
     )
-    s.add_argument("--out", default="runs/subspace", help="folder for the CSV, PNG and summary (runs/subspace)")
-    s.add_argument(
-        "--resume",
-        nargs="?",
-        const=True,
-        default=None,
-        metavar="OUT",
-        help="finish a stopped experiment with the settings it started with (OUT/config.toml), as `tiedlm train "
-        "--resume RUN_DIR`; `--out OUT --resume` works too; only --threads may change",
-    )
+    _subspace_io_arguments(s)
     s.add_argument("--runs", type=POSITIVE, default=d.runs, help="seeds per point (the paper: 10)")
     s.add_argument("--seed", type=int, default=d.seed, help="run r uses seed SEED + r for its slice and its weights")
     s.add_argument("--epochs", type=POSITIVE, default=d.epochs)
@@ -238,6 +229,20 @@ def _register_experiment(add, sub_parser_class) -> None:
         choices=["auto", "fp32", "bf16"],
         default=d.precision,
         help="fp32 by default: bf16 rounding of the logits is a sizeable fraction of ỹ's deviation from uniform",
+    )
+
+
+def _subspace_io_arguments(s) -> None:
+    """Where the subspace experiment reads and writes, and how it runs: --out, --resume, --threads, the corpus."""
+    s.add_argument("--out", default="runs/subspace", help="folder for the CSV, PNG and summary (runs/subspace)")
+    s.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="OUT",
+        help="finish a stopped experiment with the settings it started with (OUT/config.toml), as `tiedlm train "
+        "--resume RUN_DIR`; `--out OUT --resume` works too; only --threads may change",
     )
     s.add_argument("--threads", type=THREADS, default=0)
     s.add_argument(
