@@ -45,7 +45,7 @@ for item in "${QUEUE[@]}"; do
   fi
   (cd "$tree" && nohup setsid env TIEDLM_DATA="$data" TIEDLM_NATIVE_DIR="$HOME/.cache/tiedlm-$commit-native" \
     .venv/bin/tiedlm reproduce "$table" --runs "$runs" --threads 1 --jobs 1 --only "$run" --no-page \
-    >>"$runs/queue-$table-$run.log" 2>&1 &)
+    >>"$runs/queue-$table-$run.log" 2>&1 &) </dev/null >/dev/null 2>&1  # detached: the caller's shell returns at once
   echo "$table/$run: resumed from $tree ($epochs epochs done)"
   slots=$((slots - 1))
 done
