@@ -154,7 +154,7 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
     """``--dry-run``'s plan: for each planned row its run, status, folder, estimated seconds on this machine (0
     for a finished or published run, the part still to train for an interrupted one) and the command that trains
     it; and their total."""
-    from .plan import fraction_left, train_command
+    from .plan import fraction_left, planned_epochs, train_command
 
     plan_rows, total = [], 0.0
     for r in rows:
@@ -165,7 +165,8 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
             seconds = estimate_seconds(cfg, *corpus_size(cfg.data.name), threads)
         else:
             seconds = estimate_task_seconds(task, cfg, threads)
-        seconds *= fraction_left(r)  # an interrupted run: its epochs still to train
+        epochs_done = len(RunDir(r["dir"]).read_metrics())
+        seconds *= fraction_left(r, epochs_done)  # an interrupted run: its epochs still to train
         total += seconds
         plan_rows.append(
             {
@@ -174,8 +175,8 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
                 "status": r["status"],
                 "dir": str(r["dir"]),
                 "estimated_s": round(seconds, 3),
-                "epochs_done": len(RunDir(r["dir"]).read_metrics()),
-                "epochs": cfg.train.total_epochs if task == "lm" else cfg.train.epochs,
+                "epochs_done": epochs_done,
+                "epochs": planned_epochs(r),
                 "command": "tiedlm " + " ".join(train_command(r, threads)),
             }
         )

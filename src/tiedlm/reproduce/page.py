@@ -9,7 +9,7 @@ from pathlib import Path
 from ..run_dir import RunDir
 from .estimate import ESTIMATE, estimate_line
 from .notes import batch1_test_ppl, render_notes
-from .plan import plan, rerun_command
+from .plan import plan, planned_epochs, rerun_command
 from .publish import BANDS
 from .tables import METRICS, SEEDED, RunSpec, Table
 
@@ -246,7 +246,7 @@ def _table_row(r: dict, task: str, how, links_from: Path) -> tuple[str, str, dic
         # a run from before test_protocol: its summary's test is over streams; the seeds section compares batch 1
         batch1 = batch1_test_ppl(files.path, summary)
         summary = {**summary, "test_ppl": batch1} if batch1 is not None else {**summary, "streams_only": True}
-    total = r["config"].train.total_epochs if task == "lm" else r["config"].train.epochs
+    total = planned_epochs(r)
     note = f" ({spec.note})" if spec.note else ""
     line = (
         f"| {spec.name}{note} | {paper} | {ours} | {params} | {len(metrics)}/{total} | {wall} | {device} | {tps} | "

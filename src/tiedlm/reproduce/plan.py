@@ -111,11 +111,20 @@ def skip_published(rows: list[dict], runs_dir: Path, published: Path) -> None:
             r["status"], r["published"] = "published", copy
 
 
-def fraction_left(row: dict) -> float:
+def planned_epochs(row: dict) -> int:
+    """The epochs a planned row trains for: a language model's ``total_epochs`` (its NT-ASGD bound with the
+    finetune stage), another task's ``epochs``."""
+    train = row["config"].train
+    return train.total_epochs if row["spec"].task == "lm" else train.epochs
+
+
+def fraction_left(row: dict, epochs_done: int | None = None) -> float:
     """The share of a planned run's epochs still to train: 1 for a missing run, 0 for a finished one, and for an
-    interrupted (or short) one its epochs without a metrics record over all (the epoch it stopped in counts whole)."""
+    interrupted (or short) one its epochs without a metrics record over all (the epoch it stopped in counts whole).
+    ``epochs_done`` is the count of its metrics records where the caller has read them already."""
     if row["status"] not in RESUMED:
         return float(row["status"] == "missing")
-    cfg = row["config"]
-    total = cfg.train.total_epochs if row["spec"].task == "lm" else cfg.train.epochs
-    return max(total - len(RunDir(row["dir"]).read_metrics()), 1) / total
+    if epochs_done is None:
+        epochs_done = len(RunDir(row["dir"]).read_metrics())
+    total = planned_epochs(row)
+    return max(total - epochs_done, 1) / total
