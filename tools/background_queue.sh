@@ -13,7 +13,11 @@ QUEUE=(
   "fb815f3 pappas2019-table4-small drill-4-seed1112"
   "f9f34ed pappas2019-table4-awd tied-converged"
   "f9f34ed pappas2019-table4-awd drill-4-converged"
+  "f9f34ed inan2017-table2-small vd"
+  "f9f34ed inan2017-table2-small re-bias"
+  "f9f34ed inan2017-table2-small real"
 )
+# (the WikiText-2 rows are pinned at f9f34ed too: no training code changed after it, and one worktree serves both)
 repo=$(cd "$(dirname "$0")/.." && pwd)
 runs=${TIEDLM_RUNS:-$HOME/tiedlm-runs}
 data=${TIEDLM_DATA:-$(cd "$repo/../shared/data" 2>/dev/null && pwd)}

@@ -344,10 +344,15 @@ TABLES: dict[str, Table] = {
             "({{bands:drill-4:10-100}}%, {{bands:drill-4:100-1k}}%), loses on the rarest band "
             "({{bands:drill-4:1-10}}%) and on 1k-10k ({{bands:drill-4:1k-10k}}%), and is level on the 9 most "
             "frequent types ({{bands:drill-4:10k+}}%). The paper's Figure 3 finds DRILL's gain on the rare words "
-            "too; here it is on the words seen 10-1,000 times. One seed (1111) for every row so far: the DRILL-4 vs "
-            "tied difference (0.63 at seed 1111) is within what seeds move a row elsewhere here (0.56-1.04 sample sd"
-            " on the Transformer LM), so both rows run again at seed 1112 (tied-seed1112, drill-4-seed1112: CPU fp32,"
-            " one thread each, side by side, started 2026-11-26; Figure 3's bands stay at the first seed).",
+            "too; here it is on the words seen 10-1,000 times. Two seeds for tied and DRILL-4 (Across seeds above), "
+            "because the seed-1111 difference ({{+drill-4.test - tied.test}}) was within what seeds move a row "
+            "elsewhere here (0.56-1.04 sample sd on the Transformer LM): at seed 1112 tied gives "
+            "{{tied-seed1112.test}} and DRILL-4 {{drill-4-seed1112.test}} ({{+drill-4-seed1112.test - "
+            "tied-seed1112.test}}), both trained on this CPU (fp32, one thread each, side by side). On test the "
+            "difference kept its sign and size at both seeds; on validation it did not: tied is ahead at seed 1111 "
+            "({{tied.valid}} vs {{drill-4.valid}}) and DRILL-4 at seed 1112 ({{drill-4-seed1112.valid}} vs "
+            "{{tied-seed1112.valid}}). Two seeds do not measure the spread of a difference this size (untried: a "
+            "third seed). Figure 3's bands are of the seed-1111 runs.",
             bands_baseline="tied",
             pairs=(("tied", "drill-4"), ("drill-4", "dual-res")),
         ),
