@@ -32,9 +32,11 @@ def cmd_experiment_subspace(args) -> int:
     return 0
 
 
-_SETTINGS = ("runs", "seed", "epochs", "vocab", "slice_words", "hidden_size", "optimizer", "lr", "momentum")
-_SETTINGS += ("precision",)
-_SETTINGS += ("init_range", "output_init_range", "data_dir", "data", "betas", "taus")
+# the experiment's settings as options: --resume refuses them (config.toml holds them), --threads excepted
+_SETTINGS = tuple(
+    "runs seed epochs vocab slice_words hidden_size optimizer lr momentum precision init_range output_init_range "
+    "data_dir data betas taus".split()
+)
 
 
 def _resumed_experiment(args, out: Path):
