@@ -146,3 +146,95 @@ def test_metrics_record_nt_asgd_stages_as_algorithm_1_triggers_them(tiny_corpus,
     monkeypatch.setattr(matplotlib.axes.Axes, "axvline", lambda self, x, **kw: drawn.append((x, kw["label"])))
     plot_curves([{"name": "drill", "metrics": metrics, "config": cfg}], tmp_path / "curves.png")
     assert drawn == [(trigger + 1, f"drill: averaging from {trigger + 1}"), (7, "drill: finetune from 7")]
+
+
+def test_stop_on_stall_ends_the_averaged_stage_when_the_average_stalls():
+    """``train.optimizer.stop_on_stall``: Alg. 1's non-monotone test applied again to the average's own validations
+    (those from the first averaged epoch on) ends the averaged stage; without it the stage runs on (the reference's
+    main.py), and the epoch survives a checkpoint."""
+    from tiedlm.train.nt_asgd import NTASGD
+
+    model = nn.Linear(2, 2)
+    losses = [5.0, 5.5, 6.0, 4.0, 3.9, 3.95, 4.1, 3.0]  # trigger at 3 (6.0 > 5.0); the average: 4.0, 3.9, 3.95, 4.1
+    # written out: the average's entries before epoch e are losses[3 : e - 1]; it stalls where the loss is worse
+    # than their best from more than nonmono = 1 epochs back: epoch 7 (4.1 > min(4.0, 3.9)), not 6 (3.95 < 4.0)
+    stall = next(e for e in range(5, 9) if len(losses[3 : e - 1]) > 1 and losses[e - 1] > min(losses[3 : e - 2]))
+    assert stall == 7
+    on, off = NTASGD(True, 1, log=lambda *a: None, stop_on_stall=True), NTASGD(True, 1, log=lambda *a: None)
+    for epoch, loss in enumerate(losses, 1):
+        for nt in (on, off):
+            nt.check(loss, epoch, finetuning=False, model=model)
+        assert on.main_end == (stall if epoch >= stall else None) and off.main_end is None
+    again = NTASGD(True, 1, log=lambda *a: None, stop_on_stall=True)
+    again.restore(on.tensors(), on.meta(), model)
+    assert (again.main_end, again.averaged_from, again.history) == (7, 3, losses)
+
+
+def test_stop_on_stall_starts_the_finetune_after_the_stall_and_resumes_exactly(tiny_corpus, tmp_path):
+    """A run with ``stop_on_stall``: its records say ``averaged`` from Alg. 1's trigger to the epoch at which the
+    average stalls (the rule written out on the recorded valid perplexities), ``finetune`` after it, for at most
+    ``finetune_epochs``; a run stopped inside the finetune and resumed gives the same records and test."""
+    cfg = _awd_cfg(tiny_corpus, **{"train.epochs": "14", "train.finetune_epochs": "3"})
+    cfg = cfg.with_overrides(["train.optimizer.stop_on_stall=true"])
+    quiet = dict(progress=False, log=lambda *a: None)
+    full = Trainer(cfg, tmp_path / "full", **quiet)
+    full.setup(False)
+    s_full = full.fit()
+    metrics = read_metrics(tmp_path / "full")
+    losses, n = [math.log(m["valid_ppl"]) for m in metrics], 1
+    trigger = next(t for t in range(1, 15) if t - 1 > n and losses[t - 1] > min(losses[: t - 1 - n]))
+
+    def stalls(e: int) -> bool:  # the average's validations before epoch e, and Alg. 1's test on them
+        averaged = losses[trigger : e - 1]
+        return len(averaged) > n and losses[e - 1] > min(averaged[:-n])
+
+    stall = next(e for e in range(trigger + 2, 15) if stalls(e))
+    assert stall < 14  # the average stalls well inside train.epochs here (at epoch 6 with these settings)
+    stages = [m["stage"] for m in metrics]
+    assert stages == ["sgd"] * trigger + ["averaged"] * (stall - trigger) + ["finetune"] * (len(metrics) - stall)
+    assert stall < len(metrics) <= stall + 3 and full.main_epochs == stall
+
+    part = Trainer(cfg, tmp_path / "part", **quiet)
+    part.setup(False)
+    steps = part.train_data.size(0) - 1
+    windows = [len(variable_window_lengths(steps, 10, seed=cfg.train.seed * 100_003 + e)) for e in range(1, 15)]
+    with pytest.raises(Interrupted):
+        part.fit(budget_windows=sum(windows[:stall]) + 2)  # inside the first finetune epoch
+    resumed = Trainer(cfg, tmp_path / "part", **quiet)
+    resumed.setup(True)
+    assert resumed.main_epochs == stall
+    s_res = resumed.fit()
+    same = ("train_ppl", "valid_ppl", "stage", "lr")
+    assert [[m[k] for k in same] for m in read_metrics(tmp_path / "part")] == [[m[k] for k in same] for m in metrics]
+    assert s_full["test_ppl"] == s_res["test_ppl"]
+
+
+def test_stop_on_stall_applies_to_a_run_checkpointed_before_it_was_kept(tiny_corpus, tmp_path, monkeypatch):
+    """A run whose checkpoint predates ``averaged_from`` (stopped while averaging) and is resumed under
+    ``stop_on_stall`` finds where its average began from its records' stages, and stalls where an uninterrupted
+    run does."""
+    from tiedlm.train.nt_asgd import NTASGD
+
+    cfg = _awd_cfg(tiny_corpus, **{"train.epochs": "14", "train.finetune_epochs": "3"})
+    cfg = cfg.with_overrides(["train.optimizer.stop_on_stall=true"])
+    quiet = dict(progress=False, log=lambda *a: None)
+    full = Trainer(cfg, tmp_path / "full", **quiet)
+    full.setup(False)
+    full.fit()
+    stages = [m["stage"] for m in read_metrics(tmp_path / "full")]
+    averaging_from = stages.index("averaged") + 1
+
+    part = Trainer(cfg, tmp_path / "part", **quiet)
+    part.setup(False)
+    steps = part.train_data.size(0) - 1
+    windows = [len(variable_window_lengths(steps, 10, seed=cfg.train.seed * 100_003 + e)) for e in range(1, 15)]
+    current = NTASGD.meta
+    with monkeypatch.context() as m:  # the checkpoint as the code before averaged_from wrote it
+        m.setattr(NTASGD, "meta", lambda self: {k: current(self)[k] for k in ("valid_history", "stopped")})
+        with pytest.raises(Interrupted):
+            part.fit(budget_windows=sum(windows[:averaging_from]) + 2)  # inside the second averaged epoch
+    resumed = Trainer(cfg, tmp_path / "part", **quiet)
+    resumed.setup(True)
+    assert resumed.nt_asgd.averaging and resumed.nt_asgd.averaged_from == averaging_from - 1
+    resumed.fit()
+    assert [m["stage"] for m in read_metrics(tmp_path / "part")] == stages

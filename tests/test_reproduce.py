@@ -763,3 +763,25 @@ def test_a_notes_figures_come_from_the_run_files_and_change_with_them(tmp_path):
     assert second != first and f"{dense['test_ppl'] - 90.0:.2f} test perplexity better (90.00 against" in second
     (runs / "demeester2018-lm/sparse-seed141/summary.json").unlink()
     assert notes().startswith("(The notes are withheld") and "sparse-seed141" in notes()
+
+
+def test_an_unfinished_converged_row_takes_the_tables_stall_stop_when_resumed(tiny_corpus, tmp_path, capsys):
+    """The converged AWD rows ask ``train.optimizer.stop_on_stall``: a run of theirs started without it is resumed
+    with ``--set train.optimizer.stop_on_stall=true`` while unfinished; a finished one is left as it is."""
+    base = ["reproduce", "pappas2019-table4-awd", "--data", str(tiny_corpus), "--no-page", "--runs", str(tmp_path)]
+    tiny = [*base, "--only", "tied-converged", *TINY, "--set", "train.optimizer.finetune_epochs=0"]
+    assert main([*tiny, "--set", "train.optimizer.stop_on_stall=false"]) == 0
+    run = tmp_path / "pappas2019-table4-awd" / "tied-converged"
+    assert "stop_on_stall = false" in (run / "config.toml").read_text()
+
+    def planned() -> dict:
+        capsys.readouterr()
+        assert main([*tiny, "--dry-run", "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["runs"][0]
+
+    assert planned()["status"] == "finished"
+    (run / "summary.json").unlink()  # as if stopped before its summary: unfinished
+    row = planned()
+    assert row["status"] == "interrupted"
+    assert row["command"].startswith(f"tiedlm train --resume {run} ")
+    assert row["command"].endswith("--set train.optimizer.stop_on_stall=true")

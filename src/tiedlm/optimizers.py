@@ -43,6 +43,9 @@ class NTASGDConfig(OptimizerConfig):
 
     nonmono: int = 5  # average once valid has not improved on the value `nonmono` epochs back
     finetune_epochs: int = resumable(0)  # after `train.epochs`, restart averaging from the best weights for N epochs
+    # end the averaged stage once the average's validation has not improved for `nonmono` epochs (then the
+    # finetune stage); off, it runs to `train.epochs`, as in the reference's main.py
+    stop_on_stall: bool = resumable(False)
 
     def validate(self, key: str) -> None:
         self.check(self.nonmono >= 1, key, "nonmono", "an integer >= 1")

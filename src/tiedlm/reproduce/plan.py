@@ -45,6 +45,20 @@ def epochs_to_extend(spec: RunSpec, run_dir: Path, config) -> list[str]:
     return sets
 
 
+def settings_to_adopt(spec: RunSpec, run_dir: Path, config) -> list[str]:
+    """The resumable settings that change how an unfinished language-model run goes on and that its table asks
+    for but its folder lacks (``train.optimizer.stop_on_stall=true``): its resume takes them, so a table can
+    change the stop of a run that is still training. Empty for other runs."""
+    own = RunDir(run_dir).config
+    if spec.task != "lm" or not own.is_file():
+        return []
+    from ..config import Config
+
+    asked = getattr(config.train.optimizer, "stop_on_stall", False)
+    has = getattr(Config.load(own).train.optimizer, "stop_on_stall", False)
+    return ["train.optimizer.stop_on_stall=true"] if asked and not has else []
+
+
 def _start(spec: RunSpec, extra: list[str]) -> tuple[list[str], list[str]]:
     """The command that starts ``spec`` (``train PRESET``, ``tag train``, ...) and its ``--set`` arguments."""
     command = ["train", spec.preset] if spec.task == "lm" else [spec.task, "train"]
@@ -86,13 +100,14 @@ def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]
         run_dir = runs_dir / spec.folder(tab.name)
         status, config = run_status(run_dir), run_config(spec, extra)
         extend = epochs_to_extend(spec, run_dir, config) if status != "missing" else []
+        adopt = settings_to_adopt(spec, run_dir, config) if status in RESUMED else []
         rows.append(
             {
                 "spec": spec,
                 "dir": run_dir,
                 "status": "short" if status == "finished" and extend else status,
                 "config": config,
-                "extend": extend,
+                "extend": extend + adopt,
                 "extra": extra,
                 "table": tab.name,
                 "label": spec.name,

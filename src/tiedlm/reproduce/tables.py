@@ -121,9 +121,14 @@ _INAN_WT2_SMALL = (
 )
 
 # AWD-LSTM to convergence at the budget size: the reference recipe (NT-ASGD's switch after `nonmono` epochs
-# without improvement, then the finetune stage, which stops the same way), with a stated upper bound
+# without improvement; the averaged stage until the average stalls the same way; then the finetune stage, which
+# stops the same way), with a stated upper bound
 CONVERGE_EPOCHS, CONVERGE_FINETUNE = 120, 30
-_CONVERGE = (f"train.epochs={CONVERGE_EPOCHS}", f"train.optimizer.finetune_epochs={CONVERGE_FINETUNE}")
+_CONVERGE = (
+    f"train.epochs={CONVERGE_EPOCHS}",
+    f"train.optimizer.finetune_epochs={CONVERGE_FINETUNE}",
+    "train.optimizer.stop_on_stall=true",
+)
 
 
 def _second_seed(base: str, layers: dict[str, tuple[str, ...]], seed: int) -> tuple[RunSpec, ...]:
@@ -390,10 +395,14 @@ TABLES: dict[str, Table] = {
             "{{drill-4.params}}M parameters against {{tied.params}}M. Whether the gap narrows to the paper's needs "
             "the runs to convergence or the paper-scale rows. The converged rows (tied-converged, "
             "drill-4-converged) train the same budget models with the reference recipe to its own stop: plain SGD "
-            "until validation has not improved for 5 epochs, then NT-ASGD's averaging to epoch 120 (the reference's "
-            "main.py averages to its epoch count: it has no stop of its own after the switch); then the finetune "
+            "until validation has not improved for 5 epochs, then NT-ASGD's averaging until the average's own "
+            "validation has not improved for 5 epochs (`train.optimizer.stop_on_stall`: the reference's main.py "
+            "averages on to its epoch count, 120 here, with no stop of its own after the switch); then the finetune "
             "stage (its finetune.py: averaging again from the best weights), which stops when validation has not "
-            "improved for 5 epochs; stated upper bound 120 + 30 epochs. At the dense model's "
+            "improved for 5 epochs; stated upper bound 120 + 30 epochs. The two runs started without "
+            "`stop_on_stall` (at f9f34ed) and took it on when resumed at 2026-11-26's later commit, before either "
+            "had switched to averaging: the code of their SGD epochs is the same at both commits (no training "
+            "code changed between them but the stop). At the dense model's "
             "2,413 tok/s at one thread (demeester2018-lm's dense run, the same model) a PTB epoch takes 6.4 "
             "minutes, so 150 epochs take up to 16 h a run: many working sessions, and a run folder here has not "
             "always survived from one session to the next (the seed-142 runs were lost that way). They train on "

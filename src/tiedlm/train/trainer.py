@@ -2,7 +2,8 @@
 and for the AWD-LSTM (Merity et al. 2017): weight decay, AR/TAR, variable-length BPTT windows and
 NT-ASGD — plain SGD until validation stops improving for ``nonmono`` epochs, then averaged SGD (the
 average of the iterates, kept by ``torch.optim.swa_utils.AveragedModel``, is what gets validated and
-saved), followed by an optional finetune stage that restarts the averaging from the best weights.
+saved) to ``train.epochs`` or, with ``stop_on_stall``, until the average stalls by the same test, followed by an
+optional finetune stage that restarts the averaging from the best weights.
 
 A run directory (its layout: :class:`tiedlm.run_dir.RunDir`) holds ``config.toml``, ``vocab.txt``, ``metrics.jsonl``,
 ``checkpoints/{last,best}.safetensors`` and, when training ends, ``summary.json``.
@@ -133,7 +134,12 @@ class Trainer(Task):
         t = cfg.train
         self.optimizer = make_optimizer(t.optimizer, self.model.parameters(), t.lr, t.weight_decay)
         # the iterate average of NT-ASGD, once triggered (inert for the other optimisers)
-        self.nt_asgd = NTASGD(type(t.optimizer).averages_iterates, getattr(t.optimizer, "nonmono", 1), self.log)
+        self.nt_asgd = NTASGD(
+            type(t.optimizer).averages_iterates,
+            getattr(t.optimizer, "nonmono", 1),
+            self.log,
+            stop_on_stall=getattr(t.optimizer, "stop_on_stall", False),
+        )
         self.validated_average = False  # whether the last validation measured NT-ASGD's average
         self.train_data = self.dist.shard(batchify(self.corpus.train, cfg.train.batch_size)).to(self.device)
         self.graphs = None  # the CUDA-graph steps (tiedlm.train.cuda_graph), one per window length, captured on use
@@ -182,9 +188,15 @@ class Trainer(Task):
         self.model.load_state_dict(model_state(tensors))
         self.nt_asgd.start_finetune(self.model)
         self.log(
-            f"finetune: epochs {self.epoch}-{self.cfg.train.total_epochs} from the "
+            f"finetune: epochs {self.epoch}-{self.epochs} from the "
             f"best weights (epoch {self.best_epoch}), averaging every step"
         )
+
+    @property
+    def main_epochs(self) -> int:
+        """The epochs before the finetune stage: ``train.epochs``, or fewer where the average stalled
+        (``train.optimizer.stop_on_stall``)."""
+        return self.nt_asgd.main_end or self.cfg.train.epochs
 
     def window_lengths(self) -> list[int]:
         """This epoch's BPTT window lengths: fixed, or AWD-LSTM's random ones (seeded by seed and epoch)."""
@@ -196,7 +208,7 @@ class Trainer(Task):
     # ------------------------------------------------------------------ the loop's hooks (tiedlm.train.loop)
     @property
     def epochs(self) -> int:
-        return self.cfg.train.total_epochs  # the finetune stage's included
+        return self.main_epochs + self.cfg.train.finetune_epochs  # the finetune stage's included
 
     @property
     def max_nonfinite(self) -> int:
@@ -207,8 +219,7 @@ class Trainer(Task):
         return self.dist.is_main
 
     def start_epoch(self, position: Progress) -> None:
-        t = self.cfg.train
-        if position.epoch == t.epochs + 1 and position.batch == 0:
+        if position.epoch == self.main_epochs + 1 and position.batch == 0:
             self._start_finetune()
         self.lr = self.cfg.lr_at(position.epoch)
         self.model.train()
@@ -267,8 +278,8 @@ class Trainer(Task):
         self._save("best")  # the (averaged) weights
 
     def after_validation(self, score: float, position: Progress) -> None:
-        t = self.cfg.train
-        self.nt_asgd.check(self.valid["loss"], position.epoch, finetuning=position.epoch > t.epochs, model=self.model)
+        finetuning = position.epoch > self.main_epochs
+        self.nt_asgd.check(self.valid["loss"], position.epoch, finetuning=finetuning, model=self.model)
 
     def save(self, files: RunDir, position: Progress) -> None:
         if position.batch == 0:
@@ -446,7 +457,7 @@ class Trainer(Task):
         """What epoch ``epoch``'s validation measured: ``sgd`` (the iterate itself), ``averaged`` (NT-ASGD's
         average of the iterates since its trigger, Merity et al. 2017 Alg. 1) or ``finetune`` (the finetune
         stage's fresh average, restarted from the best weights)."""
-        if epoch > self.cfg.train.epochs:
+        if epoch > self.main_epochs:
             return "finetune"
         return "averaged" if self.validated_average else "sgd"
 
@@ -498,6 +509,9 @@ class Trainer(Task):
         self.state = carried_state(tensors, self.device)
         # drop metric lines of epochs that the checkpoint has not completed
         records = [r for r in read_metrics(self.run_dir) if r["epoch"] < self.epoch]
+        if self.nt_asgd.averaging and self.nt_asgd.averaged_from is None and all("stage" in r for r in records):
+            # a checkpoint from before averaged_from was kept: the average's first entry follows the SGD epochs
+            self.nt_asgd.averaged_from = sum(r["stage"] == "sgd" for r in records)
         if self.dist.is_main:
             write_text_atomic(self.files.metrics, "".join(json.dumps(r) + "\n" for r in records))
 
@@ -554,17 +568,15 @@ def train(
             done = trainer.epoch - 1  # epochs the run has trained (finetune included)
             if (
                 resume
-                and (trainer.epoch > cfg.train.total_epochs or trainer.nt_asgd.stopped)
+                and (trainer.epoch > trainer.epochs or trainer.nt_asgd.stopped)
                 and RunDir(out_dir).summary.exists()
             ):
-                asked = (
-                    f" (train.epochs = {cfg.train.epochs} asks for no more)" if done > cfg.train.total_epochs else ""
-                )
+                asked = f" (train.epochs = {cfg.train.epochs} asks for no more)" if done > trainer.epochs else ""
                 raise UsageError(
                     f"{out_dir} is finished: it trained {done} epochs{asked}; to train longer resume with "
                     f"--set train.epochs=N (N > {done})"
                 )
-            if resume and done > cfg.train.total_epochs:
+            if resume and done > trainer.epochs:
                 raise UsageError(
                     f"{out_dir} has trained {done} epochs already; train.epochs = {cfg.train.epochs} cannot undo "
                     f"them: resume with --set train.epochs=N (N >= {done})"
