@@ -11,13 +11,14 @@
 set -uo pipefail
 QUEUE=(
   "fb815f3 pappas2019-table4-small drill-4-seed1112"
-  "f9f34ed pappas2019-table4-awd tied-converged"
-  "f9f34ed pappas2019-table4-awd drill-4-converged"
-  "f9f34ed inan2017-table2-small vd"
-  "f9f34ed inan2017-table2-small re-bias"
-  "f9f34ed inan2017-table2-small real"
+  "4cc58af pappas2019-table4-awd tied-converged"
+  "4cc58af pappas2019-table4-awd drill-4-converged"
+  "4cc58af inan2017-table2-small vd"
+  "4cc58af inan2017-table2-small re-bias"
+  "4cc58af inan2017-table2-small real"
 )
-# (the WikiText-2 rows are pinned at f9f34ed too: no training code changed after it, and one worktree serves both)
+# The converged rows started at f9f34ed and moved to 4cc58af (which adds train.optimizer.stop_on_stall, the stop
+# their table now asks) before either had switched to averaging; no other training code differs between the two.
 repo=$(cd "$(dirname "$0")/.." && pwd)
 runs=${TIEDLM_RUNS:-$HOME/tiedlm-runs}
 data=${TIEDLM_DATA:-$(cd "$repo/../shared/data" 2>/dev/null && pwd)}
@@ -38,9 +39,10 @@ for item in "${QUEUE[@]}"; do
   fi
   if [ "${1:-}" = --status ]; then echo "$table/$run: waiting ($epochs epochs done; pinned at $commit)"; continue; fi
   if [ "$slots" -le 0 ]; then echo "$table/$run: queued ($epochs epochs done)"; continue; fi
-  # a worktree already at that commit with its venv (the ones started by hand: /work/runs-wt3, ...), else a new one
+  # a worktree already at that commit with its venv (the ones started by hand: /work/runs-wt3, ...), else a new one;
+  # never this checkout, whose code moves on with the work (a run started from it would change halfway)
   tree=$(git -C "$repo" worktree list --porcelain | awk -v c="$commit" '/^worktree /{w=$2} /^HEAD /{if (index($2, c) == 1) print w}' |
-    while read -r w; do [ -x "$w/.venv/bin/tiedlm" ] && echo "$w" && break; done)
+    while read -r w; do [ "$w" != "$repo" ] && [ -x "$w/.venv/bin/tiedlm" ] && echo "$w" && break; done)
   tree=${tree:-"$(dirname "$repo")/runs-$commit"}
   if [ ! -x "$tree/.venv/bin/tiedlm" ]; then
     git -C "$repo" worktree add -f "$tree" "$commit" >/dev/null 2>&1 || true
