@@ -25,6 +25,12 @@ data=${TIEDLM_DATA:-$(cd "$repo/../shared/data" 2>/dev/null && pwd)}
 mkdir -p "$runs"
 
 running() { pgrep -f -- "--resume $runs/$1/$2 " >/dev/null || pgrep -f -- "--out $runs/$1/$2 " >/dev/null; }
+# the last epoch's record in words: its NT-ASGD stage where recorded (sgd / averaged / finetune) and valid ppl
+last_epoch() {
+  [ -s "$1/metrics.jsonl" ] || return 0
+  tail -n 1 "$1/metrics.jsonl" | python3 -c 'import json, sys; m = json.load(sys.stdin); s = m.get("stage")
+print("; epoch %d: %svalid %.2f" % (m["epoch"], s + ", " if s else "", m["valid_ppl"]))'
+}
 
 slots=2
 for item in "${QUEUE[@]}"; do
@@ -35,9 +41,11 @@ for item in "${QUEUE[@]}"; do
     echo "$table/$run: finished ($epochs epochs)"; continue
   fi
   if running "$table" "$run"; then
-    echo "$table/$run: running ($epochs epochs done)"; slots=$((slots - 1)); continue
+    echo "$table/$run: running ($epochs epochs done$(last_epoch "$folder"))"; slots=$((slots - 1)); continue
   fi
-  if [ "${1:-}" = --status ]; then echo "$table/$run: waiting ($epochs epochs done; pinned at $commit)"; continue; fi
+  if [ "${1:-}" = --status ]; then
+    echo "$table/$run: waiting ($epochs epochs done$(last_epoch "$folder"); pinned at $commit)"; continue
+  fi
   if [ "$slots" -le 0 ]; then echo "$table/$run: queued ($epochs epochs done)"; continue; fi
   # a worktree already at that commit with its venv (the ones started by hand: /work/runs-wt3, ...), else a new one;
   # never this checkout, whose code moves on with the work (a run started from it would change halfway)
