@@ -119,7 +119,7 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys,
     assert main([*dry, "--set", "train.epochs=12", "--only", "drill"]) == 0
     left = json.loads(capsys.readouterr().out)["runs"][0]
     assert left["status"] == "interrupted" and left["command"].startswith("tiedlm train --resume")
-    assert (left["epochs_done"], left["epochs"]) == (3, 12)
+    assert (left["epochs_done"], left["epochs"], left["at_most"]) == (3, 12, False)  # no early stop: not a bound
 
     # the table's folder now exists, so the estimate is kept for its page, which says what is left of the run
     kept = json.loads((tmp_path / "runs" / "transformer-lm" / rp.ESTIMATE).read_text())
@@ -785,3 +785,8 @@ def test_an_unfinished_converged_row_takes_the_tables_stall_stop_when_resumed(ti
     assert row["status"] == "interrupted"
     assert row["command"].startswith(f"tiedlm train --resume {run} ")
     assert row["command"].endswith("--set train.optimizer.stop_on_stall=true")
+    # its estimate is an upper bound (the stall stop can end it sooner), and its page says so
+    assert row["at_most"] and json.loads((run.parent / rp.ESTIMATE).read_text())["tied-converged"]["at_most"]
+    page = rp.render(rp.table("pappas2019-table4-awd"), "budget", tmp_path, [], tmp_path / "pages").read_text()
+    (line,) = [ln for ln in page.splitlines() if ln.startswith("- tied-converged (")]
+    assert " h left at most (NT-ASGD's stops can end it sooner) at 1 thread(s)" in line

@@ -61,6 +61,9 @@ def _dry_run(args, rp, tables, rows) -> int:
         f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "
         f"(~{total / 3600 / args.jobs:.2f} h of wall time); estimated from training steps timed on this CPU"
     )
+    bounded = [p["run"] for p in plan_rows if p["estimated_s"] and p["at_most"]]
+    if bounded:
+        text.append(f"note: {', '.join(bounded)}: upper bounds, as NT-ASGD's non-monotone stops can end them sooner")
     on_gpu = [p["run"] for p, r in zip(plan_rows, rows) if p["estimated_s"] and _trains_on_gpu(r["config"])]
     if on_gpu:
         text.append(

@@ -177,10 +177,18 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
                 "estimated_s": round(seconds, 3),
                 "epochs_done": epochs_done,
                 "epochs": planned_epochs(r),
+                "at_most": task == "lm" and stops_early(cfg),
                 "command": "tiedlm " + " ".join(train_command(r, threads)),
             }
         )
     return plan_rows, total
+
+
+def stops_early(cfg) -> bool:
+    """Whether a language-model run may end before its planned epochs (NT-ASGD's non-monotone stops: the finetune
+    stage's, and the averaged stage's with ``stop_on_stall``), so that its estimate is an upper bound."""
+    optimizer = cfg.train.optimizer
+    return getattr(optimizer, "finetune_epochs", 0) > 0 or getattr(optimizer, "stop_on_stall", False)
 
 
 def save_estimates(plan_rows: list[dict], runs_dir: Path, threads: int, load: dict) -> list[Path]:
@@ -202,6 +210,7 @@ def save_estimates(plan_rows: list[dict], runs_dir: Path, threads: int, load: di
                 "estimated_h": round(r["estimated_s"] / 3600, 2),
                 "epochs_done": r["epochs_done"],
                 "epochs": r["epochs"],
+                "at_most": r["at_most"],
                 "threads": threads,
                 "cpus": load["cpus"],
                 "load_average": load["load_average"],
@@ -215,8 +224,9 @@ def save_estimates(plan_rows: list[dict], runs_dir: Path, threads: int, load: di
 def estimate_line(entry: dict) -> str:
     """A page's words for one run's saved estimate (:func:`save_estimates`)."""
     busy = f", beside other work (load {entry['load_average']:.2f}): long" if entry["busy"] else ", alone"
+    bound = " at most (NT-ASGD's stops can end it sooner)" if entry.get("at_most") else ""
     return (
         f"where it trains, {entry['status']}, {entry['epochs_done']} of {entry['epochs']} epochs done; `--dry-run` "
-        f"of {entry['date']}: ~{entry['estimated_h']:.1f} h left at {entry['threads']} thread(s) on "
+        f"of {entry['date']}: ~{entry['estimated_h']:.1f} h left{bound} at {entry['threads']} thread(s) on "
         f"{entry['cpus']} cores{busy}"
     )
