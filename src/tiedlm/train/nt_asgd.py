@@ -7,9 +7,9 @@ validated and saved. The averaged stage runs to ``train.epochs`` (the reference'
 finetune stage restarts from the best weights with a fresh average and history, and stops when validation
 stalls again (the reference's finetune.py).
 
-:class:`NTASGD` holds that state (the average, the validation history, whether finetuning stopped) and
-saves and restores it with a run's ``last`` checkpoint, so that a resumed run averages exactly as an
-uninterrupted one.
+:class:`NTASGD` holds that state (the average, the validation history, where the averaged stage ended, whether
+finetuning stopped) and saves and restores it with a run's ``last`` checkpoint, so that a resumed run averages
+exactly as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ class NTASGD:
 
     def check(self, valid_loss: float, epoch: int, finetuning: bool, model: nn.Module) -> None:
         """Alg. 1: trigger averaging (or end the finetune) when valid has not improved on the best value from
-        more than ``nonmono`` epochs back; then record ``valid_loss``."""
+        more than ``nonmono`` epochs back; with ``stop_on_stall``, the same test on the average's own validations
+        ends the averaged stage (``main_end``); then record ``valid_loss``."""
         h, n = self.history, self.nonmono
         if self.enabled and _stalled(h, valid_loss, n):
             if finetuning:
@@ -77,8 +78,10 @@ class NTASGD:
                 self.start_averaging(model)
                 self.averaged_from = len(h) + 1  # this epoch's entry is the iterate's, the next the average's
                 self.log(f"NT-ASGD: valid has not improved over {n} epochs; averaging from epoch {epoch + 1}")
-        ended = not finetuning and self.main_end is None and self.averaged_from is not None
-        if self.enabled and self.stop_on_stall and ended and _stalled(h[self.averaged_from :], valid_loss, n):
+        armed = (  # the stall stop applies: the main stage is averaging and has not ended
+            self.stop_on_stall and not finetuning and self.main_end is None and self.averaged_from is not None
+        )
+        if self.enabled and armed and _stalled(h[self.averaged_from :], valid_loss, n):
             self.main_end = epoch
             self.log(f"NT-ASGD: the average has not improved over {n} epochs; its stage ends at epoch {epoch}")
         h.append(valid_loss)
