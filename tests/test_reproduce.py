@@ -147,6 +147,12 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys,
     capsys.readouterr()
     assert (tmp_path / "results" / "transformer-lm" / rp.ESTIMATE).read_bytes() == published
 
+    # once the run has finished, the next dry run drops its estimate: nothing of it is left to train
+    (run / "summary.json").write_text("{}")
+    assert main([*dry, "--set", "train.epochs=12", "--only", "drill"]) == 0
+    capsys.readouterr()
+    assert json.loads((tmp_path / "runs" / "transformer-lm" / rp.ESTIMATE).read_text()) == {}
+
 
 @pytest.mark.slow
 def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys):

@@ -203,8 +203,12 @@ def save_estimates(plan_rows: list[dict], runs_dir: Path, threads: int, load: di
             continue
         path = folder / ESTIMATE
         entries = json.loads(path.read_text()) if path.is_file() else {}
-        for r in (r for r in plan_rows if r["table"] == table and r["status"] not in ("finished", "published")):
-            entries[r["run"].rsplit("/", 1)[-1]] = {
+        for r in (r for r in plan_rows if r["table"] == table):
+            name = r["run"].rsplit("/", 1)[-1]
+            if r["status"] in ("finished", "published"):
+                entries.pop(name, None)  # nothing left of it to estimate
+                continue
+            entries[name] = {
                 "date": date.today().isoformat(),
                 "status": r["status"],
                 "estimated_h": round(r["estimated_s"] / 3600, 2),
