@@ -170,7 +170,7 @@ def test_stop_on_stall_ends_the_averaged_stage_when_the_average_stalls():
     assert (again.main_end, again.averaged_from, again.history) == (7, 3, losses)
 
 
-def test_stop_on_stall_starts_the_finetune_after_the_stall_and_resumes_exactly(tiny_corpus, tmp_path):
+def test_stop_on_stall_starts_the_finetune_after_the_stall_and_resumes_exactly(tiny_corpus, tmp_path, capsys):
     """A run with ``stop_on_stall``: its records say ``averaged`` from Alg. 1's trigger to the epoch at which the
     average stalls (the rule written out on the recorded valid perplexities), ``finetune`` after it, for at most
     ``finetune_epochs``; a run stopped inside the finetune and resumed gives the same records and test."""
@@ -193,6 +193,11 @@ def test_stop_on_stall_starts_the_finetune_after_the_stall_and_resumes_exactly(t
     stages = [m["stage"] for m in metrics]
     assert stages == ["sgd"] * trigger + ["averaged"] * (stall - trigger) + ["finetune"] * (len(metrics) - stall)
     assert stall < len(metrics) <= stall + 3 and full.main_epochs == stall
+    # finished by its stops: a resume says so in one line, and how to train on
+    from tiedlm.cli import main
+
+    assert main(["train", "--resume", str(tmp_path / "full")]) == 2
+    assert "NT-ASGD's non-monotone stop ended it after" in capsys.readouterr().err
 
     part = Trainer(cfg, tmp_path / "part", **quiet)
     part.setup(False)

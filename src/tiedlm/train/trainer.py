@@ -534,6 +534,29 @@ def _position(meta: dict) -> Progress:
     )
 
 
+def _refuse_finished(trainer: Trainer, out_dir: Path) -> None:
+    """A resume with nothing to train is a one-line error that says how to train on: raise ``train.epochs``, or,
+    for a run that NT-ASGD's non-monotone stops ended, start a new run from its weights."""
+    done, cfg, nt = trainer.epoch - 1, trainer.cfg, trainer.nt_asgd  # epochs trained, finetune included
+    finished = trainer.epoch > trainer.epochs or nt.stopped
+    if finished and RunDir(out_dir).summary.exists():
+        if nt.stopped or nt.main_end:
+            raise UsageError(
+                f"{out_dir} is finished: NT-ASGD's non-monotone stop ended it after {done} epochs; to train on from "
+                f"its weights start a new run with --set train.init_from={out_dir}"
+            )
+        asked = f" (train.epochs = {cfg.train.epochs} asks for no more)" if done > trainer.epochs else ""
+        raise UsageError(
+            f"{out_dir} is finished: it trained {done} epochs{asked}; to train longer resume with "
+            f"--set train.epochs=N (N > {done})"
+        )
+    if done > trainer.epochs:
+        raise UsageError(
+            f"{out_dir} has trained {done} epochs already; train.epochs = {cfg.train.epochs} cannot undo "
+            f"them: resume with --set train.epochs=N (N >= {done})"
+        )
+
+
 def read_metrics(run_dir: Path) -> list[dict]:
     return RunDir(run_dir).read_metrics()
 
@@ -565,22 +588,8 @@ def train(
         trainer = Trainer(cfg, out_dir, command=command, progress=progress, log=log)
         try:
             trainer.setup(resume)  # bad data or settings: the lock leaves no empty run folder behind
-            done = trainer.epoch - 1  # epochs the run has trained (finetune included)
-            if (
-                resume
-                and (trainer.epoch > trainer.epochs or trainer.nt_asgd.stopped)
-                and RunDir(out_dir).summary.exists()
-            ):
-                asked = f" (train.epochs = {cfg.train.epochs} asks for no more)" if done > trainer.epochs else ""
-                raise UsageError(
-                    f"{out_dir} is finished: it trained {done} epochs{asked}; to train longer resume with "
-                    f"--set train.epochs=N (N > {done})"
-                )
-            if resume and done > trainer.epochs:
-                raise UsageError(
-                    f"{out_dir} has trained {done} epochs already; train.epochs = {cfg.train.epochs} cannot undo "
-                    f"them: resume with --set train.epochs=N (N >= {done})"
-                )
+            if resume:
+                _refuse_finished(trainer, out_dir)
             return trainer.fit(budget_windows)
         finally:
             trainer.step_model = None  # release DDP (its reducer holds the process group) before the group goes
