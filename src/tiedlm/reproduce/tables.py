@@ -414,8 +414,11 @@ TABLES: dict[str, Table] = {
             "epoch of each in 12-14 s (fp32, the two "
             "side by side; their valid perplexity at epoch 6 within 0.5% of the CPU rows': "
             "[paper-scale-plan.md](paper-scale-plan.md)), but 150 epochs need two to three sessions' device time, "
-            "and a run's checkpoints (19 MB, 57 MB once averaging with the best weights) are too large to carry "
-            "from one lent machine to the next.",
+            "and a run goes from one lent machine to the next only as its checkpoints in the working tree, of which "
+            "64 MiB travel: one run's (38 MB, last and best; 57 MB once averaging) fits beside the tree and PTB "
+            "(about 9 MB), two do not, so on lent GPUs the two rows would take five or six sessions with one, one "
+            "run at a time (untried; a run's device is not a setting a resume may change, so these CPU runs would "
+            "not move there).",
         ),
         Table(
             "demeester2018-lm",
