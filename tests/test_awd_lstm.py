@@ -108,8 +108,7 @@ def test_awd_resume_mid_finetune_reproduces_uninterrupted_run(tiny_corpus, tmp_p
     s_full = full.fit()
     part = Trainer(cfg, tmp_path / "part", **quiet)
     part.setup(False)
-    steps = part.train_data.size(0) - 1
-    n1, n2 = (len(variable_window_lengths(steps, 10, seed=cfg.train.seed * 100_003 + e)) for e in (1, 2))
+    n1, n2 = _windows_per_epoch(part, 2)
     with pytest.raises(Interrupted):
         part.fit(budget_windows=n1 + n2 + 3)
     assert part.epoch == 3 and part.nt_asgd.averaging  # inside the finetune stage
@@ -148,6 +147,18 @@ def test_metrics_record_nt_asgd_stages_as_algorithm_1_triggers_them(tiny_corpus,
     assert drawn == [(trigger + 1, f"drill: averaging from {trigger + 1}"), (7, "drill: finetune from 7")]
 
 
+def _stall_cfg(corpus):
+    """The tiny AWD-LSTM with ``stop_on_stall``, 14 epochs and a finetune stage of 3 (it stalls at epoch 6)."""
+    cfg = _awd_cfg(corpus, **{"train.epochs": "14", "train.finetune_epochs": "3"})
+    return cfg.with_overrides(["train.optimizer.stop_on_stall=true"])
+
+
+def _windows_per_epoch(trainer, epochs: int) -> list[int]:
+    """How many BPTT windows each of the first ``epochs`` epochs trains (its seeded variable lengths)."""
+    steps, t = trainer.train_data.size(0) - 1, trainer.cfg.train
+    return [len(variable_window_lengths(steps, t.bptt, seed=t.seed * 100_003 + e)) for e in range(1, epochs + 1)]
+
+
 def test_stop_on_stall_ends_the_averaged_stage_when_the_average_stalls():
     """``train.optimizer.stop_on_stall``: Alg. 1's non-monotone test applied again to the average's own validations
     (those from the first averaged epoch on) ends the averaged stage; without it the stage runs on (the reference's
@@ -174,8 +185,7 @@ def test_stop_on_stall_starts_the_finetune_after_the_stall_and_resumes_exactly(t
     """A run with ``stop_on_stall``: its records say ``averaged`` from Alg. 1's trigger to the epoch at which the
     average stalls (the rule written out on the recorded valid perplexities), ``finetune`` after it, for at most
     ``finetune_epochs``; a run stopped inside the finetune and resumed gives the same records and test."""
-    cfg = _awd_cfg(tiny_corpus, **{"train.epochs": "14", "train.finetune_epochs": "3"})
-    cfg = cfg.with_overrides(["train.optimizer.stop_on_stall=true"])
+    cfg = _stall_cfg(tiny_corpus)
     quiet = dict(progress=False, log=lambda *a: None)
     full = Trainer(cfg, tmp_path / "full", **quiet)
     full.setup(False)
@@ -201,8 +211,7 @@ def test_stop_on_stall_starts_the_finetune_after_the_stall_and_resumes_exactly(t
 
     part = Trainer(cfg, tmp_path / "part", **quiet)
     part.setup(False)
-    steps = part.train_data.size(0) - 1
-    windows = [len(variable_window_lengths(steps, 10, seed=cfg.train.seed * 100_003 + e)) for e in range(1, 15)]
+    windows = _windows_per_epoch(part, 14)
     with pytest.raises(Interrupted):
         part.fit(budget_windows=sum(windows[:stall]) + 2)  # inside the first finetune epoch
     resumed = Trainer(cfg, tmp_path / "part", **quiet)
@@ -220,8 +229,7 @@ def test_stop_on_stall_applies_to_a_run_checkpointed_before_it_was_kept(tiny_cor
     run does."""
     from tiedlm.train.nt_asgd import NTASGD
 
-    cfg = _awd_cfg(tiny_corpus, **{"train.epochs": "14", "train.finetune_epochs": "3"})
-    cfg = cfg.with_overrides(["train.optimizer.stop_on_stall=true"])
+    cfg = _stall_cfg(tiny_corpus)
     quiet = dict(progress=False, log=lambda *a: None)
     full = Trainer(cfg, tmp_path / "full", **quiet)
     full.setup(False)
@@ -231,8 +239,7 @@ def test_stop_on_stall_applies_to_a_run_checkpointed_before_it_was_kept(tiny_cor
 
     part = Trainer(cfg, tmp_path / "part", **quiet)
     part.setup(False)
-    steps = part.train_data.size(0) - 1
-    windows = [len(variable_window_lengths(steps, 10, seed=cfg.train.seed * 100_003 + e)) for e in range(1, 15)]
+    windows = _windows_per_epoch(part, 14)
     current = NTASGD.meta
     with monkeypatch.context() as m:  # the checkpoint as the code before averaged_from wrote it
         m.setattr(NTASGD, "meta", lambda self: {k: current(self)[k] for k in ("valid_history", "stopped")})
