@@ -272,7 +272,9 @@ TABLES: dict[str, Table] = {
             "[median](../../experiments/results/augmented_strength_median/last/augmented.md)). So the best "
             "REAL-family setting is the paper's τ = 20 with a bias, 84.51-85.14 in its four models; the paper's RE to"
             " REAL gain (85.1 → 82.7, 2.4 points) is {{re-bias.test - real-bias.test}} here, and the stretch target "
-            "(82.7) is not met.",
+            "(82.7) is not met. Untried, each a 40-epoch run: the augmented loss with ŷ = softmax(W h/τ) without the "
+            "output bias, as eq. (3.1) prints it (`loss.aug_bias = false`), and a weight on the augmented loss "
+            "above γ = 0.65 at τ = 20 (the paper gives γ in [0.5, 0.8] and no other scale).",
         ),
         Table(
             "inan2017-table2-small",
