@@ -29,33 +29,39 @@ def train_command(row: dict, threads: int) -> list[str]:
     return [*start, "--out", str(run_dir), "--no-progress", "--threads", str(threads), *sets]
 
 
-def epochs_to_extend(spec: RunSpec, run_dir: Path, config) -> list[str]:
-    """The settings that raise a language-model run folder's epoch counts to its table's (``train.epochs=N``,
-    ``train.optimizer.finetune_epochs=N``; only those the folder has fewer of), for a resume: a table whose
-    stated count went up after the run trained goes on from the run's checkpoint. Empty for other runs."""
+def run_train_config(spec: RunSpec, run_dir: Path):
+    """The ``[train]`` settings a language-model run folder holds (its config.toml), or None (another task's run,
+    or no config yet): read once per row for :func:`epochs_to_extend` and :func:`settings_to_adopt`."""
     own = RunDir(run_dir).config
     if spec.task != "lm" or not own.is_file():
-        return []
+        return None
     from ..config import Config
 
-    mine, table = Config.load(own).train, config.train
+    return Config.load(own).train
+
+
+def epochs_to_extend(mine, config) -> list[str]:
+    """The settings that raise a language-model run folder's epoch counts (``mine``: its :func:`run_train_config`)
+    to its table's (``train.epochs=N``, ``train.optimizer.finetune_epochs=N``; only those the folder has fewer
+    of), for a resume: a table whose stated count went up after the run trained goes on from the run's
+    checkpoint. Empty for other runs."""
+    if mine is None:
+        return []
+    table = config.train
     sets = [f"train.epochs={table.epochs}"] if mine.epochs < table.epochs else []
     if mine.finetune_epochs < table.finetune_epochs:
         sets.append(f"train.optimizer.finetune_epochs={table.finetune_epochs}")
     return sets
 
 
-def settings_to_adopt(spec: RunSpec, run_dir: Path, config) -> list[str]:
+def settings_to_adopt(mine, config) -> list[str]:
     """The resumable settings that change how an unfinished language-model run goes on and that its table asks
-    for but its folder lacks (``train.optimizer.stop_on_stall=true``): its resume takes them, so a table can
-    change the stop of a run that is still training. Empty for other runs."""
-    own = RunDir(run_dir).config
-    if spec.task != "lm" or not own.is_file():
+    for but its folder (``mine``: its :func:`run_train_config`) lacks (``train.optimizer.stop_on_stall=true``):
+    its resume takes them, so a table can change the stop of a run that is still training. Empty for other runs."""
+    if mine is None:
         return []
-    from ..config import Config
-
     asked = getattr(config.train.optimizer, "stop_on_stall", False)
-    has = getattr(Config.load(own).train.optimizer, "stop_on_stall", False)
+    has = getattr(mine.optimizer, "stop_on_stall", False)
     return ["train.optimizer.stop_on_stall=true"] if asked and not has else []
 
 
@@ -99,8 +105,9 @@ def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]
     for spec in tab.runs[scale]:
         run_dir = runs_dir / spec.folder(tab.name)
         status, config = run_status(run_dir), run_config(spec, extra)
-        extend = epochs_to_extend(spec, run_dir, config) if status != "missing" else []
-        adopt = settings_to_adopt(spec, run_dir, config) if status in RESUMED else []
+        mine = run_train_config(spec, run_dir) if status != "missing" else None
+        extend = epochs_to_extend(mine, config)
+        adopt = settings_to_adopt(mine, config) if status in RESUMED else []
         rows.append(
             {
                 "spec": spec,
