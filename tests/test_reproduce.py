@@ -154,6 +154,44 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys,
     assert json.loads((tmp_path / "runs" / "transformer-lm" / rp.ESTIMATE).read_text()) == {}
 
 
+def test_dry_run_estimates_a_started_run_at_its_own_pace(tiny_corpus, tmp_path, capsys, monkeypatch):
+    """A run that has trained epochs is estimated from its own epochs' wall times (the median of its last 5), not
+    from steps the dry run times beside it; the page says so."""
+    run = tmp_path / "runs" / "transformer-lm" / "drill"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.safetensors").write_bytes(b"")
+    walls = [1000, 100, 150, 120, 130, 100]  # the first epoch slow (falls out of the last 5), median of the rest 120
+    cumulative = [sum(walls[: e + 1]) for e in range(len(walls))]
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"epoch": e + 1, "wall_time_s": w}) + "\n" for e, w in enumerate(cumulative))
+    )
+
+    def untimed(*args, **kwargs):
+        raise AssertionError("a started run's estimate times no steps")
+
+    monkeypatch.setattr(rp.estimate, "estimate_seconds", untimed)
+    monkeypatch.setattr("os.getloadavg", lambda: (3.0, 3.0, 3.0))
+    dry = ["reproduce", "transformer-lm", "--dry-run", "--data", str(tiny_corpus), "--runs", str(tmp_path / "runs")]
+    assert main([*dry, *TINY, "--set", "train.epochs=12", "--only", "drill", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["runs"]
+    assert row["estimated_s"] == pytest.approx(120 * (12 - 6)) and row["pace"] == {"epoch_s": 120.0, "epochs": 5}
+    assert main([*dry, *TINY, "--set", "train.epochs=12", "--only", "drill"]) == 0
+    out = capsys.readouterr().out
+    assert "estimated: drill at the pace of their last epochs" in out and "machine was busy" not in out
+    kept = json.loads((tmp_path / "runs" / "transformer-lm" / rp.ESTIMATE).read_text())["drill"]
+    assert kept["pace"] == {"epoch_s": 120.0, "epochs": 5} and kept["estimated_h"] == 0.2
+    page = rp.render(rp.table("transformer-lm"), "budget", tmp_path / "runs", [], tmp_path / "pages").read_text()
+    (line,) = [ln for ln in page.splitlines() if ln.startswith("- drill (")]
+    assert line.endswith(
+        f"6 of 12 epochs done; `--dry-run` of {kept['date']}: ~0.2 h left at the run's own pace (2.0 min an epoch, "
+        "the median of its last 5 epochs)"
+    )
+
+    # the other tasks' records: a tagger's per-epoch `seconds`, a translator's `epoch_seconds`; untimed ones left out
+    assert rp.estimate.epoch_walls([{"seconds": 30.0}, {"epoch_seconds": 40.0}, {"epoch": 3}]) == [30.0, 40.0]
+    assert rp.estimate.pace([{"epoch": 1}]) is None
+
+
 @pytest.mark.slow
 def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys):
     args = [
@@ -377,7 +415,14 @@ def test_publish_copies_finished_runs_and_never_overwrites_other_results(tmp_pat
     assert json.loads(capsys.readouterr().out)["published"] == ["bilinear"]  # the unfinished run stays out
     dst = published / "pappas2019-table4-small" / "bilinear"
     assert sorted(p.name for p in dst.iterdir()) == ["config.toml", "metrics.jsonl", "summary.json", "train.log"]
-    assert "| 94.00 / 90.10 |" in (tmp_path / "pages" / "pappas2019-table4-small.md").read_text()
+    page = (tmp_path / "pages" / "pappas2019-table4-small.md").read_text()
+    assert "| 94.00 / 90.10 |" in page
+    # the page is the one its own "Rendered by" command draws from the published folder, byte for byte (it once
+    # named the folder the runs trained in, which that command does not know)
+    (rendered_by,) = [ln.split("Rendered by `")[1].split("`")[0] for ln in page.splitlines() if "Rendered by" in ln]
+    assert main(shlex.split(rendered_by)[1:]) == 0
+    assert (tmp_path / "pages" / "pappas2019-table4-small.md").read_text() == page
+    capsys.readouterr()
     assert main(args) == 0  # publishing again changes nothing
     (run / "summary.json").write_text(json.dumps(summary | {"test_ppl": 80.0}))
     assert main(args) == 2  # other results under the same name: refused, the committed file kept
@@ -795,4 +840,4 @@ def test_an_unfinished_converged_row_takes_the_tables_stall_stop_when_resumed(ti
     assert row["at_most"] and json.loads((run.parent / rp.ESTIMATE).read_text())["tied-converged"]["at_most"]
     page = rp.render(rp.table("pappas2019-table4-awd"), "budget", tmp_path, [], tmp_path / "pages").read_text()
     (line,) = [ln for ln in page.splitlines() if ln.startswith("- tied-converged (")]
-    assert " h left at most (NT-ASGD's stops can end it sooner) at 1 thread(s)" in line
+    assert " h left at most (NT-ASGD's stops can end it sooner) at the run's own pace (" in line  # its 1 epoch's

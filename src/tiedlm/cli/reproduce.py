@@ -57,21 +57,26 @@ def _dry_run(args, rp, tables, rows) -> int:
     text = [
         f"{p['run']:{width}s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}" for p in plan_rows
     ]
+    paced = [p["run"] for p in plan_rows if p["pace"]]
+    timed = [p for p in plan_rows if p["estimated_s"] and not p["pace"]]
+    basis = "training steps timed on this CPU" if timed else ""
+    if paced:  # an interrupted run's own epochs measure it better than the dry run's timed steps
+        basis = f"{', '.join(paced)} at the pace of their last epochs" + (f", the others from {basis}" if timed else "")
     text.append(
         f"total ~{total / 3600:.2f} h at {args.threads} thread(s) per run, {args.jobs} at a time "
-        f"(~{total / 3600 / args.jobs:.2f} h of wall time); estimated from training steps timed on this CPU"
+        f"(~{total / 3600 / args.jobs:.2f} h of wall time)" + (f"; estimated: {basis}" if basis else "")
     )
     bounded = [p["run"] for p in plan_rows if p["estimated_s"] and p["at_most"]]
     if bounded:
         text.append(f"note: {', '.join(bounded)}: upper bounds, as NT-ASGD's non-monotone stops can end them sooner")
-    on_gpu = [p["run"] for p, r in zip(plan_rows, rows) if p["estimated_s"] and _trains_on_gpu(r["config"])]
+    on_gpu = [p["run"] for p, r in zip(plan_rows, rows) if p in timed and _trains_on_gpu(r["config"])]
     if on_gpu:
         text.append(
             f"note: {', '.join(on_gpu)} would train on this machine's GPU (train.device = auto or cuda), which these "
             "CPU estimates do not measure: a GPU trains them many times faster (docs/results/paper-scale-plan.md "
             "has the H100's figures)"
         )
-    if load["busy"]:
+    if load["busy"] and timed:
         text.append(
             f"note: the machine was busy (load average {load['load_average']:.2f} on {load['cpus']} cores): "
             "other processes shared the timed steps, so these estimates run long; run --dry-run on an idle "
@@ -117,7 +122,15 @@ def _publish(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[s
         if rp.band_analysis(tab, planned[tab.name], runs_dir, args.threads, log=log, earlier=earlier):
             rp.publish_bands(tab, runs_dir, published, log=log)
         how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
-        page = rp.render(tab, args.scale, published, extra[tab.name], Path(args.out), command=how, train_runs=args.runs)
+        page = rp.render(  # the page its own command (``how``) draws again, byte for byte
+            tab,
+            args.scale,
+            published,
+            extra[tab.name],
+            Path(args.out),
+            command=how,
+            train_runs=_train_runs(args.publish),
+        )
         records.append({"table": tab.name, "published": copied, "page": str(page)})
         lines.append(f"published {len(copied)} run(s); wrote {page}")
     return records, lines
@@ -135,7 +148,7 @@ def _render_only(args, rp, tables, extra) -> tuple[list[dict], list[str]]:
     for tab in tables:
         how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.runs} --render-only --out {args.out}"
         page = rp.render(
-            tab, args.scale, runs_dir, extra[tab.name], Path(args.out), command=how, train_runs=_train_runs(args)
+            tab, args.scale, runs_dir, extra[tab.name], Path(args.out), command=how, train_runs=_train_runs(args.runs)
         )
         records.append({"table": tab.name, "started": [], "page": str(page)})
         lines.append(f"wrote {page}")
@@ -166,10 +179,10 @@ def _run(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[str],
     return records, lines, 1 if failed else 0
 
 
-def _train_runs(args) -> str:
-    """Where a page's "run it again" commands train: the --runs folder, unless it holds committed results
-    (which no run may write into), then the default runs/reproduce."""
-    return "runs/reproduce" if _committed(Path(args.runs)) else args.runs
+def _train_runs(folder: str) -> str:
+    """Where a page drawn from ``folder`` says its "run it again" commands train: that folder, unless it holds
+    committed results (which no run may write into), then the default runs/reproduce."""
+    return "runs/reproduce" if _committed(Path(folder)) else folder
 
 
 def _extra(rp, tab, args) -> list[str]:

@@ -1,4 +1,5 @@
-"""``reproduce --dry-run``'s estimates: a run's wall time on this machine from timed training steps."""
+"""``reproduce --dry-run``'s estimates: a run's wall time on this machine, from its own pace where it has trained
+epochs already, else from timed training steps."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from ..run_dir import RunDir, write_text_atomic
 
 ESTIMATE = "estimate.json"  # a table's last --dry-run estimates of its unfinished runs: RUNS/TABLE/estimate.json
+PACE_EPOCHS = 5  # a resumed run's pace: the median wall time of its last (up to) this many epochs
 
 
 def _seconds_per_token(step, batches, steps: int) -> float:
@@ -150,23 +152,53 @@ def corpus_size(name: str) -> tuple[int, int]:
     return len(corpus.vocab), corpus.train.numel()
 
 
+def epoch_walls(records: list[dict]) -> list[float]:
+    """Each recorded epoch's wall time in seconds, as a run's metrics give it: a language model's cumulative
+    ``wall_time_s`` (training, validation and checkpoint; its differences), a tagger's per-epoch ``seconds``
+    (the same), a translator's ``epoch_seconds`` (training only). Records without one are left out."""
+    walls, previous = [], 0.0
+    for record in records:
+        if "wall_time_s" in record:
+            wall, previous = record["wall_time_s"] - previous, record["wall_time_s"]
+        else:
+            wall = record.get("seconds", record.get("epoch_seconds"))
+        if wall is not None and wall > 0:
+            walls.append(float(wall))
+    return walls
+
+
+def pace(records: list[dict]) -> tuple[float, int] | None:
+    """``(seconds an epoch, epochs it is taken over)``: the median wall time of a run's last ``PACE_EPOCHS``
+    recorded epochs (:func:`epoch_walls`), or None where none records its time. The run's own pace, beside
+    whatever ran beside it: a better guide to what is left of it than steps timed by the dry run."""
+    import statistics
+
+    last = epoch_walls(records)[-PACE_EPOCHS:]
+    return (statistics.median(last), len(last)) if last else None
+
+
 def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
     """``--dry-run``'s plan: for each planned row its run, status, folder, estimated seconds on this machine (0
-    for a finished or published run, the part still to train for an interrupted one) and the command that trains
-    it; and their total."""
-    from .plan import fraction_left, planned_epochs, train_command
+    for a finished or published run; for an interrupted one the epochs it has left, at its own :func:`pace` where
+    its metrics record one, else a share of the timed estimate) and the command that trains it; and their total."""
+    from .plan import RESUMED, fraction_left, planned_epochs, train_command
 
     plan_rows, total = [], 0.0
     for r in rows:
         cfg, task = r["config"], r["spec"].task
+        records = RunDir(r["dir"]).read_metrics()
+        epochs_done = len(records)
+        paced = pace(records) if r["status"] in RESUMED else None
         if r["status"] in ("finished", "published"):
             seconds = 0.0
+        elif paced:  # the epoch it stopped in counts whole, as in fraction_left
+            seconds = paced[0] * max(planned_epochs(r) - epochs_done, 1)
         elif task == "lm":
             seconds = estimate_seconds(cfg, *corpus_size(cfg.data.name), threads)
         else:
             seconds = estimate_task_seconds(task, cfg, threads)
-        epochs_done = len(RunDir(r["dir"]).read_metrics())
-        seconds *= fraction_left(r, epochs_done)  # an interrupted run: its epochs still to train
+        if not paced:
+            seconds *= fraction_left(r, epochs_done)  # an interrupted run: its epochs still to train
         total += seconds
         plan_rows.append(
             {
@@ -178,6 +210,7 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
                 "epochs_done": epochs_done,
                 "epochs": planned_epochs(r),
                 "at_most": task == "lm" and stops_early(cfg),
+                "pace": {"epoch_s": round(paced[0], 1), "epochs": paced[1]} if paced and seconds else None,
                 "command": "tiedlm " + " ".join(train_command(r, threads)),
             }
         )
@@ -215,6 +248,7 @@ def save_estimates(plan_rows: list[dict], runs_dir: Path, threads: int, load: di
                 "epochs_done": r["epochs_done"],
                 "epochs": r["epochs"],
                 "at_most": r["at_most"],
+                "pace": r["pace"],
                 "threads": threads,
                 "cpus": load["cpus"],
                 "load_average": load["load_average"],
@@ -227,10 +261,16 @@ def save_estimates(plan_rows: list[dict], runs_dir: Path, threads: int, load: di
 
 def estimate_line(entry: dict) -> str:
     """A page's words for one run's saved estimate (:func:`save_estimates`)."""
-    busy = f", beside other work (load {entry['load_average']:.2f}): long" if entry["busy"] else ", alone"
     bound = " at most (NT-ASGD's stops can end it sooner)" if entry.get("at_most") else ""
+    done = f"where it trains, {entry['status']}, {entry['epochs_done']} of {entry['epochs']} epochs done"
+    if entry.get("pace"):  # measured by the run itself, in whatever company it trained: no load to report
+        n, minutes = entry["pace"]["epochs"], entry["pace"]["epoch_s"] / 60
+        return (
+            f"{done}; `--dry-run` of {entry['date']}: ~{entry['estimated_h']:.1f} h left{bound} at the run's own "
+            f"pace ({minutes:.1f} min an epoch, the median of its last {n} epoch{'s' * (n > 1)})"
+        )
+    busy = f", beside other work (load {entry['load_average']:.2f}): long" if entry["busy"] else ", alone"
     return (
-        f"where it trains, {entry['status']}, {entry['epochs_done']} of {entry['epochs']} epochs done; `--dry-run` "
-        f"of {entry['date']}: ~{entry['estimated_h']:.1f} h left{bound} at {entry['threads']} thread(s) on "
-        f"{entry['cpus']} cores{busy}"
+        f"{done}; `--dry-run` of {entry['date']}: ~{entry['estimated_h']:.1f} h left{bound} at {entry['threads']} "
+        f"thread(s) on {entry['cpus']} cores{busy}"
     )
