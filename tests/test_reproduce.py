@@ -814,6 +814,64 @@ def test_a_notes_figures_come_from_the_run_files_and_change_with_them(tmp_path):
     assert second != first and f"{dense['test_ppl'] - 90.0:.2f} test perplexity better (90.00 against" in second
     (runs / "demeester2018-lm/sparse-seed141/summary.json").unlink()
     assert notes().startswith("(The notes are withheld") and "sparse-seed141" in notes()
+    # notes of several paragraphs: only the paragraph that names the unfinished run waits for it
+    folders = {"dense": runs / "demeester2018-lm/dense-seed141", "sparse": runs / "demeester2018-lm/sparse-seed141"}
+    two = rp.notes.render_notes(
+        "Dense: {{dense.test}}.\n\nSparse: {{sparse.test}}, {{+sparse.test - dense.test}}.", folders, "lm"
+    )
+    assert two == (
+        f"Dense: {rp.notes.batch1_test_ppl(folders['dense'], dense):.2f}.\n\n(A paragraph is withheld: it states "
+        "figures of runs not finished in this folder: sparse.)"
+    )
+
+
+def test_the_awd_pages_converged_paragraph_waits_for_both_rows_then_states_their_figures(tmp_path):
+    """The AWD page's paragraph on the converged rows is written before they finish: it is withheld while either
+    trains and, once both have finished, fills every figure from their files (stages from metrics.jsonl)."""
+    import shutil
+    from pathlib import Path
+
+    from tiedlm.config import Config
+
+    root = Path(__file__).resolve().parent.parent / "experiments/results/reproduce"
+    runs = tmp_path / "runs"
+    shutil.copytree(root / "pappas2019-table4-awd", runs / "pappas2019-table4-awd")
+    tab = rp.table("pappas2019-table4-awd")
+
+    def paragraphs() -> list[str]:
+        text = rp.render(tab, "budget", runs, [], tmp_path / "out").read_text()
+        return text.split("## Notes\n\n", 1)[1].split("\n\n## ", 1)[0].split("\n\n")
+
+    assert (
+        paragraphs()[1].startswith("(A paragraph is withheld")
+        and "tied-converged, drill-4-converged" in paragraphs()[1]
+    )
+    stages = ["sgd"] * 20 + ["averaged"] * 10 + ["finetune"] * 6  # averaging from 21, finetune from 31
+    for name, preset, test, v6 in (
+        ("tied-converged", "tied", 80.0, 134.5),
+        ("drill-4-converged", "drill", 78.5, 129.5),
+    ):
+        run = runs / "pappas2019-table4-awd" / name
+        _result_folder(run, Config.load(f"ptb-awd-{preset}-budget").to_toml(), valid_ppl=test + 4, test_ppl=test)
+        valid = [v6 if e == 6 else 100.0 for e in range(1, 37)]
+        lines = [json.dumps({"epoch": e + 1, "valid_ppl": valid[e], "stage": st}) for e, st in enumerate(stages)]
+        (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+        (run / "summary.json").write_text(
+            json.dumps(
+                json.loads((run / "summary.json").read_text()) | {"test_protocol": "batch 1", "wall_time_s": 6000}
+            )
+        )
+        if name == "tied-converged":  # one finished, the other not: still withheld
+            assert "drill-4-converged" in paragraphs()[1] and "tied-converged," not in paragraphs()[1]
+    text = paragraphs()[1]
+    assert "tied-converged validated NT-ASGD's average from epoch 21, began the finetune stage at epoch 31" in text
+    assert "stopped after 36 epochs (100.0 min of training): valid 84.00, test 80.00." in text
+    assert "DRILL-4 − tied: -1.50 on test, -1.50 on valid" in text
+    budget = {
+        n: json.loads((root / "pappas2019-table4-awd" / n / "summary.json").read_text()) for n in ("tied", "drill-4")
+    }
+    assert f"valid 134.50 and 129.50 at epoch 6, against the budget rows' {budget['tied']['valid_ppl']:.2f}" in text
+    assert "?" not in text
 
 
 def test_an_unfinished_converged_row_takes_the_tables_stall_stop_when_resumed(tiny_corpus, tmp_path, capsys):

@@ -11,7 +11,9 @@ A table's notes are text with placeholders in double braces, filled from the fin
 - ``{{bands:ROW:BAND}}``: Δ% of ROW against the bands' baseline in BAND (the page's Figure 3 table), signed.
 
 So a changed run changes its page, and a page whose notes name a run that is not finished there renders no
-claim about it: :func:`render_notes` then withholds the notes and says which rows they wait for.
+claim about it: :func:`render_notes` then withholds each paragraph (text between blank lines) that names one
+and says which rows it waits for; the other paragraphs stand. A paragraph about runs still training can so be
+written before they finish: it appears, with their figures, once they do.
 """
 
 from __future__ import annotations
@@ -101,7 +103,14 @@ def _value(expr: str, runs: dict[str, Path], task: str, bands: dict | None) -> t
 
 
 def render_notes(notes: str, runs: dict[str, Path], task: str, bands: dict | None = None) -> str:
-    """``notes`` with every placeholder filled; where one names a run not finished here, a line saying so."""
+    """``notes`` with every placeholder filled; a paragraph that names a run not finished here is replaced by a
+    line saying which rows it waits for (the whole notes, where they are one paragraph)."""
+    paragraphs = notes.split("\n\n")
+    what = "The notes are withheld: they state" if len(paragraphs) == 1 else "A paragraph is withheld: it states"
+    return "\n\n".join(_render_paragraph(text, runs, task, bands, what) for text in paragraphs)
+
+
+def _render_paragraph(text: str, runs: dict[str, Path], task: str, bands: dict | None, what: str) -> str:
     missing: list[str] = []
 
     def fill(m: re.Match) -> str:
@@ -114,8 +123,8 @@ def render_notes(notes: str, runs: dict[str, Path], task: str, bands: dict | Non
             fmt = "+" + fmt
         return format(value, fmt)
 
-    text = PLACEHOLDER.sub(fill, notes)
+    text = PLACEHOLDER.sub(fill, text)
     if missing:
         waiting = ", ".join(dict.fromkeys(missing))
-        return f"(The notes are withheld: they state figures of runs not finished in this folder: {waiting}.)"
+        return f"({what} figures of runs not finished in this folder: {waiting}.)"
     return text

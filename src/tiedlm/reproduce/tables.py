@@ -406,9 +406,8 @@ TABLES: dict[str, Table] = {
             "`stop_on_stall`, and took it on when resumed at 4cc58af (2026-11-26; tied after 22 epochs, DRILL-4 "
             "after 1), before either had switched to averaging: between the two commits the training code differs "
             "only by that stop (`git diff f9f34ed 4cc58af -- src/tiedlm/train src/tiedlm/optimizers.py`). At the "
-            "dense model's "
-            "2,413 tok/s at one thread (demeester2018-lm's dense run, the same model) a PTB epoch takes 6.4 "
-            "minutes, so 150 epochs take up to 16 h a run: many working sessions, and a run folder here has not "
+            "pace of their last epochs (the list at the end of this page) 150 epochs take up to 15-24 h a run: "
+            "many working sessions, and a run folder here has not "
             "always survived from one session to the next (the seed-142 runs were lost that way). They train on "
             "the CPU, one thread each, since 2026-11-26, from a worktree pinned at the commit each resumes at "
             "(their metrics record each epoch's NT-ASGD stage, so the curves below mark the switch and the "
@@ -420,7 +419,22 @@ TABLES: dict[str, Table] = {
             "64 MiB travel: one run's (38 MB, last and best; 57 MB once averaging) fits beside the tree and PTB "
             "(about 9 MB), two do not, so on lent GPUs the two rows would take five or six sessions with one, one "
             "run at a time (untried; a run's device is not a setting a resume may change, so these CPU runs would "
-            "not move there).",
+            "not move there).\n\n"
+            # the converged rows' figures: withheld (this paragraph only) until both have finished
+            "The converged rows (seed 141, CPU fp32, one thread each, side by side): tied-converged validated "
+            "NT-ASGD's average from epoch {{tied-converged.averaging}}, began the finetune stage at epoch "
+            "{{tied-converged.finetune}} and stopped after {{tied-converged.epochs}} epochs "
+            "({{tied-converged.wall}} min of training): valid {{tied-converged.valid}}, test {{tied-converged.test}}. "
+            "drill-4-converged: the average from epoch {{drill-4-converged.averaging}}, the finetune from epoch "
+            "{{drill-4-converged.finetune}}, {{drill-4-converged.epochs}} epochs ({{drill-4-converged.wall}} min): "
+            "valid {{drill-4-converged.valid}}, test {{drill-4-converged.test}}. DRILL-4 − tied: "
+            "{{+drill-4-converged.test - tied-converged.test}} on test, {{+drill-4-converged.valid - "
+            "tied-converged.valid}} on valid, where Table 4 has −1.6 on test (55.7 vs 57.3) for the full-size model "
+            "after 500+ epochs; here one seed each, at the budget size (the small encoder's pair has two seeds: "
+            "[pappas2019-table4-small](pappas2019-table4-small.md)). Their first 6 epochs repeat the budget rows' "
+            "(the same preset and seed, trained at other commits): valid {{tied-converged.valid@6}} and "
+            "{{drill-4-converged.valid@6}} at epoch 6, against the budget rows' {{tied.valid}} and "
+            "{{drill-4.valid}}.",
         ),
         Table(
             "demeester2018-lm",
