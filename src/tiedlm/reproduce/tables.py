@@ -294,7 +294,15 @@ TABLES: dict[str, Table] = {
             "graph, 2026-11-26, `benchmarks/results/gpu_wt2_epoch-h100.txt`) an epoch takes 27 s for vd "
             "(81,826 tok/s) and 49 s for REAL (43,465: its second softmax over the vocabulary), so 40 epochs are "
             "about 18 and 33 minutes a run: more than a session's 15 minutes of device time, and a run's "
-            "checkpoints (56 MB for vd's weights) are too large to carry from one lent machine to the next.",
+            "checkpoints (56 MB for vd's weights) are too large to carry from one lent machine to the next.\n\n"
+            # written before the runs finish: each paragraph appears, with the runs' figures, once its rows have
+            "Standard tying with a bias against VD (seed 1111 each, 40 epochs): {{+re-bias.test - vd.test}} on "
+            "test ({{re-bias.test}} against {{vd.test}}) and {{+re-bias.valid - vd.valid}} on valid, where the "
+            "paper's RE (b = 0) is 5.4 ahead of VD on test (100.5 vs 105.9) and 6.1 on valid (106.1 vs 112.2); "
+            "VD trained {{vd.wall}} min here, re-bias {{re-bias.wall}}.\n\n"
+            "REAL against VD (seed 1111 each, 40 epochs): {{+real.test - vd.test}} on test ({{real.test}} against "
+            "{{vd.test}}) and {{+real.valid - vd.valid}} on valid, where the paper's REAL is 7.0 ahead on test "
+            "(98.9 vs 105.9) and 6.6 on valid (105.6 vs 112.2); REAL trained {{real.wall}} min here.",
         ),
         Table(
             "pappas2019-table4-small",
