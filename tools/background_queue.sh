@@ -5,7 +5,7 @@
 # already running, and recreates a missing worktree (and its venv) at its commit.
 #
 #   bash tools/background_queue.sh            # resume the queue below
-#   bash tools/background_queue.sh --status   # what runs, and each run's last epoch
+#   bash tools/background_queue.sh --status   # what runs, each run's last epoch and what is left of it
 #
 # The queue: COMMIT TABLE RUN, in order; the first two not finished run. Edit it as runs finish or start.
 set -uo pipefail
@@ -32,6 +32,15 @@ last_epoch() {
 print("; epoch %d: %svalid %.2f" % (m["epoch"], s + ", " if s else "", m["valid_ppl"]))'
 }
 
+# what is left of a started run at its own pace (`reproduce --dry-run`, which times nothing for a run with epochs
+# recorded: the median wall time of its last epochs), from this checkout's tiedlm where it is set up
+left() {
+  [ "$3" -gt 0 ] && [ -x "$repo/.venv/bin/tiedlm" ] || return 0
+  TIEDLM_DATA="$data" "$repo/.venv/bin/tiedlm" reproduce "$1" --dry-run --json --only "$2" --runs "$runs" 2>/dev/null |
+    python3 -c 'import json, sys; r = json.load(sys.stdin)["runs"][0]; p = r["pace"]
+if p: print("; ~%.1f h left%s at %.1f min an epoch" % (r["estimated_s"] / 3600, " at most" * r["at_most"], p["epoch_s"] / 60))' 2>/dev/null
+}
+
 slots=2
 for item in "${QUEUE[@]}"; do
   read -r commit table run <<<"$item"
@@ -41,10 +50,12 @@ for item in "${QUEUE[@]}"; do
     echo "$table/$run: finished ($epochs epochs)"; continue
   fi
   if running "$table" "$run"; then
-    echo "$table/$run: running ($epochs epochs done$(last_epoch "$folder"))"; slots=$((slots - 1)); continue
+    echo "$table/$run: running ($epochs epochs done$(last_epoch "$folder")$(left "$table" "$run" "$epochs"))"
+    slots=$((slots - 1)); continue
   fi
   if [ "${1:-}" = --status ]; then
-    echo "$table/$run: waiting ($epochs epochs done$(last_epoch "$folder"); pinned at $commit)"; continue
+    echo "$table/$run: waiting ($epochs epochs done$(last_epoch "$folder")$(left "$table" "$run" "$epochs"); pinned at $commit)"
+    continue
   fi
   if [ "$slots" -le 0 ]; then echo "$table/$run: queued ($epochs epochs done)"; continue; fi
   # a worktree already at that commit with its venv (the ones started by hand: /work/runs-wt3, ...), else a new one;
