@@ -418,7 +418,7 @@ TABLES: dict[str, Table] = {
             "many working sessions, and a run folder here has not "
             "always survived from one session to the next (the seed-142 runs were lost that way). They train on "
             "the CPU, one thread each, since 2026-11-26, from a worktree pinned at the commit each resumes at "
-            "(their metrics record each epoch's NT-ASGD stage, so the curves below mark the switch and the "
+            "(their metrics record each epoch's NT-ASGD stage, so the page's curves mark the switch and the "
             "finetune; `tools/background_queue.sh` keeps the two going and says where each stands). An H100 trains an "
             "epoch of each in 12-14 s (fp32, the two "
             "side by side; their valid perplexity at epoch 6 within 0.5% of the CPU rows': "
