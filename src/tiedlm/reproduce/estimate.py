@@ -190,15 +190,14 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
         epochs_done = len(records)
         paced = pace(records) if r["status"] in RESUMED else None
         if r["status"] in ("finished", "published"):
-            seconds = 0.0
-        elif paced:  # the epoch it stopped in counts whole, as in fraction_left
-            seconds = paced[0] * max(planned_epochs(r) - epochs_done, 1)
+            whole_run = 0.0
+        elif paced:
+            whole_run = paced[0] * planned_epochs(r)
         elif task == "lm":
-            seconds = estimate_seconds(cfg, *corpus_size(cfg.data.name), threads)
+            whole_run = estimate_seconds(cfg, *corpus_size(cfg.data.name), threads)
         else:
-            seconds = estimate_task_seconds(task, cfg, threads)
-        if not paced:
-            seconds *= fraction_left(r, epochs_done)  # an interrupted run: its epochs still to train
+            whole_run = estimate_task_seconds(task, cfg, threads)
+        seconds = whole_run * fraction_left(r, epochs_done)  # an interrupted run: its epochs still to train
         total += seconds
         plan_rows.append(
             {
@@ -210,7 +209,7 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
                 "epochs_done": epochs_done,
                 "epochs": planned_epochs(r),
                 "at_most": task == "lm" and stops_early(cfg),
-                "pace": {"epoch_s": round(paced[0], 1), "epochs": paced[1]} if paced and seconds else None,
+                "pace": {"epoch_s": round(paced[0], 1), "epochs": paced[1]} if paced else None,
                 "command": "tiedlm " + " ".join(train_command(r, threads)),
             }
         )
