@@ -64,6 +64,7 @@ def test_list_names_every_table(capsys):
         "tied-seed1112",
         "drill-4-seed1112",
         "dual-res-seed1112",
+        "dual-res-cpu",
     ]
     assert main(["reproduce", "inan2017-tabel1-small"]) == 2
     assert "similar: inan2017-table1-small" in capsys.readouterr().err
@@ -871,6 +872,49 @@ def test_the_awd_pages_converged_paragraph_waits_for_both_rows_then_states_their
         n: json.loads((root / "pappas2019-table4-awd" / n / "summary.json").read_text()) for n in ("tied", "drill-4")
     }
     assert f"valid 134.50 and 129.50 at epoch 6, against the budget rows' {budget['tied']['valid_ppl']:.2f}" in text
+    assert "?" not in text
+
+
+def test_the_small_pages_device_paragraph_waits_for_dual_res_cpu_then_compares_it_on_one_device(tmp_path):
+    """The small-encoder page's paragraph on dual-res-cpu (dual-res's config and seed on the CPU) is withheld
+    until that run finishes, then sets it against the H100 run and against the CPU rows of its seed."""
+    import shutil
+    from pathlib import Path
+
+    from tiedlm.reproduce.notes import batch1_test_ppl
+
+    root = Path(__file__).resolve().parent.parent / "experiments/results/reproduce"
+    runs = tmp_path / "runs"
+    for name in ("pappas2019-table4-small", "inan2017-table1-small"):
+        shutil.copytree(root / name, runs / name)
+    tab = rp.table("pappas2019-table4-small")
+    spec = next(s for s in tab.runs["budget"] if s.name == "dual-res-cpu")
+    gpu = next(s for s in tab.runs["budget"] if s.name == "dual-res")
+    assert spec.overrides == (*gpu.overrides, "train.device=cpu")
+
+    def paragraphs() -> list[str]:
+        text = rp.render(tab, "budget", runs, [], tmp_path / "out").read_text()
+        return text.split("## Notes\n\n", 1)[1].split("\n\n## ", 1)[0].split("\n\n")
+
+    assert paragraphs()[1] == (
+        "(A paragraph is withheld: it states figures of runs not finished in this folder: dual-res-cpu.)"
+    )
+    shutil.copytree(runs / "pappas2019-table4-small" / "dual-res", runs / "pappas2019-table4-small" / "dual-res-cpu")
+    summary = runs / "pappas2019-table4-small" / "dual-res-cpu" / "summary.json"
+    figures = {"valid_ppl": 89.0, "test_ppl": 84.5, "wall_time_s": 18000.0, "device": "cpu"}
+    summary.write_text(json.dumps(json.loads(summary.read_text()) | figures))
+
+    def test_ppl(folder: str) -> float:  # the batch-1 figure the page states
+        return batch1_test_ppl(runs / folder, json.loads((runs / folder / "summary.json").read_text()))
+
+    tied, drill = test_ppl("inan2017-table1-small/re-bias"), test_ppl("pappas2019-table4-small/drill-4")
+    dual = test_ppl("pappas2019-table4-small/dual-res")
+    text = paragraphs()[1]
+    assert "one thread, 300.0 min): valid 89.00, test 84.50, against" in text
+    assert f"the device alone moved it by {84.5 - dual:+.2f} on test" in text
+    assert (
+        f"it is {84.5 - drill:+.2f} from DRILL-4 ({drill:.2f}) and {84.5 - tied:+.2f} from tied ({tied:.2f})." in text
+    )
     assert "?" not in text
 
 

@@ -319,6 +319,12 @@ TABLES: dict[str, Table] = {
                     *_second_seed(
                         "ptb-small-re", {k: _OUTPUT_LAYERS[k] for k in ("tied", "drill-4", "dual-res")}, 1112
                     ),
+                    RunSpec(
+                        "dual-res-cpu",
+                        "ptb-small-re",
+                        (*_OUTPUT_LAYERS["dual-res"], "train.device=cpu"),
+                        note="dual-res on the CPU: its config and seed, to part the device from the layer",
+                    ),
                 )
                 for s in SCALES
             },
@@ -352,7 +358,8 @@ TABLES: dict[str, Table] = {
             "device differs between dual-res and the other rows at both seeds, so a device effect is not separated "
             "from the layer's, and dual-res itself moved by {{dual-res-seed1112.test - dual-res.test}} between its "
             "two seeds: two seeds do not measure the spread of these differences, so this page does not rank "
-            "dual-res above DRILL-4 (untried: dual-res on this CPU, about 5 h a seed; DRILL-4 on a GPU; a third seed). "
+            "dual-res above DRILL-4 (queued: dual-res-cpu, dual-res's config and seed 1111 on this CPU, about 5 h; "
+            "untried: DRILL-4 on a GPU; a third seed). "
             "Its bands against tied are DRILL-1's pattern, larger: gains below 1,000 occurrences "
             "({{bands:dual-res:1-10}}%, {{bands:dual-res:10-100}}%, "
             "{{bands:dual-res:100-1k}}%), losses on the frequent words ({{bands:dual-res:1k-10k}}%, "
@@ -373,7 +380,14 @@ TABLES: dict[str, Table] = {
             "difference kept its sign and size at both seeds; on validation it did not: tied is ahead at seed 1111 "
             "({{tied.valid}} vs {{drill-4.valid}}) and DRILL-4 at seed 1112 ({{drill-4-seed1112.valid}} vs "
             "{{tied-seed1112.valid}}). Two seeds do not measure the spread of a difference this size (untried: a "
-            "third seed). Figure 3's bands are of the seed-1111 runs.",
+            "third seed). Figure 3's bands are of the seed-1111 runs.\n\n"
+            "dual-res on this CPU (dual-res-cpu: dual-res's config and seed 1111, fp32, one thread, "
+            "{{dual-res-cpu.wall}} min): valid {{dual-res-cpu.valid}}, test {{dual-res-cpu.test}}, against "
+            "{{dual-res.valid}} / {{dual-res.test}} on the H100: the device alone moved it by "
+            "{{+dual-res-cpu.test - dual-res.test}} on test, where the second seed moved it by "
+            "{{+dual-res-seed1112.test - dual-res.test}}. On one device and seed with the other rows, it is "
+            "{{+dual-res-cpu.test - drill-4.test}} from DRILL-4 ({{drill-4.test}}) and "
+            "{{+dual-res-cpu.test - tied.test}} from tied ({{tied.test}}).",
             bands_baseline="tied",
             pairs=(("tied", "drill-4"), ("drill-4", "dual-res")),
         ),
