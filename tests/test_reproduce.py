@@ -741,7 +741,7 @@ def test_a_run_the_table_now_asks_more_epochs_of_is_resumed_not_counted_finished
 
     reproduce(tmp_path / "two", 2)
     reproduce(tmp_path / "one", 1)
-    tied = next(s for s in rp.table("pappas2019-table4-small").runs["budget"] if s.name == "tied")
+    tied = _spec("pappas2019-table4-small", "tied")
     folder = tied.folder("pappas2019-table4-small")  # shared with Table 1's re-bias
     run = tmp_path / "one" / folder
     assert RunDir(run).read_summary()["epochs"] == 1
@@ -828,6 +828,17 @@ def test_a_notes_figures_come_from_the_run_files_and_change_with_them(tmp_path):
     )
 
 
+def _spec(table: str, name: str) -> rp.RunSpec:
+    """The budget row ``name`` of ``table``."""
+    return next(s for s in rp.table(table).runs["budget"] if s.name == name)
+
+
+def _notes_paragraphs(tab: rp.Table, runs, out) -> list[str]:
+    """The paragraphs of ``tab``'s Notes section, rendered from the run folders in ``runs``."""
+    text = rp.render(tab, "budget", runs, [], out).read_text()
+    return text.split("## Notes\n\n", 1)[1].split("\n\n## ", 1)[0].split("\n\n")
+
+
 def test_the_awd_pages_converged_paragraph_waits_for_both_rows_then_states_their_figures(tmp_path):
     """The AWD page's paragraph on the converged rows is written before they finish: it is withheld while either
     trains and, once both have finished, fills every figure from their files (stages from metrics.jsonl)."""
@@ -842,8 +853,7 @@ def test_the_awd_pages_converged_paragraph_waits_for_both_rows_then_states_their
     tab = rp.table("pappas2019-table4-awd")
 
     def paragraphs() -> list[str]:
-        text = rp.render(tab, "budget", runs, [], tmp_path / "out").read_text()
-        return text.split("## Notes\n\n", 1)[1].split("\n\n## ", 1)[0].split("\n\n")
+        return _notes_paragraphs(tab, runs, tmp_path / "out")
 
     assert (
         paragraphs()[1].startswith("(A paragraph is withheld")
@@ -890,13 +900,11 @@ def test_the_small_pages_device_paragraph_waits_for_dual_res_cpu_then_compares_i
     for name in ("pappas2019-table4-small", "inan2017-table1-small"):
         shutil.copytree(root / name, runs / name)
     tab = rp.table("pappas2019-table4-small")
-    spec = next(s for s in tab.runs["budget"] if s.name == "dual-res-cpu")
-    gpu = next(s for s in tab.runs["budget"] if s.name == "dual-res")
-    assert spec.overrides == (*gpu.overrides, "train.device=cpu")
+    cpu, gpu = (_spec("pappas2019-table4-small", n) for n in ("dual-res-cpu", "dual-res"))
+    assert cpu.overrides == (*gpu.overrides, "train.device=cpu")
 
     def paragraphs() -> list[str]:
-        text = rp.render(tab, "budget", runs, [], tmp_path / "out").read_text()
-        return text.split("## Notes\n\n", 1)[1].split("\n\n## ", 1)[0].split("\n\n")
+        return _notes_paragraphs(tab, runs, tmp_path / "out")
 
     assert paragraphs()[1] == (
         "(A paragraph is withheld: it states figures of runs not finished in this folder: dual-res-cpu.)"
