@@ -792,6 +792,17 @@ def test_the_page_gives_each_row_across_seeds_and_says_when_a_difference_changes
     assert "the same sign at every seed" in "\n".join(seeds_section(TABLES["demeester2018-pos"], finished, "tag"))
 
 
+def _spec(table: str, name: str) -> rp.RunSpec:
+    """The budget row ``name`` of ``table``."""
+    return next(s for s in rp.table(table).runs["budget"] if s.name == name)
+
+
+def _notes_paragraphs(tab: rp.Table, runs, out) -> list[str]:
+    """The paragraphs of ``tab``'s Notes section, rendered from the run folders in ``runs``."""
+    text = rp.render(tab, "budget", runs, [], out).read_text()
+    return text.split("## Notes\n\n", 1)[1].split("\n\n## ", 1)[0].split("\n\n")
+
+
 def test_a_notes_figures_come_from_the_run_files_and_change_with_them(tmp_path):
     """The committed demeester2018-lm runs, copied: their notes state the runs' figures; a changed summary
     changes the notes, and a run gone from the folder withholds them (no claim about a missing row)."""
@@ -804,8 +815,7 @@ def test_a_notes_figures_come_from_the_run_files_and_change_with_them(tmp_path):
     tab = rp.table("demeester2018-lm")
 
     def notes():
-        text = rp.render(tab, "budget", runs, [], tmp_path / "out").read_text()
-        return text.split("## Notes\n\n", 1)[1].split("\n", 1)[0]
+        return _notes_paragraphs(tab, runs, tmp_path / "out")[0]
 
     first = notes()
     summary = json.loads((runs / "demeester2018-lm/sparse-seed141/summary.json").read_text())
@@ -826,17 +836,6 @@ def test_a_notes_figures_come_from_the_run_files_and_change_with_them(tmp_path):
         f"Dense: {rp.notes.batch1_test_ppl(folders['dense'], dense):.2f}.\n\n(A paragraph is withheld: it states "
         "figures of runs not finished in this folder: sparse.)"
     )
-
-
-def _spec(table: str, name: str) -> rp.RunSpec:
-    """The budget row ``name`` of ``table``."""
-    return next(s for s in rp.table(table).runs["budget"] if s.name == name)
-
-
-def _notes_paragraphs(tab: rp.Table, runs, out) -> list[str]:
-    """The paragraphs of ``tab``'s Notes section, rendered from the run folders in ``runs``."""
-    text = rp.render(tab, "budget", runs, [], out).read_text()
-    return text.split("## Notes\n\n", 1)[1].split("\n\n## ", 1)[0].split("\n\n")
 
 
 def test_the_awd_pages_converged_paragraph_waits_for_both_rows_then_states_their_figures(tmp_path):
