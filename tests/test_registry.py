@@ -106,6 +106,7 @@ ADDED_SINCE = {("train", "device"), ("train", "max_nonfinite")}
 def test_committed_old_run_folders_load():
     """Results committed before the [model.output] table (flat keys, every layer's defaults listed) still load."""
     from tiedlm.reproduce import TABLES, run_config
+    from tiedlm.translation.config import TranslationConfig
 
     files = sorted((ROOT / "experiments" / "results").rglob("config.toml"))
     assert files
@@ -113,8 +114,9 @@ def test_committed_old_run_folders_load():
         raw = tomllib.loads(path.read_text())
         table = TABLES.get(path.parent.parent.name)
         spec = next(iter(table.runs.values()))[0] if table else None
-        if spec is not None and spec.task != "lm":  # a tagger's or translator's run: its own config class
-            kind = type(run_config(spec, []))
+        outside = spec is None and "source_lang" in raw["data"]  # a translator's run outside the tables
+        if outside or (spec is not None and spec.task != "lm"):  # a tagger's or translator's run: its own config
+            kind = TranslationConfig if outside else type(run_config(spec, []))
             loaded = tomllib.loads(kind.load_run(path.parent).to_toml())
             if isinstance(raw["model"].get("output"), str):  # a translator's flat output keys: now its table
                 from tiedlm.translation.config import LEGACY_OUTPUT_KEYS as FLAT
