@@ -850,6 +850,8 @@ def test_the_awd_pages_converged_paragraphs_wait_for_their_rows_then_state_their
     root = Path(__file__).resolve().parent.parent / "experiments/results/reproduce"
     runs = tmp_path / "runs"
     shutil.copytree(root / "pappas2019-table4-awd", runs / "pappas2019-table4-awd")
+    for name in ("tied-converged", "drill-4-converged"):  # both start unfinished, whatever is committed
+        shutil.rmtree(runs / "pappas2019-table4-awd" / name, ignore_errors=True)
     tab = rp.table("pappas2019-table4-awd")
 
     def paragraphs() -> list[str]:
@@ -858,15 +860,18 @@ def test_the_awd_pages_converged_paragraphs_wait_for_their_rows_then_state_their
     first, pair = paragraphs()[1:3]
     assert first.startswith("(A paragraph is withheld") and first.endswith("tied-converged.)")
     assert pair.startswith("(A paragraph is withheld") and pair.endswith("drill-4-converged, tied-converged.)")
-    stages = ["sgd"] * 20 + ["averaged"] * 10 + ["finetune"] * 6  # averaging from 21, finetune from 31
+    stages = ["sgd"] * 56 + ["averaged"] * 64 + ["finetune"] * 7  # averaging from 57, finetune from 121 to 127
     for name, preset, test, v6 in (
         ("tied-converged", "tied", 80.0, 134.5),
         ("drill-4-converged", "drill", 78.5, 129.5),
     ):
         run = runs / "pappas2019-table4-awd" / name
         _result_folder(run, Config.load(f"ptb-awd-{preset}-budget").to_toml(), valid_ppl=test + 4, test_ppl=test)
-        valid = [v6 if e == 6 else 100.0 for e in range(1, 37)]
-        lines = [json.dumps({"epoch": e + 1, "valid_ppl": valid[e], "stage": st}) for e, st in enumerate(stages)]
+        valid = {6: v6, 120: 90.0, 121: 85.0}
+        lines = [
+            json.dumps({"epoch": e, "valid_ppl": valid.get(e, 100.0), "stage": st})
+            for e, st in enumerate(stages, start=1)
+        ]
         (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
         (run / "summary.json").write_text(
             json.dumps(
@@ -875,11 +880,13 @@ def test_the_awd_pages_converged_paragraphs_wait_for_their_rows_then_state_their
         )
         if name == "tied-converged":  # tied finished, DRILL-4 not: tied's paragraph shows, the pair's is withheld
             first, pair = paragraphs()[1:3]
-            assert "validated NT-ASGD's average from epoch 21, began the finetune stage at epoch 31" in first
-            assert "stopped after 36 epochs (100.0 min of training): valid 84.00, test 80.00, where" in first
+            assert "validated NT-ASGD's average from epoch 57, began the finetune stage at epoch 121" in first
+            assert "stopped after 127 epochs (100.0 min of training): valid 84.00, test 80.00, where" in first
+            assert "validation from 90.00 (the average at epoch 120, the first stage's last) to 84.00" in first
+            assert "its best epoch, 6.00, where" in first and "nearly all of it (85.00)" in first
             assert pair.startswith("(A paragraph is withheld") and pair.endswith("drill-4-converged.)")
     text = paragraphs()[2]
-    assert "drill-4-converged: the average from epoch 21, the finetune from epoch 31, 36 epochs" in text
+    assert "drill-4-converged: the average from epoch 57, the finetune from epoch 121, 127 epochs" in text
     assert "DRILL-4 − tied: -1.50 on test, -1.50 on valid" in text
     budget = {
         n: json.loads((root / "pappas2019-table4-awd" / n / "summary.json").read_text()) for n in ("tied", "drill-4")
