@@ -605,7 +605,7 @@ TABLES: dict[str, Table] = {
             "Multi30k, DRILL's translation gain is not reproduced; seed 1's {{+drill.test - tied.test}} was within "
             "what the seed moves a row. Within each seed both rows share a device (seed 1 this CPU, seeds 2-5 the "
             "GPU), so each difference compares the output layers alone. The device moves a row too: seed 1 again on "
-            "the H100 (the same commands with `train.device=cuda`, outside this table: "
+            "the H100 (the same commands, run there, outside this table: "
             "../../experiments/results/translation/seed1-cuda/) gave tied 35.12 and DRILL 34.87 (-0.25) against this "
             "CPU's {{tied.test}} and {{drill.test}}. Untried: the paper's scale (WMT14, Transformer base).",
             pairs=(("tied", "drill"),),
