@@ -131,9 +131,11 @@ _CONVERGE = (
 )
 
 
-def _second_seed(base: str, layers: dict[str, tuple[str, ...]], seed: int) -> tuple[RunSpec, ...]:
+def _second_seed(base: str, layers: dict[str, tuple[str, ...]], seed: int, task: str = "lm") -> tuple[RunSpec, ...]:
     """Rows ROW-seedSEED: the rows ``layers`` of preset ``base`` again at another seed (the page's Across seeds)."""
-    return tuple(RunSpec(f"{name}-seed{seed}", base, (*sets, f"train.seed={seed}")) for name, sets in layers.items())
+    return tuple(
+        RunSpec(f"{name}-seed{seed}", base, (*sets, f"train.seed={seed}"), task=task) for name, sets in layers.items()
+    )
 
 
 _TRANSFORMER_ROWS = {"tied": ("ptb-transformer-tied", ()), "drill": ("ptb-transformer-drill", ())}
@@ -178,14 +180,11 @@ def _pos_runs(seed: int) -> tuple[RunSpec, ...]:
 
 
 _POS = (*_pos_runs(1), *_pos_runs(2), *_pos_runs(3))
+_MT_LAYERS = {"tied": ("model.output=tied",), "drill": ("model.output=drill",)}
 _MT = (
-    RunSpec("tied", "", ("model.output=tied",), paper=(None, 27.3), note="WMT14 in the paper", task="translate"),
-    RunSpec("drill", "", ("model.output=drill",), paper=(None, 28.1), note="WMT14 in the paper", task="translate"),
-    *(
-        RunSpec(f"{name}-seed{seed}", "", (f"model.output={name}", f"train.seed={seed}"), task="translate")
-        for seed in (2, 3, 4, 5)
-        for name in ("tied", "drill")
-    ),
+    RunSpec("tied", "", _MT_LAYERS["tied"], paper=(None, 27.3), note="WMT14 in the paper", task="translate"),
+    RunSpec("drill", "", _MT_LAYERS["drill"], paper=(None, 28.1), note="WMT14 in the paper", task="translate"),
+    *(spec for seed in (2, 3, 4, 5) for spec in _second_seed("", _MT_LAYERS, seed, task="translate")),
 )
 
 # The budget rows train in fp32 on every machine: where the CPU has bf16 (AVX512-BF16), "auto" would train
