@@ -10,8 +10,6 @@
 # The queue: COMMIT TABLE RUN, in order; the first two not finished run. Edit it as runs finish or start.
 set -uo pipefail
 QUEUE=(
-  "fb815f3 pappas2019-table4-small drill-4-seed1112"
-  "4cc58af pappas2019-table4-awd tied-converged"
   "4cc58af pappas2019-table4-awd drill-4-converged"
   "d8f4c8f pappas2019-table4-small dual-res-cpu"
   "4cc58af inan2017-table2-small vd"
@@ -51,6 +49,11 @@ for item in "${QUEUE[@]}"; do
   epochs=$( [ -f "$folder/metrics.jsonl" ] && wc -l <"$folder/metrics.jsonl" || echo 0)
   if [ -f "$folder/summary.json" ]; then
     echo "$table/$run: finished ($epochs epochs)"; continue
+  fi
+  # published in this checkout: finished, whatever the run folder (a machine handed back bare loses ~/tiedlm-runs,
+  # and a published row must not train again)
+  if [ -f "$repo/experiments/results/reproduce/$table/$run/summary.json" ]; then
+    echo "$table/$run: published"; continue
   fi
   if running "$table" "$run"; then
     echo "$table/$run: running ($epochs epochs done$(last_epoch "$folder")$(left "$table" "$run" "$epochs"))"
