@@ -18,8 +18,9 @@ QUEUE=(
 )
 # The converged rows started at f9f34ed and moved to 4cc58af (which adds train.optimizer.stop_on_stall, the stop
 # their table now asks) before either had switched to averaging; no other training code differs between the two.
-# dual-res-cpu (~5 h) goes before the WikiText-2 rows (~30-160 h each, by host): it settles whether the small page's best
-# layer leads by its device (dual-res trained on a lent H100 at both seeds) at a sixth of the shortest WT2 row's time.
+# dual-res-cpu (~5-8 h, by host) goes before the WikiText-2 rows (~30-160 h each): it settles whether the small
+# page's best layer leads by its device (dual-res trained on a lent H100 at both seeds) at a sixth of the shortest
+# WT2 row's time.
 repo=$(cd "$(dirname "$0")/.." && pwd)
 runs=${TIEDLM_RUNS:-$HOME/tiedlm-runs}
 data=${TIEDLM_DATA:-$(cd "$repo/../shared/data" 2>/dev/null && pwd)}
