@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tiedlm import interrupts
+from tiedlm import interrupts, runtime
 from tiedlm.cli import main
 from tiedlm.config import Config
 from tiedlm.errors import TiedlmError
@@ -49,6 +49,8 @@ def test_train_evaluate_predict_generate_info(tiny_corpus, tmp_path, capsys):
     saved = Config.load(run / "config.toml")
     assert (saved.train.precision, saved.train.device) == ("fp32", "cpu")  # resolved, not "auto"
     assert summary["seed"] == 1111 and summary["parameters"]["output"] == 0 and "torch" in summary["versions"]
+    host = runtime.host_record(torch.device("cpu"))  # where it trained: in the summary and each epoch's line
+    assert {k: summary[k] for k in host} == {k: metrics[0][k] for k in host} == {k: metrics[1][k] for k in host} == host
     assert summary["valid_ppl"] < 121  # better than uniform over the tiny vocabulary
     capsys.readouterr()
 

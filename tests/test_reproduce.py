@@ -71,6 +71,7 @@ def test_list_names_every_table(capsys):
 
 
 def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("tiedlm.runtime.cpu_model", lambda: "Test CPU (family 1 model 2)")
     dry = ["reproduce", "transformer-lm", "--dry-run", "--json", "--data", str(tiny_corpus)]
     dry += ["--runs", str(tmp_path / "runs"), *TINY]
     assert main(dry) == 0
@@ -79,7 +80,7 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys,
     assert all(r["status"] == "missing" and r["estimated_s"] > 0 for r in plan["runs"])
     assert all(r["command"].startswith("tiedlm train ptb-transformer-") for r in plan["runs"])
     assert not (tmp_path / "runs").exists()  # a dry run starts nothing
-    assert set(plan["machine"]) == {"load_average", "cpus", "busy"}
+    assert set(plan["machine"]) == {"load_average", "cpus", "busy", "cpu"}
 
     # on a busy machine the plan says that its estimates run long; on an idle one it says nothing of it
     for load, busy in ((3.0, True), (0.1, False)):
@@ -130,7 +131,8 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys,
     (line,) = [ln for ln in page.splitlines() if ln.startswith("- drill (")]
     assert line.endswith(
         f"where it trains, interrupted, 3 of 12 epochs done; `--dry-run` of {kept['drill']['date']}: "
-        f"~{kept['drill']['estimated_h']:.1f} h left at 1 thread(s) on {kept['drill']['cpus']} cores, alone"
+        f"~{kept['drill']['estimated_h']:.1f} h left at 1 thread(s) on {kept['drill']['cpus']} cores, alone; "
+        "host Test CPU (family 1 model 2)"
     )
     assert not [ln for ln in page.splitlines() if ln.startswith("- tied (") and "h left" in ln]  # never estimated
     rp.publish_estimates(rp.table("transformer-lm"), tmp_path / "runs", tmp_path / "results", log=lambda *a: None)
@@ -172,6 +174,7 @@ def test_dry_run_estimates_a_started_run_at_its_own_pace(tiny_corpus, tmp_path, 
 
     monkeypatch.setattr(rp.estimate, "estimate_seconds", untimed)
     monkeypatch.setattr("os.getloadavg", lambda: (3.0, 3.0, 3.0))
+    monkeypatch.setattr("tiedlm.runtime.cpu_model", lambda: "Test CPU (family 1 model 2)")
     dry = ["reproduce", "transformer-lm", "--dry-run", "--data", str(tiny_corpus), "--runs", str(tmp_path / "runs")]
     assert main([*dry, *TINY, "--set", "train.epochs=12", "--only", "drill", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["runs"]
@@ -185,8 +188,10 @@ def test_dry_run_estimates_a_started_run_at_its_own_pace(tiny_corpus, tmp_path, 
     (line,) = [ln for ln in page.splitlines() if ln.startswith("- drill (")]
     assert line.endswith(
         f"6 of 12 epochs done; `--dry-run` of {kept['date']}: ~0.2 h left at the run's own pace (2.0 min an epoch, "
-        "the median of its last 5 epochs)"
+        "the median of its last 5 epochs); host Test CPU (family 1 model 2)"
     )
+    del kept["cpu"]  # an estimate kept before the host was recorded reads as it did
+    assert rp.estimate.estimate_line(kept).endswith("the median of its last 5 epochs)")
 
     # the other tasks' records: a tagger's per-epoch `seconds`, a translator's `epoch_seconds`; untimed ones left out
     assert rp.estimate.epoch_walls([{"seconds": 30.0}, {"epoch_seconds": 40.0}, {"epoch": 3}]) == [30.0, 40.0]

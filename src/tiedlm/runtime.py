@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import platform
+from pathlib import Path
 
 import torch
 
@@ -24,6 +27,75 @@ def run_device(saved: str) -> torch.device:
     if saved.startswith("cuda") and not torch.cuda.is_available():
         return torch.device("cpu")
     return resolve_device(saved)
+
+
+def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """The CPU as a run records it: the model name with its family and model numbers where Linux reports them
+    (``/proc/cpuinfo``), e.g. ``AMD EPYC (family 23 model 1)``, else ``platform.processor()`` or the architecture.
+    ``platform.processor()`` alone is ``x86_64`` on Linux, which cannot tell two hosts apart; the numbers can where
+    a hypervisor shows only a generic name. Two CPU models may block the BLAS kernels' sums differently, so the same
+    run (commit, seed, threads) is bit-identical on one CPU model, not necessarily across two."""
+    fields: dict[str, str] = {}
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for line in Path(cpuinfo).read_text().splitlines():
+            if not line.strip():
+                break  # the first processor's block is enough
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    numbers = [f"{key.split()[-1]} {fields[key]}" for key in ("cpu family", "model") if fields.get(key)]
+    if numbers:
+        name += f" ({' '.join(numbers)})"
+    return name
+
+
+def hardware(device: torch.device) -> str:
+    """What trained a run, for its records: the GPU's name on CUDA, else :func:`cpu_model` and the vector unit
+    PyTorch's CPU kernels use (``AVX2``, ``AVX512``)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{cpu_model()}, {torch.backends.cpu.get_cpu_capability()}"
+
+
+def host_record(device: torch.device) -> dict:
+    """What a run's records say of where it trained (each metrics line, each summary): ``machine``
+    (:func:`hardware`) and ``numerics`` (:func:`numerics_fingerprint`)."""
+    return {"machine": hardware(device), "numerics": numerics_fingerprint(device)}
+
+
+def numerics_fingerprint(device: torch.device | str = "cpu") -> str:
+    """A hash of what this device's kernels compute for fixed inputs, in the shapes a word-level LM trains with
+    (fp32): the output layer's matmul over a 10k vocabulary and its transposed (gradient) form, an LSTM's gate
+    matmul, log-softmax, sigmoid and tanh, at the threads set now. Two hosts (CPU models, library builds, thread
+    counts) with the same fingerprint run these kernels to the same bits, so a run trained again there should
+    repeat its numbers to the last digit; where the fingerprints differ, numbers that drift apart may be the
+    kernels' rounding, not a bug. About 0.1-0.3 s on a CPU, once per process and thread count; 16 hex digits."""
+    return _fingerprint(str(torch.device(device)), torch.get_num_threads())
+
+
+@functools.cache
+def _fingerprint(device: str, threads: int) -> str:
+    import hashlib
+
+    g = torch.Generator().manual_seed(0)
+
+    def draw(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g).to(device)
+
+    h, words, gates, table = draw(350, 200), draw(200, 10000), draw(400, 1600), draw(350, 400)
+    logits = h @ words / 14.0
+    outputs = [
+        logits,
+        logits.log_softmax(-1),
+        words @ logits.T,
+        table @ gates,
+        torch.sigmoid(logits),
+        torch.tanh(logits),
+    ]
+    digest = hashlib.sha256()
+    for out in outputs:
+        digest.update(out.detach().float().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def cpu_supports_bf16() -> bool:

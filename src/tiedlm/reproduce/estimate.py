@@ -32,15 +32,18 @@ def _seconds_per_token(step, batches, steps: int) -> float:
 def machine_load() -> dict:
     """The one-minute load average against the CPU count, read before the estimates' timed steps: ``busy`` where
     other processes keep at least half a core busy, so that the timed steps shared the CPU and the estimates run
-    long (a dry run beside a training run measures the run slowed by it)."""
+    long (a dry run beside a training run measures the run slowed by it); ``cpu``: the CPU model
+    (:func:`~tiedlm.runtime.cpu_model`), since hosts of one kind differ in speed."""
     import os
 
-    cpus = os.cpu_count() or 1
+    from ..runtime import cpu_model
+
+    cpus, cpu = os.cpu_count() or 1, cpu_model()
     try:
         load = os.getloadavg()[0]
     except OSError:  # not available on this platform
-        return {"load_average": None, "cpus": cpus, "busy": False}
-    return {"load_average": round(load, 2), "cpus": cpus, "busy": load >= 0.5}
+        return {"load_average": None, "cpus": cpus, "busy": False, "cpu": cpu}
+    return {"load_average": round(load, 2), "cpus": cpus, "busy": load >= 0.5, "cpu": cpu}
 
 
 def lm_training_step(cfg, vocab_size: int, threads: int):
@@ -252,6 +255,7 @@ def save_estimates(plan_rows: list[dict], runs_dir: Path, threads: int, load: di
                 "cpus": load["cpus"],
                 "load_average": load["load_average"],
                 "busy": load["busy"],
+                "cpu": load.get("cpu"),
             }
         write_text_atomic(path, json.dumps(entries, indent=1, sort_keys=True) + "\n")
         written.append(path)
@@ -262,14 +266,15 @@ def estimate_line(entry: dict) -> str:
     """A page's words for one run's saved estimate (:func:`save_estimates`)."""
     bound = " at most (NT-ASGD's stops can end it sooner)" if entry.get("at_most") else ""
     done = f"where it trains, {entry['status']}, {entry['epochs_done']} of {entry['epochs']} epochs done"
+    host = f"; host {entry['cpu']}" if entry.get("cpu") else ""  # the dry run's; those before 2026-11-27 name none
     if entry.get("pace"):  # measured by the run itself, in whatever company it trained: no load to report
         n, minutes = entry["pace"]["epochs"], entry["pace"]["epoch_s"] / 60
         return (
             f"{done}; `--dry-run` of {entry['date']}: ~{entry['estimated_h']:.1f} h left{bound} at the run's own "
-            f"pace ({minutes:.1f} min an epoch, the median of its last {n} epoch{'s' * (n > 1)})"
+            f"pace ({minutes:.1f} min an epoch, the median of its last {n} epoch{'s' * (n > 1)}){host}"
         )
     busy = f", beside other work (load {entry['load_average']:.2f}): long" if entry["busy"] else ", alone"
     return (
         f"{done}; `--dry-run` of {entry['date']}: ~{entry['estimated_h']:.1f} h left{bound} at {entry['threads']} "
-        f"thread(s) on {entry['cpus']} cores{busy}"
+        f"thread(s) on {entry['cpus']} cores{busy}{host}"
     )

@@ -14,7 +14,6 @@ here), or, where PTB is not on this machine, a Zipfian text generated on the spo
 
 from __future__ import annotations
 
-import platform
 import tempfile
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch
 from .. import __version__
 from ..config import Config
 from ..errors import DataError, TiedlmError, UsageError
+from ..runtime import cpu_model, numerics_fingerprint
 from .checks import Check, baseline_check, gpu_tests_check, resume_check, sizes_for, train_check
 
 __all__ = ["Check", "MODELS", "describe_device", "format_report", "run_selfcheck"]
@@ -51,8 +51,9 @@ def describe_device(device: torch.device) -> str:
         import os
 
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        what = f"{platform.processor() or platform.machine()}, {cores} cores, {torch.get_num_threads()} threads, "
+        what = f"{cpu_model()}, {cores} cores, {torch.get_num_threads()} threads, "
         what += f"vector unit {torch.backends.cpu.get_cpu_capability()}"
+    what += f", numerics {numerics_fingerprint(device)}"  # two hosts with one fingerprint repeat runs to the bit
     return f"{device.type}: {what} | torch {torch.__version__} | tiedlm {__version__}"
 
 

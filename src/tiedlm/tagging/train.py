@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from ..data.vocab import Vocabulary
 from ..run_dir import RunDir, write_text_atomic
-from ..runtime import resolve_device, run_device, set_threads
+from ..runtime import host_record, resolve_device, run_device, set_threads
 from ..train.checkpoint import best_weights
 from ..train.loop import Progress, Task, run
 from ..train.step import update
@@ -122,6 +122,7 @@ class TaggerTask(Task):
             "train_seconds": progress.seconds,
             "threads": self.threads,
             "device": str(self.device),
+            **host_record(self.device),
             "seed": cfg.train.seed,
             "vocab_size": len(self.corpus.vocab),
             "history": history,

@@ -48,6 +48,7 @@ from ..errors import TiedlmError, UsageError
 from ..interrupts import RunInterrupted, StopRequest, StopRequested
 from ..paths import refuse_committed
 from ..run_dir import RunDir, write_json_atomic, write_text_atomic
+from ..runtime import host_record
 from .checkpoint import best_weights, load_train_state, model_state, save_best_weights, save_train_state
 from .step import NonFiniteSteps
 
@@ -90,6 +91,7 @@ class Task(ABC):
     higher_is_better = False  # the validation score's direction
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
+    device: torch.device = torch.device("cpu")  # where it trains: each metrics line names it (runtime.host_record)
     epochs: int
     max_nonfinite: int = 10
     show_progress: bool = False  # set by run(): whether progress bars are shown (the task's own too)
@@ -311,7 +313,8 @@ def _epoch(task: Task, files: RunDir, p: Progress, stop: StopRequest, progress: 
         p.best_score, p.best_epoch = score, epoch
         task.keep_best(files, p)
     task.after_validation(score, p)
-    record = task.epoch_record(p, seconds, wall, score)
+    # where the epoch trained (a run may resume on another host: see runtime.host_record)
+    record = {**task.epoch_record(p, seconds, wall, score), **host_record(task.device)}
     with signals_deferred():  # the metrics line and the checkpoint that counts it go together
         p.seconds += wall
         p.epoch, p.batch, p.sums, p.epoch_seconds = epoch + 1, 0, {}, 0.0

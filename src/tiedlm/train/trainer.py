@@ -43,7 +43,7 @@ from ..models import LanguageModel
 from ..models.encoders.state import detach_state
 from ..paths import ensure_writable_folder, refuse_committed
 from ..run_dir import RunDir, write_text_atomic
-from ..runtime import resolve_device, resolve_precision, set_threads
+from ..runtime import host_record, resolve_device, resolve_precision, set_threads
 from .checkpoint import (
     best_weights,
     carried_state,
@@ -422,7 +422,7 @@ class Trainer(Task):
             "threads": self.threads,
             "eval_batch_size": t.eval_batch_size,
             "versions": {"tiedlm": __version__, "torch": torch.__version__, "python": platform.python_version()},
-            "machine": platform.processor() or platform.machine(),
+            **host_record(self.device),  # where the final evaluation ran; metrics.jsonl: each epoch's
         }
         if self.dist.enabled:
             summary["distributed"] = {

@@ -28,7 +28,7 @@ from ..evaluation import perplexity
 from ..losses import AugmentedLoss
 from ..losses.fused import at_least_fp32
 from ..run_dir import RunDir, write_text_atomic
-from ..runtime import autocast, resolve_device, resolve_precision, run_device, set_threads
+from ..runtime import autocast, host_record, resolve_device, resolve_precision, run_device, set_threads
 from ..train.checkpoint import best_weights
 from ..train.loop import Progress, Task, run
 from ..train.step import update
@@ -177,6 +177,7 @@ class TranslationTask(Task):
             "decode_seconds": result["seconds"],
             "threads": self.threads,
             "device": str(device),
+            **host_record(device),
             "precision": precision,
             "seed": cfg.train.seed,
             "output": cfg.model.output.name,
