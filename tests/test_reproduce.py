@@ -966,3 +966,31 @@ def test_an_unfinished_converged_row_takes_the_tables_stall_stop_when_resumed(ti
     page = rp.render(rp.table("pappas2019-table4-awd"), "budget", tmp_path, [], tmp_path / "pages").read_text()
     (line,) = [ln for ln in page.splitlines() if ln.startswith("- tied-converged (")]
     assert " h left at most (NT-ASGD's stops can end it sooner) at the run's own pace (" in line  # its 1 epoch's
+
+
+def test_the_page_says_which_hosts_trained_each_run(tmp_path):
+    """A run's metrics lines name the host of each epoch (since 2026-11-27): the page gives the spans, in order, for
+    a finished run and for one still training, and says how many epochs name none (those trained before)."""
+    from tiedlm.config import Config
+
+    amd = {"machine": "AMD EPYC (family 23 model 1), AVX2", "numerics": "799c1498dc038978"}
+    intel = {"machine": "Intel(R) Xeon(R) Platinum 8259CL (family 6 model 85), AVX512", "numerics": "0123456789abcdef"}
+    runs = tmp_path / "runs" / "inan2017-table1-small"
+    _result_folder(runs / "vd", Config.load("ptb-small-vd").to_toml(), valid_ppl=92.0, test_ppl=87.5)
+    lines = [{"epoch": 1, "valid_ppl": 99.0}, {"epoch": 2, "valid_ppl": 98.0, **amd}]
+    lines += [{"epoch": 3, "valid_ppl": 97.0, **amd}, {"epoch": 4, "valid_ppl": 96.0, **intel}]
+    (runs / "vd" / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
+    (runs / "re" / "checkpoints").mkdir(parents=True)  # still training: a checkpoint, no summary
+    (runs / "re" / "checkpoints" / "last.safetensors").write_bytes(b"")
+    (runs / "re" / "config.toml").write_text(Config.load("ptb-small-re").to_toml())
+    (runs / "re" / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "valid_ppl": 120.0, **intel}) + "\n")
+    page = rp.render(rp.table("inan2017-table1-small"), "budget", tmp_path / "runs", [], tmp_path / "pages")
+    (vd,) = [ln for ln in page.read_text().splitlines() if ln.startswith("- vd: to run it again")]
+    assert vd.endswith(
+        "; trained epochs 2-3 on `AMD EPYC (family 23 model 1), AVX2` (numerics `799c1498dc038978`), then epoch 4 "
+        "on `Intel(R) Xeon(R) Platinum 8259CL (family 6 model 85), AVX512` (numerics `0123456789abcdef`) "
+        "(1 other epoch names none)"
+    )
+    (re,) = [ln for ln in page.read_text().splitlines() if ln.startswith("- re (")]
+    assert re.endswith(f"; trained epoch 1 on `{intel['machine']}` (numerics `{intel['numerics']}`)")
+    assert rp.page.trained_on([{"epoch": 1, "valid_ppl": 99.0}]) == ""  # a run of before: nothing said
