@@ -59,8 +59,15 @@ def hardware(device: torch.device) -> str:
 
 def host_record(device: torch.device) -> dict:
     """What a run's records say of where it trained (each metrics line, each summary): ``machine``
-    (:func:`hardware`) and ``numerics`` (:func:`numerics_fingerprint`)."""
-    return {"machine": hardware(device), "numerics": numerics_fingerprint(device)}
+    (:func:`hardware`), ``numerics`` (:func:`numerics_fingerprint`) and, on a CPU, ``native_kernels``: whether
+    the process had tiedlm's C++ kernels (:mod:`tiedlm.native`; without a compiler the Python code that stands in
+    for them gives the same numbers to rounding, not to the bit)."""
+    record = {"machine": hardware(device), "numerics": numerics_fingerprint(device)}
+    if device.type == "cpu":
+        from . import native
+
+        record["native_kernels"] = native.loaded()
+    return record
 
 
 def numerics_fingerprint(device: torch.device | str = "cpu") -> str:

@@ -124,6 +124,12 @@ def build_lock(folder: Path, wait_s: float = LOCK_WAIT_S):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def loaded() -> bool:
+    """Whether this process has the kernels registered (what :func:`available` does), without building them: a
+    run's records say whether it trained with them (the Python code they replace rounds differently)."""
+    return hasattr(torch.ops.tiedlm, "lstm_forward") and hasattr(torch.ops.tiedlm, "lm_loss_forward")
+
+
 @functools.cache
 def available() -> bool:
     """True once the ``torch.ops.tiedlm`` kernels are registered (building them if needed)."""

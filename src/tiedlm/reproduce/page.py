@@ -116,6 +116,7 @@ def trained_on(metrics: list[dict]) -> str:
         if not m.get("machine"):
             continue
         host = f"`{m['machine']}`" + (f" (numerics `{m['numerics']}`)" if m.get("numerics") else "")
+        host += " without tiedlm's C++ kernels" if m.get("native_kernels") is False else ""
         if spans and spans[-1][0] == host and spans[-1][2] == m["epoch"] - 1:
             spans[-1][2] = m["epoch"]
         else:
