@@ -44,6 +44,14 @@ left() {
 if p: print("; ~%.1f h left%s at %.1f min an epoch" % (r["estimated_s"] / 3600, " at most" * r["at_most"], p["epoch_s"] / 60))' 2>/dev/null
 }
 
+# this host as the runs' records name it (CPU model, vector unit, numerics fingerprint at one thread, as the runs
+# train: docs/cli.md, "Where a run trained"), so that a session's log says which host its epochs trained on, also
+# for the runs pinned at commits from before those records
+if [ -x "$repo/.venv/bin/python" ]; then
+  "$repo/.venv/bin/python" -c 'import torch; torch.set_num_threads(1); from tiedlm.runtime import host_record as h
+print("host: %(machine)s, numerics %(numerics)s" % h(torch.device("cpu")))' 2>/dev/null
+fi
+
 slots=2
 for item in "${QUEUE[@]}"; do
   read -r commit table run <<<"$item"
