@@ -47,9 +47,12 @@ if p: print("; ~%.1f h left%s at %.1f min an epoch" % (r["estimated_s"] / 3600, 
 # this host as the runs' records name it (CPU model, vector unit, numerics fingerprint at one thread, as the runs
 # train: docs/cli.md, "Where a run trained"), so that a session's log says which host its epochs trained on, also
 # for the runs pinned at commits from before those records
+# (each run's queue log gets it too as the run resumes here)
+host=""
 if [ -x "$repo/.venv/bin/python" ]; then
-  "$repo/.venv/bin/python" -c 'import torch; torch.set_num_threads(1); from tiedlm.runtime import host_record as h
-print("host: %(machine)s, numerics %(numerics)s" % h(torch.device("cpu")))' 2>/dev/null
+  host=$("$repo/.venv/bin/python" -c 'import torch; torch.set_num_threads(1); from tiedlm.runtime import host_record as h
+print("host: %(machine)s, numerics %(numerics)s" % h(torch.device("cpu")))' 2>/dev/null)
+  [ -n "$host" ] && echo "$host"
 fi
 
 slots=2
@@ -84,6 +87,7 @@ for item in "${QUEUE[@]}"; do
     (cd "$tree" && TIEDLM_NATIVE_DIR="$HOME/.cache/tiedlm-$commit-native" bash setup.sh >/dev/null) || {
       echo "$table/$run: could not set up $tree at $commit"; continue; }
   fi
+  [ -n "$host" ] && echo "$(date -u +%FT%TZ) $host, resuming with $epochs epochs done" >>"$runs/queue-$table-$run.log"
   (cd "$tree" && nohup setsid env TIEDLM_DATA="$data" TIEDLM_NATIVE_DIR="$HOME/.cache/tiedlm-$commit-native" \
     .venv/bin/tiedlm reproduce "$table" --runs "$runs" --threads 1 --jobs 1 --only "$run" --no-page \
     >>"$runs/queue-$table-$run.log" 2>&1 &) </dev/null >/dev/null 2>&1  # detached: the caller's shell returns at once
