@@ -6,6 +6,10 @@
 #
 #   bash tools/background_queue.sh            # resume the queue below
 #   bash tools/background_queue.sh --status   # what runs, each run's last epoch and what is left of it
+#   bash tools/background_queue.sh --snapshot # --status, and copies each started, unfinished run's config.toml,
+#                                             # metrics.jsonl and queue log into experiments/results/in-progress
+#                                             # (commit them at a session's end: a machine handed back bare keeps
+#                                             # no run folder, and a run trained again is then compared with them)
 #
 # The queue: COMMIT TABLE RUN, in order; the first two not finished run. Edit it as runs finish or start.
 set -uo pipefail
@@ -68,11 +72,22 @@ for item in "${QUEUE[@]}"; do
   if [ -f "$repo/experiments/results/reproduce/$table/$run/summary.json" ]; then
     echo "$table/$run: published"; continue
   fi
+  keep="$repo/experiments/results/in-progress/$table/$run"
+  kept=$( [ -f "$keep/metrics.jsonl" ] && wc -l <"$keep/metrics.jsonl" || echo 0)
+  if [ "${1:-}" = --snapshot ] && [ "$kept" -gt "$epochs" ]; then
+    # the run folder has fewer epochs than the snapshot: it was lost and trains again; the snapshot stays for
+    # the comparison (same commit and seed: do the epochs repeat?) until someone removes it by hand
+    echo "$table/$run: snapshot kept (${keep#"$repo"/} has $kept epochs, the run $epochs: compare them)"
+  elif [ "${1:-}" = --snapshot ] && [ "$epochs" -gt 0 ]; then
+    mkdir -p "$keep" && cp "$folder/config.toml" "$folder/metrics.jsonl" "$keep/" &&
+      { [ ! -f "$runs/queue-$table-$run.log" ] || cp "$runs/queue-$table-$run.log" "$keep/queue.log"; } &&
+      echo "$table/$run: snapshot of $epochs epochs in ${keep#"$repo"/}"
+  fi
   if running "$table" "$run"; then
     echo "$table/$run: running ($epochs epochs done$(last_epoch "$folder")$(left "$table" "$run" "$epochs"))"
     slots=$((slots - 1)); continue
   fi
-  if [ "${1:-}" = --status ]; then
+  if [ "${1:-}" = --status ] || [ "${1:-}" = --snapshot ]; then
     echo "$table/$run: waiting ($epochs epochs done$(last_epoch "$folder")$(left "$table" "$run" "$epochs"); pinned at $commit)"
     continue
   fi
