@@ -1,6 +1,7 @@
 """``tiedlm selfcheck``: the CPU --quick run passes here (CI runs it), and each check can fail."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -20,7 +21,8 @@ def test_quick_cpu_selfcheck_passes_and_covers_every_encoder(tmp_path, shared_da
     """The command as a user runs it: every encoder trains, the SIGTERM resume is exact, the baseline ran."""
     report = tmp_path / "selfcheck.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "tiedlm", "selfcheck", "--device", "cpu", "--quick", "--json-file", str(report)],
+        [sys.executable, "-m", "tiedlm", "selfcheck", "--device", "cpu", "--quick", "--threads", "1"]
+        + ["--json-file", str(report)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -34,6 +36,8 @@ def test_quick_cpu_selfcheck_passes_and_covers_every_encoder(tmp_path, shared_da
     base = checks["AWD-LSTM step vs reference-style baseline"]
     assert base["ratio"] > 0 and base["extra"]["baseline_tokens_per_s"] > 0
     assert record["device"].startswith("cpu:") and record["corpus"].startswith("PTB")
+    # the header names the checks' thread count (not the process's default) and the host's numerics fingerprint
+    assert ", 1 thread, " in record["device"] and re.search(r", numerics [0-9a-f]{16} \|", record["device"])
     assert "selfcheck result: 9 of 9 checks passed, 0 failed" in proc.stdout
 
 
