@@ -35,7 +35,8 @@ def child(preset: str, threads: int, steps: int) -> str:
     g = torch.Generator().manual_seed(5)
     for _ in range(steps):
         step(torch.randint(0, VOCAB, (cfg.train.bptt, cfg.train.batch_size), generator=g))
-    # the model is the closure's module with the most tensors (the loss is a module too)
+    # the model is the closure's module with the most tensors (the loss is a module too): found this way, not
+    # asked for, so that trees older than this tool (--src) are hashed the same way
     modules = [c.cell_contents for c in step.__closure__ if isinstance(c.cell_contents, torch.nn.Module)]
     model = max(modules, key=lambda m: len(m.state_dict()))
     digest = hashlib.sha256()

@@ -156,7 +156,7 @@ def available() -> bool:
                 extra_cflags=compiler_flags(capability),
                 verbose=False,
             )
-        return hasattr(torch.ops.tiedlm, "lstm_forward") and hasattr(torch.ops.tiedlm, "lm_loss_forward")
+        return loaded()
     except Exception as e:  # no compiler / ninja, a failed build: the Python loop computes the same thing
         lines = str(e).strip().splitlines() or [type(e).__name__]
         first = next((ln for ln in lines if "error" in ln.lower() and ln is not lines[0]), lines[0]).strip()[:200]

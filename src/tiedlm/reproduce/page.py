@@ -112,8 +112,10 @@ def trained_on(metrics: list[dict]) -> str:
     """Which hosts trained a run's epochs, from its metrics lines (``machine`` and ``numerics``, recorded since
     2026-11-27; runtime.host_record), a span of epochs per host in order: "" where no line names one."""
     spans: list[list] = []  # [host, first epoch, last epoch]
+    unnamed = 0
     for m in metrics:
         if not m.get("machine"):
+            unnamed += 1
             continue
         host = f"`{m['machine']}`" + (f" (numerics `{m['numerics']}`)" if m.get("numerics") else "")
         host += " without tiedlm's C++ kernels" if m.get("native_kernels") is False else ""
@@ -124,7 +126,6 @@ def trained_on(metrics: list[dict]) -> str:
     if not spans:
         return ""
     parts = [f"epoch{'s' * (a != b)} {a}{f'-{b}' * (a != b)} on {host}" for host, a, b in spans]
-    unnamed = len(metrics) - sum(1 for m in metrics if m.get("machine"))
     other = f" ({unnamed} other epoch{'s name' if unnamed > 1 else ' names'} none)" if unnamed else ""
     return f"trained {', then '.join(parts)}{other}"
 
@@ -258,13 +259,12 @@ def _table_row(r: dict, task: str, how, links_from: Path) -> tuple[str, str, dic
             f"- {spec.name}: to run it again, {how(spec)} (seed {summary['seed']}){last}; the config it trained "
             f"with: [{folder}/config.toml]({folder}/config.toml)"
         )
-        command_line += f"; {where}" if (where := trained_on(metrics)) else ""
     else:
         best = min((m["valid_ppl"] for m in metrics if "valid_ppl" in m), default=None)
         ours = f"{best:.2f} / –" if best is not None else "–"
         params = wall = device = tps = "–"
         command_line = f"- {spec.name} ({status}): {how(spec)}"
-        command_line += f"; {where}" if (where := trained_on(metrics)) else ""
+    command_line += f"; {where}" if (where := trained_on(metrics)) else ""
     if summary and task == "lm" and "test_protocol" not in summary:
         # a run from before test_protocol: its summary's test is over streams; the seeds section compares batch 1
         batch1 = batch1_test_ppl(files.path, summary)
