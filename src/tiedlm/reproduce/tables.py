@@ -470,10 +470,15 @@ TABLES: dict[str, Table] = {
             "{{+drill-4-converged.test - tied-converged.test}} on test, {{+drill-4-converged.valid - "
             "tied-converged.valid}} on valid, where Table 4 has −1.6 on test (55.7 vs 57.3) for the full-size model "
             "after 500+ epochs; here one seed each, at the budget size (the small encoder's pair has two seeds: "
-            "[pappas2019-table4-small](pappas2019-table4-small.md)). Their first 6 epochs repeat the budget rows' "
-            "(the same preset and seed, trained at other commits): valid {{tied-converged.valid@6}} and "
-            "{{drill-4-converged.valid@6}} at epoch 6, against the budget rows' {{tied.valid}} and "
-            "{{drill-4.valid}}.",
+            "[pappas2019-table4-small](pappas2019-table4-small.md)). Their first 6 epochs train the budget rows' "
+            "models again (the same preset and seed, at other commits). tied-converged repeats the tied row "
+            "(valid {{tied-converged.valid@6}} against {{tied.valid}} at epoch 6); drill-4-converged does not "
+            "(valid {{drill-4-converged.valid@1}} against {{drill-4.valid@1}} at epoch 1, "
+            "{{drill-4-converged.valid@6}} against {{drill-4.valid}} at epoch 6). Three training steps of the "
+            "DRILL-4 budget model give bit-identical weights on the host that trained drill-4-converged, at the "
+            "drill-4 row's commit (39a56e8; one and two threads) and at drill-4-converged's (4cc58af; one "
+            "thread), in benchmarks/results/step_hash-2026-11-27.txt. So that drift most likely comes from the "
+            "other host the drill-4 row trained on (untested: that host is gone).",
         ),
         Table(
             "demeester2018-lm",
