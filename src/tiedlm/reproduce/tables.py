@@ -387,8 +387,10 @@ TABLES: dict[str, Table] = {
             "third seed). Figure 3's bands are of the seed-1111 runs.\n\n"
             "dual-res on this CPU (dual-res-cpu: dual-res's config and seed 1111, fp32, one thread, "
             "{{dual-res-cpu.wall}} min): valid {{dual-res-cpu.valid}}, test {{dual-res-cpu.test}}, against "
-            "{{dual-res.valid}} / {{dual-res.test}} on the H100: the device alone moved it by "
-            "{{+dual-res-cpu.test - dual-res.test}} on test, where the second seed moved it by "
+            "{{dual-res.valid}} / {{dual-res.test}} on the H100: the device setting alone moved it by "
+            "{{+dual-res-cpu.test - dual-res.test}} on test (a GPU draws the dropout masks from the CUDA "
+            "generator, so one seed gives other masks on each device: this is not only arithmetic), where the "
+            "second seed moved it by "
             "{{+dual-res-seed1112.test - dual-res.test}}. On one device and seed with the other rows, it is "
             "{{+dual-res-cpu.test - drill-4.test}} from DRILL-4 ({{drill-4.test}}) and "
             "{{+dual-res-cpu.test - tied.test}} from tied ({{tied.test}}).",
