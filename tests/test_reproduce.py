@@ -896,9 +896,9 @@ def test_the_awd_pages_converged_paragraphs_wait_for_their_rows_then_state_their
     budget = {
         n: json.loads((root / "pappas2019-table4-awd" / n / "summary.json").read_text()) for n in ("tied", "drill-4")
     }
-    drill_epoch1 = json.loads(
-        (root / "pappas2019-table4-awd" / "drill-4" / "metrics.jsonl").read_text().splitlines()[0]
-    )["valid_ppl"]
+    from tiedlm.run_dir import RunDir
+
+    drill_epoch1 = RunDir(root / "pappas2019-table4-awd" / "drill-4").read_metrics()[0]["valid_ppl"]
     assert f"(valid 134.50 against {budget['tied']['valid_ppl']:.2f} at epoch 6)" in text
     assert f"(valid 100.00 against {drill_epoch1:.2f} at epoch 1, 129.50 against " in text
     assert f"129.50 against {budget['drill-4']['valid_ppl']:.2f} at epoch 6)" in text
