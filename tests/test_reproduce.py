@@ -917,6 +917,7 @@ def test_the_small_pages_device_paragraph_waits_for_dual_res_cpu_then_compares_i
     runs = tmp_path / "runs"
     for name in ("pappas2019-table4-small", "inan2017-table1-small"):
         shutil.copytree(root / name, runs / name)
+    shutil.rmtree(runs / "pappas2019-table4-small" / "dual-res-cpu")  # the committed run, set aside: not yet trained
     tab = rp.table("pappas2019-table4-small")
     cpu, gpu = (_spec("pappas2019-table4-small", n) for n in ("dual-res-cpu", "dual-res"))
     assert cpu.overrides == (*gpu.overrides, "train.device=cpu")
@@ -937,11 +938,17 @@ def test_the_small_pages_device_paragraph_waits_for_dual_res_cpu_then_compares_i
 
     tied, drill = test_ppl("inan2017-table1-small/re-bias"), test_ppl("pappas2019-table4-small/drill-4")
     dual = test_ppl("pappas2019-table4-small/dual-res")
+    dual2, drill2 = (test_ppl(f"pappas2019-table4-small/{n}-seed1112") for n in ("dual-res", "drill-4"))
     text = paragraphs()[1]
     assert "one thread, 300.0 min): valid 89.00, test 84.50, against" in text
     assert f"the device setting alone moved it by {84.5 - dual:+.2f} on test (a GPU draws" in text
     assert (
-        f"it is {84.5 - drill:+.2f} from DRILL-4 ({drill:.2f}) and {84.5 - tied:+.2f} from tied ({tied:.2f})." in text
+        f"it is {84.5 - drill:+.2f} from DRILL-4 ({drill:.2f}) and {84.5 - tied:+.2f} from tied ({tied:.2f}), and"
+        in text
+    )
+    assert (
+        f"comparisons run: {84.5 - drill:+.2f} on one device at seed 1111, {dual - drill:+.2f} and "
+        f"{dual2 - drill2:+.2f} with dual-res on the H100 at seeds 1111 and 1112." in text
     )
     assert "?" not in text
 

@@ -360,10 +360,9 @@ TABLES: dict[str, Table] = {
             "{{+dual-res-seed1112.test - drill-4-seed1112.test}} at seed 1112; Across seeds above), as did its lead "
             "over tied ({{+dual-res.test - tied.test}}, {{+dual-res-seed1112.test - tied-seed1112.test}}). The "
             "device differs between dual-res and the other rows at both seeds, so a device effect is not separated "
-            "from the layer's, and dual-res itself moved by {{dual-res-seed1112.test - dual-res.test}} between its "
-            "two seeds: two seeds do not measure the spread of these differences, so this page does not rank "
-            "dual-res above DRILL-4 (training: dual-res-cpu, dual-res's config and seed 1111 on this CPU, what is "
-            "left of it in the list at the end of this page; untried: DRILL-4 on a GPU; a third seed). "
+            "from the layer's by these two rows, and dual-res itself moved by "
+            "{{dual-res-seed1112.test - dual-res.test}} between its two seeds: dual-res-cpu (the paragraph after "
+            "this one) trains dual-res's config and seed 1111 on this CPU to part the two. "
             "Its bands against tied are DRILL-1's pattern, larger: gains below 1,000 occurrences "
             "({{bands:dual-res:1-10}}%, {{bands:dual-res:10-100}}%, "
             "{{bands:dual-res:100-1k}}%), losses on the frequent words ({{bands:dual-res:1k-10k}}%, "
@@ -393,7 +392,15 @@ TABLES: dict[str, Table] = {
             "second seed moved it by "
             "{{+dual-res-seed1112.test - dual-res.test}}. On one device and seed with the other rows, it is "
             "{{+dual-res-cpu.test - drill-4.test}} from DRILL-4 ({{drill-4.test}}) and "
-            "{{+dual-res-cpu.test - tied.test}} from tied ({{tied.test}}).",
+            "{{+dual-res-cpu.test - tied.test}} from tied ({{tied.test}}), and its bands against tied keep the H100 "
+            "run's pattern ({{bands:dual-res-cpu:1-10}}%, {{bands:dual-res-cpu:10-100}}%, "
+            "{{bands:dual-res-cpu:100-1k}}% below 1,000 occurrences; {{bands:dual-res-cpu:1k-10k}}%, "
+            "{{bands:dual-res-cpu:10k+}}% above). So dual-res is ahead of DRILL-4 in each of the three comparisons "
+            "run: {{+dual-res-cpu.test - drill-4.test}} on one device at seed 1111, {{+dual-res.test - drill-4.test}} "
+            "and {{+dual-res-seed1112.test - drill-4-seed1112.test}} with dual-res on the H100 at seeds 1111 and "
+            "1112. The sign held; the size did not, and two seeds do not measure the spread of a difference this "
+            "size, so the order dual-res > DRILL-4 here (the paper's is the reverse: dual 0.7 behind DRILL-4) is "
+            "not settled (untried: dual-res on this CPU at seed 1112; DRILL-4 on a GPU; a third seed).",
             bands_baseline="tied",
             pairs=(("tied", "drill-4"), ("drill-4", "dual-res")),
         ),
