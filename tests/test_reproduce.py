@@ -65,6 +65,7 @@ def test_list_names_every_table(capsys):
         "drill-4-seed1112",
         "dual-res-seed1112",
         "dual-res-cpu",
+        "dual-res-cpu-seed1112",
     ]
     assert main(["reproduce", "inan2017-tabel1-small"]) == 2
     assert "similar: inan2017-table1-small" in capsys.readouterr().err
@@ -216,6 +217,7 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     assert main(args) == 0
     table_dir = tmp_path / "runs" / "pappas2019-table4-small"
     names = ["bilinear", "dual", "dual-res", "drill-1", "drill-4", "tied-seed1112", "drill-4-seed1112", "dual-res-cpu"]
+    names.append("dual-res-cpu-seed1112")
     assert all((table_dir / n / "summary.json").is_file() for n in names)
     # "full" and "tied" are Inan's "vd" and "re-bias" (the same configs): trained once, in that table's folders
     assert all((tmp_path / "runs" / "inan2017-table1-small" / n / "summary.json").is_file() for n in ("vd", "re-bias"))
@@ -950,6 +952,20 @@ def test_the_small_pages_device_paragraph_waits_for_dual_res_cpu_then_compares_i
         f"comparisons run: {84.5 - drill:+.2f} on one device at seed 1111, {dual - drill:+.2f} and "
         f"{dual2 - drill2:+.2f} with dual-res on the H100 at seeds 1111 and 1112." in text
     )
+    assert "?" not in text
+    # the same on the CPU at seed 1112: its paragraph waits for that run, then gives both seeds on one device
+    assert paragraphs()[2] == (
+        "(A paragraph is withheld: it states figures of runs not finished in this folder: dual-res-cpu-seed1112.)"
+    )
+    second = runs / "pappas2019-table4-small" / "dual-res-cpu-seed1112"
+    shutil.copytree(runs / "pappas2019-table4-small" / "dual-res-seed1112", second)
+    figures = {"valid_ppl": 90.0, "test_ppl": 84.25, "wall_time_s": 18600.0, "device": "cpu"}
+    (second / "summary.json").write_text(json.dumps(json.loads((second / "summary.json").read_text()) | figures))
+    tied2 = test_ppl("pappas2019-table4-small/tied-seed1112")
+    text = paragraphs()[2]
+    assert "one thread, 310.0 min): valid 90.00, test 84.25, against " + f"{dual2:.2f} on the H100" in text
+    assert f"DRILL-4 is {84.5 - drill:+.2f} at seed 1111 and {84.25 - drill2:+.2f} at seed 1112" in text
+    assert f"dual-res − tied {84.5 - tied:+.2f} and {84.25 - tied2:+.2f} (dual-res-cpu's" in text
     assert "?" not in text
 
 

@@ -329,6 +329,11 @@ TABLES: dict[str, Table] = {
                         (*_OUTPUT_LAYERS["dual-res"], "train.device=cpu"),
                         note="dual-res on the CPU: its config and seed, to part the device from the layer",
                     ),
+                    RunSpec(
+                        "dual-res-cpu-seed1112",
+                        "ptb-small-re",
+                        (*_OUTPUT_LAYERS["dual-res"], "train.device=cpu", "train.seed=1112"),
+                    ),
                 )
                 for s in SCALES
             },
@@ -400,9 +405,17 @@ TABLES: dict[str, Table] = {
             "and {{+dual-res-seed1112.test - drill-4-seed1112.test}} with dual-res on the H100 at seeds 1111 and "
             "1112. The sign held; the size did not, and two seeds do not measure the spread of a difference this "
             "size, so the order dual-res > DRILL-4 here (the paper's is the reverse: dual 0.7 behind DRILL-4) is "
-            "not settled (untried: dual-res on this CPU at seed 1112; DRILL-4 on a GPU; a third seed).",
+            "not settled by these runs (dual-res-cpu-seed1112, the next paragraph, trains dual-res on this CPU at "
+            "seed 1112 too; untried: DRILL-4 on a GPU; a third seed).\n\n"
+            "dual-res on this CPU at seed 1112 (dual-res-cpu-seed1112, fp32, one thread, "
+            "{{dual-res-cpu-seed1112.wall}} min): valid {{dual-res-cpu-seed1112.valid}}, test "
+            "{{dual-res-cpu-seed1112.test}}, against {{dual-res-seed1112.test}} on the H100 at that seed. With "
+            "every row on this CPU, dual-res − DRILL-4 is {{+dual-res-cpu.test - drill-4.test}} at seed 1111 and "
+            "{{+dual-res-cpu-seed1112.test - drill-4-seed1112.test}} at seed 1112, dual-res − tied "
+            "{{+dual-res-cpu.test - tied.test}} and {{+dual-res-cpu-seed1112.test - tied-seed1112.test}} "
+            "(dual-res-cpu's mean ± sd in Across seeds above).",
             bands_baseline="tied",
-            pairs=(("tied", "drill-4"), ("drill-4", "dual-res")),
+            pairs=(("tied", "drill-4"), ("drill-4", "dual-res"), ("drill-4", "dual-res-cpu")),
         ),
         Table(
             "pappas2019-table4-awd",
