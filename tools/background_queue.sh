@@ -15,6 +15,7 @@
 set -uo pipefail
 QUEUE=(
   "4cc58af pappas2019-table4-awd drill-4-converged"
+  "75eb24b pappas2019-table4-small dual-res-cpu-seed1112"
   "d7d4f74 inan2017-table2-small vd"
   "d7d4f74 inan2017-table2-small re-bias"
   "d7d4f74 inan2017-table2-small real"
@@ -22,7 +23,10 @@ QUEUE=(
 # The converged rows started at f9f34ed and moved to 4cc58af (which adds train.optimizer.stop_on_stall, the stop
 # their table now asks) before either had switched to averaging; no other training code differs between the two.
 # dual-res-cpu (d8f4c8f) ran before the WikiText-2 rows (~30-160 h each) and was published on 2026-11-27: it parted
-# the small page's best layer from its device (dual-res trained on a lent H100 at both seeds). The WikiText-2 rows, not started on 2026-11-27, moved from 4cc58af to d7d4f74, whose metrics
+# the small page's best layer from its device (dual-res trained on a lent H100 at both seeds). Its second seed on
+# this CPU (dual-res-cpu-seed1112, ~9 h here) goes before the WikiText-2 rows too: dual-res led DRILL-4 in all three
+# comparisons run, and only this run gives the pair two seeds on one device; WikiText-2's rows wait ~9 h more of
+# their ~60-160 h each. The WikiText-2 rows moved from 4cc58af to d7d4f74 before any had trained an epoch; its metrics
 # lines name the host that trained each epoch and its numerics fingerprint (docs/cli.md, "Where a run trained").
 repo=$(cd "$(dirname "$0")/.." && pwd)
 runs=${TIEDLM_RUNS:-$HOME/tiedlm-runs}
