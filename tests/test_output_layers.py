@@ -171,6 +171,36 @@ def test_label_encoder_runs_once_per_forward_pass():
     assert len(calls) == 1 and logits.shape == (7, 3, 50) and labels.shape == (50, 8)
 
 
+@pytest.mark.parametrize("output", KINDS)
+def test_evaluation_computes_the_label_embeddings_once_and_changes_no_logit(output):
+    """stream_logits reuses g_out(E) over a stream's windows (OutputLayer.labels_reused): one encode_labels call
+    for the whole stream, and every window's logits equal, to the bit, those of a plain forward pass that computes
+    the table again. A layer in training mode refuses the reuse."""
+    from tiedlm.data.batching import batchify, bptt_windows
+    from tiedlm.evaluation import stream_logits
+
+    torch.manual_seed(0)
+    extra = {"dropout": 0.3} if output == "drill" else {}
+    cfg = ModelConfig(embedding_size=8, encoder=VD8, output=OUTPUTS.config_for(output, joint_size=6, depth=2, **extra))
+    model = LanguageModel(cfg, 50)
+    calls, encode = [], model.output.encode_labels
+    model.output.encode_labels = lambda: calls.append(1) or encode()
+    ids = torch.randint(0, 50, (200,))
+    with torch.inference_mode():
+        streamed = list(stream_logits(model, ids, batch_size=2, bptt=7))
+    assert len(calls) == 1 and len(streamed) == 15 and model.training  # its mode restored
+    model.eval()
+    state = model.init_state(2)
+    with torch.inference_mode():
+        for (logits, y), (_, x, target) in zip(streamed, bptt_windows(batchify(ids, 2), 7), strict=True):
+            plain, state = model(x, state)
+            assert torch.equal(plain.reshape(-1, 50), logits) and torch.equal(target.reshape(-1), y)
+    assert len(calls) == 1 + len(streamed)  # outside the block: once a forward pass again
+    model.train()
+    with pytest.raises(RuntimeError, match="call model.eval"), model.output.labels_reused():
+        pass
+
+
 def _steps(encoder: str, output: str, augmented: bool, n: int = 4) -> list[float]:
     """Losses of n SGD steps of a tiny fixed-seed model on fixed random tokens."""
     torch.manual_seed(1234)

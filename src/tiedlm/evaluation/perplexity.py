@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Callable, Iterator
 
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 
 from ..data.batching import batchify, bptt_windows, num_windows
 from ..losses.fused import at_least_fp32
+from ..models.outputs.base import OutputLayer
 from ..runtime import autocast
 
 
@@ -25,7 +27,8 @@ def stream_logits(
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Run ``model`` over the 1-D id stream ``ids`` in eval mode; yield (fp32 logits (N, |V|), targets (N,))
     per BPTT window. Call under ``torch.inference_mode()``; the model's train/eval mode is restored after.
-    ``check`` is called before every window (a training loop's stop check, which may raise)."""
+    ``check`` is called before every window (a training loop's stop check, which may raise). The output layer's
+    label embeddings g_out(E) are computed once for the whole stream (``OutputLayer.labels_reused``)."""
     from tqdm import tqdm
 
     device = model.embedding.weight.device
@@ -33,20 +36,23 @@ def stream_logits(
     model.eval()
     data = batchify(ids, batch_size).to(device)
     state = model.init_state(batch_size)
+    output = getattr(model, "output", None)
+    reuse = output.labels_reused() if isinstance(output, OutputLayer) else contextlib.nullcontext()
     try:
-        for _, x, y in tqdm(
-            bptt_windows(data, bptt),
-            total=num_windows(data, bptt),
-            desc=desc,
-            leave=False,
-            disable=not progress,
-            unit="win",
-        ):
-            if check is not None:
-                check()
-            with autocast(device, precision):
-                logits, state = model(x, state)
-            yield at_least_fp32(logits).reshape(-1, logits.size(-1)), y.reshape(-1)
+        with reuse:
+            for _, x, y in tqdm(
+                bptt_windows(data, bptt),
+                total=num_windows(data, bptt),
+                desc=desc,
+                leave=False,
+                disable=not progress,
+                unit="win",
+            ):
+                if check is not None:
+                    check()
+                with autocast(device, precision):
+                    logits, state = model(x, state)
+                yield at_least_fp32(logits).reshape(-1, logits.size(-1)), y.reshape(-1)
     finally:
         model.train(was_training)
 

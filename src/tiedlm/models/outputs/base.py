@@ -5,7 +5,8 @@ Every output layer has the same interface, written in DRILL's general form (eq. 
     logits_t = g_out(E) · g_in(h_t) + b
 
 - :meth:`OutputLayer.encode_labels` returns g_out(E), the (|V|, d_j) label embeddings the logits are
-  scored against. It is computed **once per forward pass** (per batch), never per token.
+  scored against. It is computed **once per forward pass** (per batch), never per token, and once per
+  evaluation inside :meth:`OutputLayer.labels_reused` (the weights fixed: every window's table is the same).
 - :meth:`OutputLayer.encode_context` returns g_in(h_t).
 - ``forward(h)`` returns ``(logits, labels)``: the loss and the analyses take it from there.
 - :meth:`OutputLayer.dedicated_parameters` counts the parameters the layer owns (the shared input
@@ -23,6 +24,9 @@ Each registers itself in :data:`OUTPUTS` with its typed config (``[model.output]
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -37,6 +41,7 @@ class OutputLayer(nn.Module):
 
     tied = False  # True where the label embeddings are built from the input embedding E
     bias: nn.Parameter | None
+    _reused: list[torch.Tensor] | None = None  # inside labels_reused(): g_out(E) once computed, else empty
 
     def encode_labels(self) -> torch.Tensor:
         raise NotImplementedError
@@ -46,8 +51,33 @@ class OutputLayer(nn.Module):
 
     def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """h (..., d_h) -> logits (..., |V|) and the label embeddings (|V|, d_j) they were scored against."""
-        labels = self.encode_labels()
+        if self._reused is None:
+            labels = self.encode_labels()
+        else:
+            if not self._reused:
+                self._reused.append(self.encode_labels())
+            labels = self._reused[0]
         return F.linear(self.encode_context(h), labels, self.bias), labels
+
+    @contextmanager
+    def labels_reused(self) -> Iterator[None]:
+        """Within the block, g_out(E) is computed by the first forward pass and reused by the ones after it.
+
+        For evaluation over fixed weights (eval mode: no dropout δ, no update between windows), where each window
+        would compute the same (|V|, d_j) table again. DRILL's label encoder (eqs. 8-12) costs depth·|V|·d_j²
+        multiply-adds a pass, ~20 times a batch-1 window's own scoring (35·|V|·d_j) at depth 4: reusing it
+        changes no figure, only the time. Not for training or dynamic evaluation, whose weights change between
+        windows: it refuses a layer in training mode."""
+        if self.training:
+            raise RuntimeError("labels_reused() is for evaluation: call model.eval() first")
+        if self._reused is not None:  # nested: the outer block owns the table
+            yield
+            return
+        self._reused = []
+        try:
+            yield
+        finally:
+            self._reused = None
 
     @classmethod
     def from_config(cls, cfg: ComponentConfig, embedding: nn.Embedding, hidden_size: int) -> "OutputLayer":
