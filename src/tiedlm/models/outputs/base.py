@@ -41,7 +41,7 @@ class OutputLayer(nn.Module):
 
     tied = False  # True where the label embeddings are built from the input embedding E
     bias: nn.Parameter | None
-    _reused: list[torch.Tensor] | None = None  # inside labels_reused(): g_out(E) once computed, else empty
+    _reused: list[torch.Tensor] | None = None  # None outside labels_reused(); inside: [] until a pass, then [g_out(E)]
 
     def encode_labels(self) -> torch.Tensor:
         raise NotImplementedError
