@@ -146,6 +146,21 @@ def test_beam_search_scores_are_the_models_and_beat_greedy():
                 assert score >= g - 1e-5  # search never does worse than greedy
 
 
+def test_search_encodes_drills_label_table_once_and_scores_as_teacher_forcing():
+    """Greedy and beam search run DRILL's label encoder once per search (OutputLayer.labels_reused), not once a
+    step, and the beam's scores are still the teacher-forced log-probabilities of its hypotheses."""
+    model = tiny_translator("drill")
+    calls, steps, encode = [], [], model.output.encode_labels
+    model.output.encode_labels = lambda: calls.append(1) or encode()
+    model.output.register_forward_hook(lambda *a: steps.append(1))
+    src = torch.tensor([[4, 5, 6, EOS], [6, 6, EOS, PAD]])
+    greedy_search(model, src, max_ratio=1.0)
+    hyps, scores = beam_search(model, src, beam=3, max_ratio=1.0, return_scores=True)
+    assert len(calls) == 2 and len(steps) > 4  # one table per search, searches of several steps
+    for i, (hyp, score) in enumerate(zip(hyps, scores)):
+        assert score == pytest.approx(sequence_score(model, src[i : i + 1], hyp) / (len(hyp) + 1), abs=1e-4)
+
+
 def test_wide_beam_finds_the_exhaustive_optimum():
     """With a beam as wide as the set of prefixes, beam search returns the brute-force best sequence."""
     model = tiny_translator(vocab=6)  # ids 0-3 pad/unk/bos/eos, 4-5 words; search may emit any id but </s>

@@ -8,23 +8,31 @@ normalised score is score / limit^α), or at its length limit, where the open pr
 
 from __future__ import annotations
 
+import functools
+
 import torch
-import torch.nn.functional as F
 
 from .data import BOS, EOS, PAD
 from .model import TransformerTranslator
 
 
-def _step(model: TransformerTranslator, tokens: torch.Tensor, t: int, memory, mask, cache: dict) -> torch.Tensor:
-    """Log-probabilities (N, |V|) of the next token after feeding ``tokens`` (N,1) at position t.
+def _labels_once(search):
+    """Run ``search`` in eval mode with the label embeddings g_out(E) encoded once for the whole search: they do
+    not change while decoding (``OutputLayer.labels_reused``)."""
 
-    The label embeddings g_out(E) do not change while decoding: they are encoded once, kept in the cache.
-    """
+    @functools.wraps(search)
+    def run(model: TransformerTranslator, *args, **kwargs):
+        model.eval()
+        with model.output.labels_reused():
+            return search(model, *args, **kwargs)
+
+    return run
+
+
+def _step(model: TransformerTranslator, tokens: torch.Tensor, t: int, memory, mask, cache: dict) -> torch.Tensor:
+    """Log-probabilities (N, |V|) of the next token after feeding ``tokens`` (N,1) at position t."""
     h = model.decode(tokens, memory, mask, cache=cache, offset=t)[:, -1]
-    if "labels" not in cache:
-        cache["labels"] = model.output.encode_labels()
-    out = model.output
-    logits = F.linear(out.encode_context(h), cache["labels"], out.bias)
+    logits, _ = model.output(h)
     return torch.log_softmax(logits.float(), dim=-1)
 
 
@@ -35,11 +43,11 @@ def _limits(source: torch.Tensor, ratio: float, cap: int = 0) -> torch.Tensor:
 
 
 @torch.inference_mode()
+@_labels_once
 def greedy_search(
     model: TransformerTranslator, source: torch.Tensor, max_ratio: float = 1.5, max_length: int = 0
 ) -> list[list[int]]:
     """The argmax token at every step, until ``</s>`` or the length limit."""
-    model.eval()
     memory, mask = model.encode(source)
     limits = _limits(source, max_ratio, max_length)
     n = source.size(0)
@@ -60,6 +68,7 @@ def greedy_search(
 
 
 @torch.inference_mode()
+@_labels_once
 def beam_search(
     model: TransformerTranslator,
     source: torch.Tensor,
@@ -70,7 +79,6 @@ def beam_search(
     return_scores: bool = False,
 ):
     """The best hypothesis per source sentence (ids without ``</s>``), and optionally its normalised score."""
-    model.eval()
     n, device = source.size(0), source.device
     memory, mask = model.encode(source)
     memory, mask = memory.repeat_interleave(beam, 0), mask.repeat_interleave(beam, 0)
@@ -115,7 +123,7 @@ def beam_search(
         scores = top
         prefixes = torch.cat([prefixes[origin], nxt.unsqueeze(1)], dim=1)
         tokens = nxt.unsqueeze(1)
-        for name in [n for n in cache if n.startswith("self")]:  # cross-attention and labels: same per beam
+        for name in [n for n in cache if n.startswith("self")]:  # cross-attention: the same per beam
             k, v = cache[name]
             cache[name] = (k[origin], v[origin])
     return (best, best_score.tolist()) if return_scores else best
