@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from tiedlm import runtime
 from tiedlm.config import Config
 from tiedlm.errors import TiedlmError
 from tiedlm.train import Interrupted, Trainer, load_checkpoint
@@ -76,6 +77,11 @@ def test_graphed_run_resumes_exactly(tiny_corpus, tmp_path):
     assert s_full["test_ppl"] == s_res["test_ppl"]
     wa, wb = _weights(tmp_path / "full"), _weights(tmp_path / "part")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    # every epoch and the summary say the run trained on this GPU (runtime.host_record)
+    where = {"machine": torch.cuda.get_device_name(), "numerics": runtime.numerics_fingerprint("cuda")}
+    for record in [*read_metrics(tmp_path / "part"), s_res]:
+        recorded = {k: record.get(k) for k in ("machine", "numerics", "native_kernels")}
+        assert recorded == {**where, "native_kernels": None}
 
 
 @cuda

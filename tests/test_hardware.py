@@ -1,10 +1,15 @@
 """What a run records of the hardware that trained it (runtime.cpu_model, runtime.hardware)."""
 
 import platform
+import subprocess
+import sys
 
+import pytest
 import torch
 
 from tiedlm import runtime
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 # the first two processors' blocks of /proc/cpuinfo on two hosts (abridged): the fields are the kernel's
 INTEL = """processor\t: 0
@@ -52,9 +57,6 @@ def test_hardware_names_the_cpu_and_its_vector_unit():
 def test_numerics_fingerprint_repeats_and_sees_one_ulp():
     """The same kernels on the same host give the same fingerprint in a fresh process; one kernel rounding one
     ulp differently (what another CPU model's blocking or another library build does) changes it."""
-    import subprocess
-    import sys
-
     here = runtime.numerics_fingerprint("cpu")
     threads = torch.get_num_threads()
     code = f"import torch; torch.set_num_threads({threads}); from tiedlm import runtime as r; "
@@ -80,3 +82,16 @@ def test_the_record_says_whether_the_cpp_kernels_trained(monkeypatch):
     record = runtime.host_record(torch.device("cpu"))
     assert record["native_kernels"] is False
     assert trained_on([{"epoch": 1, **record}]).endswith(" without tiedlm's C++ kernels")
+
+
+@cuda
+def test_a_gpu_is_recorded_by_name_with_a_fingerprint_that_repeats():
+    """On a GPU the record is the GPU's name and the fingerprint of its kernels (no C++ kernels: they are the CPU's),
+    and a fresh process on the same GPU computes the same fingerprint (cuBLAS picks the same kernels for the same
+    shapes), so two runs on one GPU model can be told to repeat to the bit."""
+    dev = torch.device("cuda")
+    record = runtime.host_record(dev)
+    assert record == {"machine": torch.cuda.get_device_name(dev), "numerics": runtime.numerics_fingerprint(dev)}
+    code = "from tiedlm import runtime as r; print(r.numerics_fingerprint('cuda'))"
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert len(fresh) == 16 and fresh == record["numerics"]

@@ -1,5 +1,6 @@
 """``tiedlm selfcheck``: the CPU --quick run passes here (CI runs it), and each check can fail."""
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -10,8 +11,8 @@ import torch
 
 from tiedlm.cli import main
 from tiedlm.config import Config
-from tiedlm.selfcheck import MODELS, Check, format_report
-from tiedlm.selfcheck.checks import resume_check, sizes_for
+from tiedlm.selfcheck import MODELS, Check, checks, format_report
+from tiedlm.selfcheck.checks import resume_check, sizes_for, train_check
 
 from conftest import tiny_overrides
 
@@ -52,6 +53,24 @@ def test_resume_check_fails_when_the_resume_is_not_exact(tiny_corpus, tmp_path, 
     monkeypatch.setattr(torch, "set_rng_state", lambda state: None)  # the resumed run draws other masks
     bad = resume_check(cfg, tmp_path / "bad", sizes)
     assert bad.ok is False and "differ" in bad.detail
+
+
+@pytest.mark.parametrize(
+    "readings, ok",
+    [((927.1, 813.2, 21_211.8), True), ((927.1, 21_211.8, 15_000.0), False), ((927.1, float("nan"), 700.0), False)],
+)
+def test_a_training_check_passes_over_one_spike_not_a_divergence(tiny_corpus, tmp_path, monkeypatch, readings, ok):
+    """The slice is read three times through the timed windows and the median must beat the untrained model's:
+    one transient spike (an H200's eager DRILL row, 2026-11-28: the first two readings) passes, a model whose
+    perplexity stays up (two readings over the untrained 10,000) or a non-finite reading fails."""
+    cfg = Config.load("ptb-awd-tied-budget").with_overrides(
+        tiny_overrides(tiny_corpus, **{"model.encoder.hidden_size": "16", "train.epochs": "50"})
+    )
+    values = iter([10_000.0, *readings])  # the untrained model's reading, then the three in training
+    monkeypatch.setattr(checks, "evaluate", lambda *a, **k: {"ppl": next(values)})
+    row = train_check("train x", cfg, tmp_path, dataclasses.replace(sizes_for("cpu", quick=True), timed=3))
+    assert row.ok is ok and next(values, None) is None
+    assert "(median of 927.1 / " in row.detail
 
 
 def test_a_failed_check_fails_the_command(monkeypatch, capsys):
