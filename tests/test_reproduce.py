@@ -919,7 +919,8 @@ def test_the_small_pages_device_paragraph_waits_for_dual_res_cpu_then_compares_i
     runs = tmp_path / "runs"
     for name in ("pappas2019-table4-small", "inan2017-table1-small"):
         shutil.copytree(root / name, runs / name)
-    shutil.rmtree(runs / "pappas2019-table4-small" / "dual-res-cpu")  # the committed run, set aside: not yet trained
+    for name in ("dual-res-cpu", "dual-res-cpu-seed1112"):  # the committed runs, set aside: not yet trained
+        shutil.rmtree(runs / "pappas2019-table4-small" / name)
     tab = rp.table("pappas2019-table4-small")
     cpu, gpu = (_spec("pappas2019-table4-small", n) for n in ("dual-res-cpu", "dual-res"))
     assert cpu.overrides == (*gpu.overrides, "train.device=cpu")
@@ -966,6 +967,11 @@ def test_the_small_pages_device_paragraph_waits_for_dual_res_cpu_then_compares_i
     assert "one thread, 310.0 min): valid 90.00, test 84.25, against " + f"{dual2:.2f} on the H100" in text
     assert f"DRILL-4 is {84.5 - drill:+.2f} at seed 1111 and {84.25 - drill2:+.2f} at seed 1112" in text
     assert f"dual-res − tied {84.5 - tied:+.2f} and {84.25 - tied2:+.2f} (dual-res-cpu's" in text
+    valid, valid2 = (
+        json.loads((runs / f"pappas2019-table4-small/{n}/summary.json").read_text())["valid_ppl"]
+        for n in ("drill-4", "drill-4-seed1112")
+    )
+    assert f"On validation the same gap is small ({89.0 - valid:+.2f} and {90.0 - valid2:+.2f})." in text
     assert "?" not in text
 
 
