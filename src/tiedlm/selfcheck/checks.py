@@ -2,9 +2,10 @@
 
 - :func:`train_check`: a preset (every encoder with the main output layers and the augmented loss) trains for a
   few windows through the :class:`~tiedlm.train.trainer.Trainer`, eagerly or from a CUDA graph; it passes when
-  every step was finite and the median of three readings of a validation slice's perplexity, taken through the
-  timed windows, fell below the untrained model's (one reading can land on early SGD's spike). Tokens/s
-  are timed over windows after the first ones (which hold the graph's capture and the kernels' warm-up).
+  every step was finite and the median of the readings of a validation slice's perplexity taken through the
+  timed windows (three; two with ``--quick`` on a CPU) fell below the untrained model's (one reading can land on
+  early SGD's spike). Tokens/s are timed over windows after the first ones (which hold the graph's capture and
+  the kernels' warm-up).
 - :func:`resume_check`: a run stopped by a real SIGTERM in the middle of a step, then resumed, ends with the
   weights of the same run trained straight through (bit for bit on the CPU).
 - :func:`baseline_check`: the AWD-LSTM's training step against the reference code's way of writing it
