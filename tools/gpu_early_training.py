@@ -1,11 +1,12 @@
 """The first windows of a selfcheck training row, traced: the validation slice's perplexity every few windows.
 
-`tiedlm selfcheck --device cuda` passes a training row when the perplexity of a 20,000-token validation slice,
-read once after 160 windows, is below the untrained model's. The AWD-LSTM trains at lr 30 from random weights,
-so a single reading can land on a transient spike. This traces the row the selfcheck runs (same preset, sizes,
-seed and settings: ``tiedlm.selfcheck._config``), reading the slice every ``--every`` windows, to tell such a
-spike from a divergence, and, with ``--tree``, runs the same trace on another checkout's ``src`` (e.g. one made
-with ``git archive COMMIT src``) in a fresh process, to tell a change of code from a change of device.
+`tiedlm selfcheck --device cuda` passed a training row when the perplexity of a 20,000-token validation slice,
+read once after 160 windows, was below the untrained model's (since 2026-11-28: the median of three readings).
+The AWD-LSTM trains at lr 30 from random weights, so a single reading can land on a transient spike. This
+traces the row the selfcheck runs (same preset, sizes, seed and settings: ``tiedlm.selfcheck._config``), reading
+the slice every ``--every`` windows, to tell such a spike from a divergence, and, with ``--tree``, runs the same
+trace on another checkout's ``src`` (e.g. one made with ``git archive COMMIT src``) in a fresh process, to tell
+a change of code from a change of device.
 
     python tools/gpu_early_training.py --preset ptb-awd-drill --set train.cuda_graph=off --windows 400 --every 20
     python tools/gpu_early_training.py ... --tree .old/src     # the same trace on another tree's code
@@ -27,10 +28,9 @@ from pathlib import Path
 def trace(preset: str, overrides: list[str], windows: int, every: int, device: str) -> dict:
     import torch
 
-    from tiedlm.errors import RunInterrupted
     from tiedlm.evaluation import evaluate
     from tiedlm.selfcheck import _config, _corpus
-    from tiedlm.selfcheck.checks import sizes_for
+    from tiedlm.selfcheck.checks import _budgeted_fit, sizes_for
     from tiedlm.train import Trainer
 
     sizes = sizes_for(device, False)
@@ -43,13 +43,10 @@ def trace(preset: str, overrides: list[str], windows: int, every: int, device: s
         valid = tr.corpus.valid[: sizes.eval_tokens]
         before = evaluate(tr.model, valid, t.eval_batch_size, t.bptt, tr.precision)["ppl"]
         points = []
-        for _ in range(windows // every):
-            try:
-                tr.fit(every)
-            except RunInterrupted:
-                pass
+        for i in range(1, windows // every + 1):
+            _budgeted_fit(tr, every)
             ppl = evaluate(tr.eval_model, valid, t.eval_batch_size, t.bptt, tr.precision)["ppl"]
-            points.append((len(points) * every + every, round(ppl, 1)))
+            points.append((i * every, round(ppl, 1)))
         return {
             "preset": preset,
             "set": overrides,
