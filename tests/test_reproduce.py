@@ -194,6 +194,18 @@ def test_dry_run_estimates_a_started_run_at_its_own_pace(tiny_corpus, tmp_path, 
     del kept["cpu"]  # an estimate kept before the host was recorded reads as it did
     assert rp.estimate.estimate_line(kept).endswith("the median of its last 5 epochs)")
 
+    # a run whose metrics name the machine of its epochs (one trained on a lent GPU, estimated on this CPU): the
+    # page names that machine, not the dry run's host
+    records = [{"epoch": e + 1, "wall_time_s": w, "machine": "NVIDIA H200"} for e, w in enumerate(cumulative)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main([*dry, *TINY, "--set", "train.epochs=12", "--only", "drill", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["runs"]
+    assert row["pace"] == {"epoch_s": 120.0, "epochs": 5, "machine": "NVIDIA H200"}
+    kept = json.loads((tmp_path / "runs" / "transformer-lm" / rp.ESTIMATE).read_text())["drill"]
+    assert rp.estimate.estimate_line(kept).endswith(
+        "(2.0 min an epoch, the median of its last 5 epochs); its last epoch trained on NVIDIA H200"
+    )
+
     # the other tasks' records: a tagger's per-epoch `seconds`, a translator's `epoch_seconds`; untimed ones left out
     assert rp.estimate.epoch_walls([{"seconds": 30.0}, {"epoch_seconds": 40.0}, {"epoch": 3}]) == [30.0, 40.0]
     assert rp.estimate.pace([{"epoch": 1}]) is None

@@ -17,9 +17,12 @@ QUEUE=(
   "4cc58af pappas2019-table4-awd drill-4-converged"
   "75eb24b pappas2019-table4-small dual-res-cpu-seed1112"
   "d7d4f74 inan2017-table2-small vd"
-  "d7d4f74 inan2017-table2-small re-bias"
+  "gpu inan2017-table2-small re-bias"
   "d7d4f74 inan2017-table2-small real"
 )
+# COMMIT `gpu`: a run that trains on lent GPU machines only (tools/device_carry.sh carries its folder there and
+# back); listed for --status and --snapshot, never started here. WikiText-2's re-bias moved there on 2026-11-28,
+# before this CPU had started it: 26.8 s an epoch on an H200 against ~95 min here, 16 epochs in its first call.
 # The converged rows started at f9f34ed and moved to 4cc58af (which adds train.optimizer.stop_on_stall, the stop
 # their table now asks) before either had switched to averaging; no other training code differs between the two.
 # dual-res-cpu (d8f4c8f) ran before the WikiText-2 rows (~30-160 h each) and was published on 2026-11-27: it parted
@@ -88,6 +91,10 @@ for item in "${QUEUE[@]}"; do
   if running "$table" "$run"; then
     echo "$table/$run: running ($epochs epochs done$(last_epoch "$folder")$(left "$table" "$run" "$epochs"))"
     slots=$((slots - 1)); continue
+  fi
+  if [ "$commit" = gpu ]; then
+    echo "$table/$run: on lent GPUs, never started here ($epochs epochs done$(last_epoch "$folder")$(left "$table" "$run" "$epochs"); tools/device_carry.sh)"
+    continue
   fi
   if [ "${1:-}" = --status ] || [ "${1:-}" = --snapshot ]; then
     echo "$table/$run: waiting ($epochs epochs done$(last_epoch "$folder")$(left "$table" "$run" "$epochs"); pinned at $commit)"

@@ -13,14 +13,24 @@
 #   CHECKPOINTS=1  also pack each run's checkpoints and vocab.txt (a small model's best weights, for Figure 3's
 #                  bands; a stopped run's last state, to resume it elsewhere); the archive is then cut into
 #                  runs.tar.gz.NN pieces of 15 MiB (`cat runs.tar.gz.* | tar -xz` joins them)
+#
+# To resume a run stopped on an earlier lent machine, carry its folder (config.toml, vocab.txt, metrics.jsonl,
+# checkpoints/) as runs/reproduce/TABLE/RUN: `reproduce` resumes it from its last checkpoint. The carry limit is
+# 64 MiB in all; a corpus then travels smaller as .data.tar.xz (`tar -cJf .data.tar.xz -C .data wikitext-2`, WT2's
+# 13 MB become ~4), which this script unpacks into .data.
 set -uo pipefail
 start=$SECONDS
 deadline=${1:?seconds}; table=${2:?table}; shift 2
 out=${OUT:-.}
+if [ -f .data.tar.xz ]; then mkdir -p .data && tar -xJf .data.tar.xz -C .data; fi
 [ "${SELFCHECK:-1}" = 0 ] || bash tools/device_selfcheck.sh
-if ls .whl/*.whl >/dev/null 2>&1; then export PYTHONPATH=/tmp/site; fi
+if ls .whl/*.whl >/dev/null 2>&1; then
+  # the selfcheck installs it too; without the selfcheck (SELFCHECK=0) this is the only install
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site
+fi
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-[ -d .data/ptb ] && export TIEDLM_DATA="$PWD/.data"
+[ -d .data ] && export TIEDLM_DATA="$PWD/.data"
 left=$((deadline - (SECONDS - start)))
 echo "selfcheck took $((SECONDS - start)) s; $left s left for $table $*" | tee "$out/reproduce.log"
 only=(); [ $# -gt 0 ] && only=(--only "$@")
@@ -30,6 +40,7 @@ echo "reproduce exit ${PIPESTATUS[0]} after $((SECONDS - start)) s" | tee -a "$o
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$out/reproduce.log"
 pack=(-name config.toml -o -name metrics.jsonl -o -name summary.json -o -name '*.log')
 [ "${CHECKPOINTS:-0}" = 1 ] && pack+=(-o -name '*.safetensors' -o -name vocab.txt)
+if [ ! -d runs/reproduce ]; then echo "no run folder to pack: runs/reproduce is missing" | tee -a "$out/reproduce.log"; exit 1; fi
 (cd runs/reproduce && find . \( "${pack[@]}" \) -print0 | tar --null -czf "$out/runs.tar.gz" -T -)
 if [ "$(stat -c %s "$out/runs.tar.gz")" -gt $((15 * 1024 * 1024)) ]; then
   split -b 15M -d "$out/runs.tar.gz" "$out/runs.tar.gz." && rm "$out/runs.tar.gz"

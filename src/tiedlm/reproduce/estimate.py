@@ -212,11 +212,20 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
                 "epochs_done": epochs_done,
                 "epochs": planned_epochs(r),
                 "at_most": task == "lm" and stops_early(cfg),
-                "pace": {"epoch_s": round(paced[0], 1), "epochs": paced[1]} if paced else None,
+                "pace": _pace_entry(paced, records) if paced else None,
                 "command": "tiedlm " + " ".join(train_command(r, threads)),
             }
         )
     return plan_rows, total
+
+
+def _pace_entry(paced: tuple[float, int], records: list[dict]) -> dict:
+    """The pace as the estimate keeps it, with the machine its last epoch trained on where the metrics name one
+    (a run trained on a lent GPU is estimated here at the GPU's pace, and its page must say which machine that was)."""
+    entry = {"epoch_s": round(paced[0], 1), "epochs": paced[1]}
+    if records[-1].get("machine"):
+        entry["machine"] = records[-1]["machine"]
+    return entry
 
 
 def stops_early(cfg) -> bool:
@@ -269,6 +278,8 @@ def estimate_line(entry: dict) -> str:
     host = f"; host {entry['cpu']}" if entry.get("cpu") else ""  # the dry run's; those before 2026-11-27 name none
     if entry.get("pace"):  # measured by the run itself, in whatever company it trained: no load to report
         n, minutes = entry["pace"]["epochs"], entry["pace"]["epoch_s"] / 60
+        if entry["pace"].get("machine"):  # where the paced epochs trained, not the dry run's host
+            host = f"; its last epoch trained on {entry['pace']['machine']}"
         return (
             f"{done}; `--dry-run` of {entry['date']}: ~{entry['estimated_h']:.1f} h left{bound} at the run's own "
             f"pace ({minutes:.1f} min an epoch, the median of its last {n} epoch{'s' * (n > 1)}){host}"
