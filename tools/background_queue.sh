@@ -18,11 +18,14 @@ QUEUE=(
   "75eb24b pappas2019-table4-small dual-res-cpu-seed1112"
   "d7d4f74 inan2017-table2-small vd"
   "gpu inan2017-table2-small re-bias"
-  "d7d4f74 inan2017-table2-small real"
+  "gpu inan2017-table2-small real"
 )
 # COMMIT `gpu`: a run that trains on lent GPU machines only (tools/device_carry.sh carries its folder there and
 # back); listed for --status and --snapshot, never started here. WikiText-2's re-bias moved there on 2026-11-28,
 # before this CPU had started it: 26.8 s an epoch on an H200 against ~95 min here, 16 epochs in its first call.
+# REAL followed it there the same day, not yet started anywhere: ~49 s an epoch on an H100 (33 min for 40) against
+# ~4 h here (140-180 h), so a handful of lent sessions against ~50 here. Should this CPU run out of queued runs
+# before a GPU has started REAL, give it back its commit (d7d4f74) here.
 # The converged rows started at f9f34ed and moved to 4cc58af (which adds train.optimizer.stop_on_stall, the stop
 # their table now asks) before either had switched to averaging; no other training code differs between the two.
 # dual-res-cpu (d8f4c8f) ran before the WikiText-2 rows (~30-160 h each) and was published on 2026-11-27: it parted

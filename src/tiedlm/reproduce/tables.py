@@ -300,9 +300,9 @@ TABLES: dict[str, Table] = {
             "about 18 and 33 minutes a run: more than a session's 15 minutes of device time. vd's checkpoints (56 MB "
             "of weights, twice with its best weights) are too large to carry from one lent machine to the next; "
             "re-bias's and REAL's (7.3M parameters: 29 MB, 59 with the best weights) fit the 64 MiB a call carries "
-            "beside the packed corpora (`tools/device_carry.sh`). So re-bias trains on lent GPUs (fp32, CUDA graph), "
-            "its folder carried from call to call, and vd and REAL on this CPU; the table's device column says where "
-            "each row trained. Its first call, on an H200 (2026-11-28), trained 16 of its 40 epochs at 26.8 s an "
+            "beside the packed corpora (`tools/device_carry.sh`). So re-bias and then REAL train on lent GPUs (fp32, "
+            "CUDA graph), each folder carried from call to call, and vd on this CPU; the table's device column says "
+            "where each row trained. Its first call, on an H200 (2026-11-28), trained 16 of its 40 epochs at 26.8 s an "
             "epoch (83k tok/s), valid 114.00 after epoch 16.\n\n"
             # written before the runs finish: each paragraph appears, with the runs' figures, once its rows have
             "Standard tying with a bias against VD (seed 1111 each, 40 epochs): {{+re-bias.test - vd.test}} on "
