@@ -1,0 +1,64 @@
+"""tools/device_carry.sh unpack: a run returned from a lent GPU machine (runs.tar.gz, cut into 15 MiB pieces by
+tools/device_reproduce.sh) goes back under the runs folder, its device log into the run's queue log, and never
+replaces a folder that has trained further."""
+
+import io
+import subprocess
+import tarfile
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "device_carry.sh"
+
+
+def _returned(at: Path, epochs: int, pieces: int = 2) -> None:
+    """What a device call sends back: runs.tar.gz.NN and its reproduce.log naming the GPU."""
+    files = {
+        "t/re-bias/config.toml": '[data]\nname = "wikitext-2"\n',
+        "t/re-bias/metrics.jsonl": "".join(f'{{"epoch": {e + 1}}}\n' for e in range(epochs)),
+        "t/re-bias/checkpoints/last.safetensors": "weights",
+        "t/re-bias.log": '[data]\nname = "wikitext-2"\n\nepoch   1 | valid ppl 217.41\ntiedlm: interrupted\n',
+    }
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo("./" + name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    blob = buffer.getvalue()
+    at.mkdir()
+    cut = len(blob) // pieces + 1
+    for i in range(pieces):
+        (at / f"runs.tar.gz.{i:02d}").write_bytes(blob[i * cut : (i + 1) * cut])
+    (at / "reproduce.log").write_text("re-bias: exit 130\nreproduce exit 124 after 452 s\nNVIDIA H200\ntotal 4\n")
+
+
+def _unpack(at: Path, runs: Path) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "TIEDLM_RUNS": str(runs), "HOME": str(runs.parent)}
+    return subprocess.run(["bash", str(SCRIPT), "unpack", str(at)], env=env, capture_output=True, text=True)
+
+
+def test_unpack_puts_a_returned_run_back_with_its_device_log(tmp_path):
+    _returned(tmp_path / "at", epochs=3)
+    done = _unpack(tmp_path / "at", tmp_path / "runs")
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "runs" / "t" / "re-bias"
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 3
+    assert (run / "checkpoints" / "last.safetensors").read_text() == "weights"
+    log = (tmp_path / "runs" / "queue-t-re-bias.log").read_text().splitlines()
+    assert "returned from NVIDIA H200" in log[0] and log[0].endswith("now 3 epochs done:")
+    assert log[1:] == ["epoch   1 | valid ppl 217.41", "tiedlm: interrupted"]  # the config's lines left out
+
+    # a later call's run replaces it; a returned run with fewer epochs than the folder here does not
+    (tmp_path / "at").rename(tmp_path / "at-1")
+    _returned(tmp_path / "at", epochs=5, pieces=1)
+    assert _unpack(tmp_path / "at", tmp_path / "runs").returncode == 0
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 5
+    kept = _unpack(tmp_path / "at-1", tmp_path / "runs")
+    assert kept.returncode == 0 and "kept" in kept.stdout
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 5
+
+
+def test_usage_error_exits_2(tmp_path):
+    done = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("usage: bash tools/device_carry.sh")
