@@ -8,8 +8,8 @@
 # time until SECONDS after this script started, when `timeout` sends SIGTERM (each run saves a checkpoint and
 # stops). The device machine sends back at most 8 files of 16 MiB, so what returns in $OUT is the selfcheck's
 # three files, the queue's log and runs.tar.gz: every run's config.toml, metrics.jsonl, summary.json and log
-# (no checkpoints unless CHECKPOINTS=1: an unfinished run then starts again next time). Two switches, as environment
-# variables:
+# (no checkpoints unless CHECKPOINTS=1; without them an unfinished run starts again next time). Two switches, as
+# environment variables:
 #   SELFCHECK=0    skip the selfcheck (a second call on the machine the first call's selfcheck already checked)
 #   CHECKPOINTS=1  also pack each run's checkpoints and vocab.txt (a small model's best weights, for Figure 3's
 #                  bands; a stopped run's last state, to resume it elsewhere); the archive is then cut into
