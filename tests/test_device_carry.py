@@ -30,7 +30,9 @@ def _returned(at: Path, epochs: int, pieces: int = 2) -> None:
     cut = len(blob) // pieces + 1
     for i in range(pieces):
         (at / f"runs.tar.gz.{i:02d}").write_bytes(blob[i * cut : (i + 1) * cut])
-    (at / "reproduce.log").write_text("re-bias: exit 130\nreproduce exit 124 after 452 s\nNVIDIA H200\ntotal 4\n")
+    (at / "reproduce.log").write_text(
+        "NVIDIA H200, 143771 MiB, 580.159.04\nre-bias: exit 130\nreproduce exit 124 after 452 s\nNVIDIA H200\ntotal 4\n"
+    )
 
 
 def _unpack(at: Path, runs: Path) -> subprocess.CompletedProcess:
@@ -46,7 +48,7 @@ def test_unpack_puts_a_returned_run_back_with_its_device_log(tmp_path):
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 3
     assert (run / "checkpoints" / "last.safetensors").read_text() == "weights"
     log = (tmp_path / "runs" / "queue-t-re-bias.log").read_text().splitlines()
-    assert "returned from NVIDIA H200" in log[0] and log[0].endswith("now 3 epochs done:")
+    assert "returned from NVIDIA H200 (tools/device_reproduce.sh" in log[0] and log[0].endswith("now 3 epochs done:")
     assert log[1:] == ["epoch   1 | valid ppl 217.41", "tiedlm: interrupted"]  # the config's lines left out
 
     # a later call's run replaces it; a returned run with fewer epochs than the folder here does not

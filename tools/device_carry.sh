@@ -46,7 +46,8 @@ unpack)
   at=${2:?files_at}; tmp=$(mktemp -d)
   if ls "$at"/runs.tar.gz.* >/dev/null 2>&1; then cat "$at"/runs.tar.gz.* | tar -xz -C "$tmp"
   else tar -xzf "$at/runs.tar.gz" -C "$tmp"; fi
-  gpu=$(grep -v '^[-t]' "$at/reproduce.log" | grep -i -m 1 'nvidia\|gpu' || echo "a lent GPU")
+  gpu=$(grep -v '^[-t]' "$at/reproduce.log" | grep -i 'nvidia\|gpu' | tail -n 1)  # the name the log ends with
+  gpu=${gpu:-a lent GPU}
   for folder in "$tmp"/*/*/; do
     folder=${folder%/}; run=$(basename "$folder"); table=$(basename "$(dirname "$folder")")
     [ -f "$folder/config.toml" ] || continue

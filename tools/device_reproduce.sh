@@ -7,7 +7,8 @@
 # Runs the selfcheck first (the brief: a lent GPU runs it before anything else), then the table's runs two at a
 # time until SECONDS after this script started, when `timeout` sends SIGTERM (each run saves a checkpoint and
 # stops). The device machine sends back at most 8 files of 16 MiB, so what returns in $OUT is the selfcheck's
-# three files, the queue's log and runs.tar.gz: every run's config.toml, metrics.jsonl, summary.json and log
+# JSON and log, reproduce.log (opening with the selfcheck's device.txt: GPU, driver, commit; ending with the GPU's
+# name) and runs.tar.gz: every run's config.toml, metrics.jsonl, summary.json and log
 # (no checkpoints unless CHECKPOINTS=1; without them an unfinished run starts again next time). Two switches, as
 # environment variables:
 #   SELFCHECK=0    skip the selfcheck (a second call on the machine the first call's selfcheck already checked)
@@ -33,8 +34,11 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 [ -d .data ] && export TIEDLM_DATA="$PWD/.data"
+# the selfcheck's device.txt (GPU, driver, commit) opens reproduce.log instead: one file fewer of the 8 that come
+# back, so that the selfcheck's files, the log and four 15 MiB pieces of a carried run's checkpoints all return
+if [ -f "$out/device.txt" ]; then mv "$out/device.txt" "$out/reproduce.log"; else : >"$out/reproduce.log"; fi
 left=$((deadline - (SECONDS - start)))
-echo "selfcheck took $((SECONDS - start)) s; $left s left for $table $*" | tee "$out/reproduce.log"
+echo "selfcheck took $((SECONDS - start)) s; $left s left for $table $*" | tee -a "$out/reproduce.log"
 only=(); [ $# -gt 0 ] && only=(--only "$@")
 timeout -s TERM "$left" python3 -m tiedlm reproduce "$table" --runs runs/reproduce --jobs 2 --no-page "${only[@]}" \
   2>&1 | tee -a "$out/reproduce.log"
