@@ -39,8 +39,8 @@ prepare)
   [ "$bytes" -le $((64 * 1024 * 1024)) ] ||
     { echo "device_carry: $((bytes / 1048576)) MiB to carry, over the 64 MiB limit" >&2; exit 2; }
   echo "carry ($((bytes / 1048576)) MiB): $(printf '"%s", ' "${carry[@]}" | sed 's/, $//')"
-  echo "command: SELFCHECK=0 CHECKPOINTS=1 bash tools/device_reproduce.sh SECONDS $table $run"
-  echo "(SELFCHECK=0 where this session's machine has passed the selfcheck; $(epochs_of "$runs/$table/$run") epochs done)"
+  echo "command: CHECKPOINTS=1 bash tools/device_reproduce.sh SECONDS $table $run"
+  echo "(the selfcheck first, ~210 s; SELFCHECK=0 where this session's machine has passed it; $(epochs_of "$runs/$table/$run") epochs done)"
   ;;
 unpack)
   at=${2:?files_at}; tmp=$(mktemp -d)
