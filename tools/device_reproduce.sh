@@ -18,8 +18,8 @@
 #
 # To resume a run stopped on an earlier lent machine, carry its folder (config.toml, vocab.txt, metrics.jsonl,
 # checkpoints/) as runs/reproduce/TABLE/RUN: `reproduce` resumes it from its last checkpoint. The carry limit is
-# 64 MiB in all; a corpus then travels smaller as .data.tar.xz (`tar -cJf .data.tar.xz -C .data wikitext-2`, WT2's
-# 13 MB become ~4), which this script unpacks into .data.
+# 64 MiB in all; the corpora then travel smaller as .data.tar.xz (PTB and WikiText-2: 5 MB instead of 19), which
+# this script unpacks into .data. `bash tools/device_carry.sh prepare TABLE RUN` readies all three.
 set -uo pipefail
 start=$SECONDS
 deadline=${1:?seconds}; table=${2:?table}; shift 2
