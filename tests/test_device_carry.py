@@ -1,6 +1,6 @@
 """tools/device_carry.sh unpack: a run returned from a lent GPU machine (runs.tar.gz, cut into 15 MiB pieces by
 tools/device_reproduce.sh) goes back under the runs folder, its device log into the run's queue log, and never
-replaces a folder that has trained further."""
+replaces a folder that has trained further; tools/device_env.sh, the set-up both device scripts source there."""
 
 import io
 import subprocess
@@ -64,3 +64,45 @@ def test_unpack_puts_a_returned_run_back_with_its_device_log(tmp_path):
 def test_usage_error_exits_2(tmp_path):
     done = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.startswith("usage: bash tools/device_carry.sh")
+
+
+def _wheel(at: Path) -> None:
+    """A one-module wheel standing in for the carried tomli-w wheel (no package index here or there)."""
+    import zipfile
+
+    at.mkdir()
+    files = {
+        "carried.py": "NAME = 'carried'\n",
+        "carried-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: carried\nVersion: 1.0\n",
+        "carried-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    files["carried-1.0.dist-info/RECORD"] = "".join(f"{name},,\n" for name in [*files, "carried-1.0.dist-info/RECORD"])
+    with zipfile.ZipFile(at / "carried-1.0-py3-none-any.whl", "w") as whl:
+        for name, text in files.items():
+            whl.writestr(name, text)
+
+
+def test_device_env_installs_the_carried_wheel_once_and_points_at_the_carried_corpora(tmp_path):
+    """tools/device_env.sh, which both device scripts source: the wheel into the site folder (once), src ahead of
+    it on PYTHONPATH, .data.tar.xz unpacked and named by TIEDLM_DATA."""
+    import sys
+
+    _wheel(tmp_path / ".whl")
+    (tmp_path / "ptb").mkdir()
+    (tmp_path / "ptb" / "train.txt").write_text("a b c\n")
+    subprocess.run(["tar", "-cJf", ".data.tar.xz", "ptb"], cwd=tmp_path, check=True)
+    site = tmp_path / "site"
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "TIEDLM_DEVICE_SITE": str(site)}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    show = 'python3 -c "import carried; print(carried.NAME)"; echo "$PYTHONPATH"; echo "$TIEDLM_DATA"'
+    script = SCRIPT.parent / "device_env.sh"
+    for _ in range(2):  # the selfcheck sources it, then device_reproduce.sh again, which installs nothing again
+        done = subprocess.run(
+            ["bash", "-c", f". {script} && {show}"], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == ["carried", f"src:{site}", f"{tmp_path}/.data"]
+        assert (tmp_path / ".data" / "ptb" / "train.txt").read_text() == "a b c\n"
+        (tmp_path / ".whl" / "carried-1.0-py3-none-any.whl").write_text("not a wheel")  # pip would fail on it
+        assert done.stderr == ""
+    assert sorted(p.name for p in site.iterdir()) == ["carried-1.0.dist-info", "carried.py"]

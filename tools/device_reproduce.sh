@@ -24,16 +24,8 @@ set -uo pipefail
 start=$SECONDS
 deadline=${1:?seconds}; table=${2:?table}; shift 2
 out=${OUT:-.}
-if [ -f .data.tar.xz ]; then mkdir -p .data && tar -xJf .data.tar.xz -C .data; fi
+. tools/device_env.sh  # the carried wheel and corpora (.data.tar.xz unpacked), PYTHONPATH=src, TIEDLM_DATA
 [ "${SELFCHECK:-1}" = 0 ] || bash tools/device_selfcheck.sh
-if ls .whl/*.whl >/dev/null 2>&1; then
-  # the selfcheck installs it; without the selfcheck (SELFCHECK=0) it is installed here
-  [ -d /tmp/site ] ||
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-[ -d .data ] && export TIEDLM_DATA="$PWD/.data"
 # the selfcheck's device.txt (GPU, driver, commit) opens reproduce.log instead: one file fewer of the 8 that come
 # back, so that the selfcheck's files, the log and four 15 MiB pieces of a carried run's checkpoints all return
 if [ -f "$out/device.txt" ]; then mv "$out/device.txt" "$out/reproduce.log"; else : >"$out/reproduce.log"; fi

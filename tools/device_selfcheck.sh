@@ -8,12 +8,7 @@
 # then run `bash tools/device_selfcheck.sh` there. The report, the JSON and the log land in $OUT.
 set -uo pipefail
 out=${OUT:-.}
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-[ -d .data/ptb ] && export TIEDLM_DATA="$PWD/.data"
+. tools/device_env.sh  # the carried wheel, PYTHONPATH=src, TIEDLM_DATA
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/device.txt"
 git rev-parse --short HEAD 2>/dev/null | tee -a "$out/device.txt"
 python3 -m tiedlm selfcheck --device cuda --json-file "$out/selfcheck.json" 2>&1 | tee "$out/selfcheck.log"
