@@ -9,7 +9,8 @@
 #   bash tools/background_queue.sh --snapshot # --status, and copies each started, unfinished run's config.toml,
 #                                             # metrics.jsonl and queue log into experiments/results/in-progress
 #                                             # (commit them at a session's end: a machine handed back bare keeps
-#                                             # no run folder, and a run trained again is then compared with them)
+#                                             # no run folder, and a run trained again is then compared with them;
+#                                             # one that does not repeat them moves them to RUN/lost-N-epochs)
 #
 # The queue: COMMIT TABLE RUN, in order; the first two not finished run. Edit it as runs finish or start.
 set -uo pipefail
@@ -37,6 +38,7 @@ QUEUE=(
 repo=$(cd "$(dirname "$0")/.." && pwd)
 runs=${TIEDLM_RUNS:-$HOME/tiedlm-runs}
 data=${TIEDLM_DATA:-$(cd "$repo/../shared/data" 2>/dev/null && pwd)}
+snapshots=${TIEDLM_SNAPSHOTS:-$repo/experiments/results/in-progress}
 mkdir -p "$runs"
 
 running() { pgrep -f -- "--resume $runs/$1/$2 " >/dev/null || pgrep -f -- "--out $runs/$1/$2 " >/dev/null; }
@@ -45,6 +47,13 @@ last_epoch() {
   [ -s "$1/metrics.jsonl" ] || return 0
   tail -n 1 "$1/metrics.jsonl" | python3 -c 'import json, sys; m = json.load(sys.stdin); s = m.get("stage")
 print("; epoch %d: %svalid %.2f" % (m["epoch"], s + ", " if s else "", m["valid_ppl"]))'
+}
+
+# whether the run folder's epochs (file $2) repeat a snapshot's first ones (file $1) to the last digit of valid ppl
+repeats() {
+  python3 -c 'import json, sys
+valid = [[json.loads(line)["valid_ppl"] for line in open(path)] for path in sys.argv[1:]]
+sys.exit(valid[0][: len(valid[1])] != valid[1])' "$1" "$2"
 }
 
 # what is left of a started run at its own pace (`reproduce --dry-run`, which times nothing for a run with epochs
@@ -80,8 +89,18 @@ for item in "${QUEUE[@]}"; do
   if [ -f "$repo/experiments/results/reproduce/$table/$run/summary.json" ]; then
     echo "$table/$run: published"; continue
   fi
-  keep="$repo/experiments/results/in-progress/$table/$run"
+  keep="$snapshots/$table/$run"
   kept=$( [ -f "$keep/metrics.jsonl" ] && wc -l <"$keep/metrics.jsonl" || echo 0)
+  if [ "${1:-}" = --snapshot ] && [ "$kept" -gt "$epochs" ] && [ "$epochs" -gt 0 ] &&
+    ! repeats "$keep/metrics.jsonl" "$folder/metrics.jsonl"; then
+    # the run trains again and does not repeat the snapshot's epochs (another host's numerics): the lost attempt
+    # moves aside, kept for the record, and the run that trains now is snapshotted from here on
+    lost="$keep/lost-$kept-epochs"
+    mkdir -p "$lost" && mv "$keep/config.toml" "$keep/metrics.jsonl" "$lost/" &&
+      { [ ! -f "$keep/queue.log" ] || mv "$keep/queue.log" "$lost/"; } &&
+      echo "$table/$run: the run does not repeat the snapshot's first $epochs epochs: its $kept epochs moved to ${lost#"$repo"/}"
+    kept=0
+  fi
   if [ "${1:-}" = --snapshot ] && [ "$kept" -gt "$epochs" ]; then
     # the run folder has fewer epochs than the snapshot: it was lost and trains again; the snapshot stays for
     # the comparison (same commit and seed: do the epochs repeat?) until someone removes it by hand
