@@ -96,6 +96,7 @@ def test_device_env_installs_the_carried_wheel_once_and_points_at_the_carried_co
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     show = 'python3 -c "import carried; print(carried.NAME)"; echo "$PYTHONPATH"; echo "$TIEDLM_DATA"'
     script = SCRIPT.parent / "device_env.sh"
+    (tmp_path / ".data" / "ptb").mkdir(parents=True)  # an older .data kept by a warm machine: PTB alone, empty
     for _ in range(2):  # the selfcheck sources it, then device_reproduce.sh again, which installs nothing again
         done = subprocess.run(
             ["bash", "-c", f". {script} && {show}"], cwd=tmp_path, env=env, capture_output=True, text=True

@@ -4,7 +4,8 @@
 # $TIEDLM_DEVICE_SITE: tests/test_device_carry.py sources this script here); tiedlm runs
 # from the checkout (PYTHONPATH=src) and reads the carried corpora (.data, unpacked from .data.tar.xz when only
 # that came).
-if [ -f .data.tar.xz ] && [ ! -d .data ]; then mkdir -p .data && tar -xJf .data.tar.xz -C .data; fi
+# (unpacked each time: a warm machine may keep an older .data, e.g. PTB alone from a selfcheck's call; 5 MB, ~1 s)
+if [ -f .data.tar.xz ]; then mkdir -p .data && tar -xJf .data.tar.xz -C .data; fi
 site=${TIEDLM_DEVICE_SITE:-/tmp/site}
 if ls .whl/*.whl >/dev/null 2>&1; then
   [ -d "$site" ] ||
