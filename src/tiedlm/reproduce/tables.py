@@ -481,7 +481,7 @@ TABLES: dict[str, Table] = {
             "{{tied-converged.valid@44}}): a reading of plain SGD, not the comparison at convergence, which the "
             "averaging and the finetune decide (they took tied from {{tied-converged.valid@53}}, its best in plain "
             "SGD, at epoch 53, to {{tied-converged.valid}}). The third run trains on an Intel Xeon (family 6 "
-            "model 207, AVX512) at 8.6-9.6 min an epoch, beside WikiText-2's vd; its epochs do not repeat the "
+            "model 207, AVX512) at 8.4-9.6 min an epoch, beside WikiText-2's vd; its epochs do not repeat the "
             "lost run's (valid 231.08 against 232.05 after the first), as another host's numerics draw another "
             "trajectory. 150 epochs take up to 15-24 h a run at the pace of 2026-11-26's host (6.1 and "
             "9.7 min an epoch), and DRILL-4's epochs took 24-36 min on the slower host of 2026-11-27 (AMD EPYC "
