@@ -107,3 +107,22 @@ def test_device_env_installs_the_carried_wheel_once_and_points_at_the_carried_co
         (tmp_path / ".whl" / "carried-1.0-py3-none-any.whl").write_text("not a wheel")  # pip would fail on it
         assert done.stderr == ""
     assert sorted(p.name for p in site.iterdir()) == ["carried-1.0.dist-info", "carried.py"]
+
+
+def test_device_env_sourced_again_by_a_child_script_does_nothing(tmp_path):
+    """device_reproduce.sh sources tools/device_env.sh and then runs device_selfcheck.sh, which sources it again:
+    the child inherits the set-up and skips it (no second unpack; PYTHONPATH keeps one src)."""
+    import sys
+
+    (tmp_path / "ptb").mkdir()
+    (tmp_path / "ptb" / "train.txt").write_text("a b c\n")
+    subprocess.run(["tar", "-cJf", ".data.tar.xz", "ptb"], cwd=tmp_path, check=True)
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "TIEDLM_DEVICE_SITE": str(tmp_path / "site")}
+    script = SCRIPT.parent / "device_env.sh"
+    child = f'. {script} && echo "$PYTHONPATH" && echo "$TIEDLM_DATA"'
+    parent = f". {script} && echo broken > .data.tar.xz && bash -c '{child}'"  # a second unpack would fail on it
+    done = subprocess.run(["bash", "-c", parent], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.splitlines() == ["src", f"{tmp_path}/.data"]
+    assert (tmp_path / ".data" / "ptb" / "train.txt").read_text() == "a b c\n"
