@@ -82,22 +82,28 @@ def _wheel(at: Path) -> None:
             whl.writestr(name, text)
 
 
+def _carried_corpus(root: Path) -> dict:
+    """A carried .data.tar.xz holding ptb/train.txt ("a b c") in ``root``; the environment device_env.sh runs in
+    here (this Python on PATH, the site folder under ``root``)."""
+    import sys
+
+    (root / "ptb").mkdir()
+    (root / "ptb" / "train.txt").write_text("a b c\n")
+    subprocess.run(["tar", "-cJf", ".data.tar.xz", "ptb"], cwd=root, check=True)
+    return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "TIEDLM_DEVICE_SITE": str(root / "site")}
+
+
 def test_device_env_installs_the_carried_wheel_once_and_points_at_the_carried_corpora(tmp_path):
     """tools/device_env.sh, which both device scripts source: the wheel into the site folder (once), src ahead of
     it on PYTHONPATH, .data.tar.xz unpacked and named by TIEDLM_DATA."""
-    import sys
-
     _wheel(tmp_path / ".whl")
-    (tmp_path / "ptb").mkdir()
-    (tmp_path / "ptb" / "train.txt").write_text("a b c\n")
-    subprocess.run(["tar", "-cJf", ".data.tar.xz", "ptb"], cwd=tmp_path, check=True)
-    site = tmp_path / "site"
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "TIEDLM_DEVICE_SITE": str(site)}
+    env = _carried_corpus(tmp_path)
+    site = Path(env["TIEDLM_DEVICE_SITE"])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     show = 'python3 -c "import carried; print(carried.NAME)"; echo "$PYTHONPATH"; echo "$TIEDLM_DATA"'
     script = SCRIPT.parent / "device_env.sh"
     (tmp_path / ".data" / "ptb").mkdir(parents=True)  # an older .data kept by a warm machine: PTB alone, empty
-    for _ in range(2):  # the selfcheck sources it, then device_reproduce.sh again, which installs nothing again
+    for _ in range(2):  # two calls on a warm machine (fresh shells): the second installs nothing again
         done = subprocess.run(
             ["bash", "-c", f". {script} && {show}"], cwd=tmp_path, env=env, capture_output=True, text=True
         )
@@ -112,12 +118,7 @@ def test_device_env_installs_the_carried_wheel_once_and_points_at_the_carried_co
 def test_device_env_sourced_again_by_a_child_script_does_nothing(tmp_path):
     """device_reproduce.sh sources tools/device_env.sh and then runs device_selfcheck.sh, which sources it again:
     the child inherits the set-up and skips it (no second unpack; PYTHONPATH keeps one src)."""
-    import sys
-
-    (tmp_path / "ptb").mkdir()
-    (tmp_path / "ptb" / "train.txt").write_text("a b c\n")
-    subprocess.run(["tar", "-cJf", ".data.tar.xz", "ptb"], cwd=tmp_path, check=True)
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "TIEDLM_DEVICE_SITE": str(tmp_path / "site")}
+    env = _carried_corpus(tmp_path)
     script = SCRIPT.parent / "device_env.sh"
     child = f'. {script} && echo "$PYTHONPATH" && echo "$TIEDLM_DATA"'
     parent = f". {script} && echo broken > .data.tar.xz && bash -c '{child}'"  # a second unpack would fail on it
