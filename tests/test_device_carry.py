@@ -4,10 +4,12 @@ replaces a folder that has trained further; tools/device_env.sh, the set-up both
 
 import io
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "device_carry.sh"
+DEVICE_ENV = SCRIPT.parent / "device_env.sh"
 
 
 def _returned(at: Path, epochs: int, pieces: int = 2) -> None:
@@ -85,8 +87,6 @@ def _wheel(at: Path) -> None:
 def _carried_corpus(root: Path) -> dict:
     """A carried .data.tar.xz holding ptb/train.txt ("a b c") in ``root``; the environment device_env.sh runs in
     here (this Python on PATH, the site folder under ``root``)."""
-    import sys
-
     (root / "ptb").mkdir()
     (root / "ptb" / "train.txt").write_text("a b c\n")
     subprocess.run(["tar", "-cJf", ".data.tar.xz", "ptb"], cwd=root, check=True)
@@ -101,11 +101,10 @@ def test_device_env_installs_the_carried_wheel_once_and_points_at_the_carried_co
     site = Path(env["TIEDLM_DEVICE_SITE"])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     show = 'python3 -c "import carried; print(carried.NAME)"; echo "$PYTHONPATH"; echo "$TIEDLM_DATA"'
-    script = SCRIPT.parent / "device_env.sh"
     (tmp_path / ".data" / "ptb").mkdir(parents=True)  # an older .data kept by a warm machine: PTB alone, empty
     for _ in range(2):  # two calls on a warm machine (fresh shells): the second installs nothing again
         done = subprocess.run(
-            ["bash", "-c", f". {script} && {show}"], cwd=tmp_path, env=env, capture_output=True, text=True
+            ["bash", "-c", f". {DEVICE_ENV} && {show}"], cwd=tmp_path, env=env, capture_output=True, text=True
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == ["carried", f"src:{site}", f"{tmp_path}/.data"]
@@ -119,9 +118,8 @@ def test_device_env_sourced_again_by_a_child_script_does_nothing(tmp_path):
     """device_reproduce.sh sources tools/device_env.sh and then runs device_selfcheck.sh, which sources it again:
     the child inherits the set-up and skips it (no second unpack; PYTHONPATH keeps one src)."""
     env = _carried_corpus(tmp_path)
-    script = SCRIPT.parent / "device_env.sh"
-    child = f'. {script} && echo "$PYTHONPATH" && echo "$TIEDLM_DATA"'
-    parent = f". {script} && echo broken > .data.tar.xz && bash -c '{child}'"  # a second unpack would fail on it
+    child = f'. {DEVICE_ENV} && echo "$PYTHONPATH" && echo "$TIEDLM_DATA"'
+    parent = f". {DEVICE_ENV} && echo broken > .data.tar.xz && bash -c '{child}'"  # a second unpack would fail on it
     done = subprocess.run(["bash", "-c", parent], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
