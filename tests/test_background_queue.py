@@ -1,6 +1,6 @@
 """tools/background_queue.sh --snapshot: a run that trains again after its folder was lost is compared with its
 snapshot; a snapshot it repeats stays, one it does not repeat (another host's numerics) moves aside as
-RUN/lost-N-epochs and the run training now is snapshotted."""
+RUN/lost-N-epochs and the run training now is snapshotted; --status says which of the two a run does."""
 
 import json
 import re
@@ -28,10 +28,10 @@ def _metrics(folder: Path, valid: list[float]) -> None:
     (folder / "metrics.jsonl").write_text("".join(line + "\n" for line in lines))
 
 
-def _snapshot(tmp_path: Path) -> str:
+def _snapshot(tmp_path: Path, option: str = "--snapshot") -> str:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TIEDLM_RUNS": str(tmp_path / "runs")}
     env["TIEDLM_SNAPSHOTS"] = str(tmp_path / "snapshots")
-    done = subprocess.run(["bash", str(SCRIPT), "--snapshot"], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(["bash", str(SCRIPT), option], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -45,10 +45,15 @@ def test_a_run_trained_again_keeps_the_snapshot_it_repeats_and_sets_aside_one_it
     (keep / "queue.log").write_text("host: AMD EPYC\n")
 
     _metrics(folder, lost[:2])  # the same numerics: the snapshot holds more, and stays
-    assert "snapshot kept" in _snapshot(tmp_path)
+    assert "snapshot kept" in (said := _snapshot(tmp_path))
+    assert "repeats the first 2 of the snapshot's 5 epochs to the last digit" in said
+
     assert len((keep / "metrics.jsonl").read_text().splitlines()) == 5
 
     _metrics(folder, [231.08, 175.11])  # another host: its epochs differ from the first
+    said = _snapshot(tmp_path, "--status")  # says so, and moves nothing
+    assert f"{run}: waiting (2 epochs done; epoch 2: valid 175.11; does not repeat the snapshot's first 2" in said
+    assert len((keep / "metrics.jsonl").read_text().splitlines()) == 5
     said = _snapshot(tmp_path)
     assert f"{run}: the run does not repeat the snapshot's first 2 epochs: its 5 epochs moved to" in said
     assert f"{run}: snapshot of 2 epochs" in said

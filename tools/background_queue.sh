@@ -56,6 +56,14 @@ valid = [[json.loads(line)["valid_ppl"] for line in open(path)] for path in sys.
 sys.exit(valid[0][: len(valid[1])] != valid[1])' "$1" "$2"
 }
 
+# a started run against its snapshot (a run trained again after its folder was lost, at the same commit and seed):
+# whether its epochs so far repeat the snapshot's first ones, which a host with the same numerics fingerprint does
+compared() {
+  [ "$3" -gt 0 ] && [ "$4" -gt "$3" ] || return 0
+  if repeats "$1" "$2"; then echo "; repeats the first $3 of the snapshot's $4 epochs to the last digit"
+  else echo "; does not repeat the snapshot's first $3 epochs (another host's numerics?)"; fi
+}
+
 # what is left of a started run at its own pace (`reproduce --dry-run`, which times nothing for a run with epochs
 # recorded: the median wall time of its last epochs), from this checkout's tiedlm where it is set up
 left() {
@@ -101,25 +109,26 @@ for item in "${QUEUE[@]}"; do
       echo "$table/$run: the run does not repeat the snapshot's first $epochs epochs: its $kept epochs moved to ${lost#"$repo"/}"
     kept=0
   fi
+  vs=$(compared "$keep/metrics.jsonl" "$folder/metrics.jsonl" "$epochs" "$kept")
   if [ "${1:-}" = --snapshot ] && [ "$kept" -gt "$epochs" ]; then
     # the run folder has fewer epochs than the snapshot: it was lost and trains again; the snapshot stays for
     # the comparison (same commit and seed: do the epochs repeat?) until someone removes it by hand
-    echo "$table/$run: snapshot kept (${keep#"$repo"/} has $kept epochs, the run $epochs: compare them)"
+    echo "$table/$run: snapshot kept (${keep#"$repo"/} has $kept epochs, the run $epochs$vs)"
   elif [ "${1:-}" = --snapshot ] && [ "$epochs" -gt 0 ]; then
     mkdir -p "$keep" && cp "$folder/config.toml" "$folder/metrics.jsonl" "$keep/" &&
       { [ ! -f "$runs/queue-$table-$run.log" ] || cp "$runs/queue-$table-$run.log" "$keep/queue.log"; } &&
       echo "$table/$run: snapshot of $epochs epochs in ${keep#"$repo"/}"
   fi
   if running "$table" "$run"; then
-    echo "$table/$run: running ($epochs epochs done$(last_epoch "$folder")$(left "$table" "$run" "$epochs"))"
+    echo "$table/$run: running ($epochs epochs done$(last_epoch "$folder")$vs$(left "$table" "$run" "$epochs"))"
     slots=$((slots - 1)); continue
   fi
   if [ "$commit" = gpu ]; then
-    echo "$table/$run: on lent GPUs, never started here ($epochs epochs done$(last_epoch "$folder")$(left "$table" "$run" "$epochs"); tools/device_carry.sh)"
+    echo "$table/$run: on lent GPUs, never started here ($epochs epochs done$(last_epoch "$folder")$vs$(left "$table" "$run" "$epochs"); tools/device_carry.sh)"
     continue
   fi
   if [ "${1:-}" = --status ] || [ "${1:-}" = --snapshot ]; then
-    echo "$table/$run: waiting ($epochs epochs done$(last_epoch "$folder")$(left "$table" "$run" "$epochs"); pinned at $commit)"
+    echo "$table/$run: waiting ($epochs epochs done$(last_epoch "$folder")$vs$(left "$table" "$run" "$epochs"); pinned at $commit)"
     continue
   fi
   if [ "$slots" -le 0 ]; then echo "$table/$run: queued ($epochs epochs done)"; continue; fi
