@@ -5,7 +5,8 @@
 # already running, and recreates a missing worktree (and its venv) at its commit.
 #
 #   bash tools/background_queue.sh            # resume the queue below
-#   bash tools/background_queue.sh --status   # what runs, each run's last epoch and what is left of it
+#   bash tools/background_queue.sh --status   # what runs, each run's last epoch and what is left of it, and
+#                                             # whether a run trained again repeats its snapshot (below) so far
 #   bash tools/background_queue.sh --snapshot # --status, and copies each started, unfinished run's config.toml,
 #                                             # metrics.jsonl and queue log into experiments/results/in-progress
 #                                             # (commit them at a session's end: a machine handed back bare keeps
