@@ -47,7 +47,6 @@ def test_a_run_trained_again_keeps_the_snapshot_it_repeats_and_sets_aside_one_it
     _metrics(folder, lost[:2])  # the same numerics: the snapshot holds more, and stays
     assert "snapshot kept" in (said := _snapshot(tmp_path))
     assert "repeats the first 2 of the snapshot's 5 epochs to the last digit" in said
-
     assert len((keep / "metrics.jsonl").read_text().splitlines()) == 5
 
     _metrics(folder, [231.08, 175.11])  # another host: its epochs differ from the first

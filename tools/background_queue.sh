@@ -57,14 +57,6 @@ valid = [[json.loads(line)["valid_ppl"] for line in open(path)] for path in sys.
 sys.exit(valid[0][: len(valid[1])] != valid[1])' "$1" "$2"
 }
 
-# a started run against its snapshot (a run trained again after its folder was lost, at the same commit and seed):
-# whether its epochs so far repeat the snapshot's first ones, which a host with the same numerics fingerprint does
-compared() {
-  [ "$3" -gt 0 ] && [ "$4" -gt "$3" ] || return 0
-  if repeats "$1" "$2"; then echo "; repeats the first $3 of the snapshot's $4 epochs to the last digit"
-  else echo "; does not repeat the snapshot's first $3 epochs (another host's numerics?)"; fi
-}
-
 # what is left of a started run at its own pace (`reproduce --dry-run`, which times nothing for a run with epochs
 # recorded: the median wall time of its last epochs), from this checkout's tiedlm where it is set up
 left() {
@@ -100,17 +92,27 @@ for item in "${QUEUE[@]}"; do
   fi
   keep="$snapshots/$table/$run"
   kept=$( [ -f "$keep/metrics.jsonl" ] && wc -l <"$keep/metrics.jsonl" || echo 0)
-  if [ "${1:-}" = --snapshot ] && [ "$kept" -gt "$epochs" ] && [ "$epochs" -gt 0 ] &&
-    ! repeats "$keep/metrics.jsonl" "$folder/metrics.jsonl"; then
+  # a run trained again after its folder was lost (same commit and seed) against its snapshot: whether its epochs
+  # so far repeat the snapshot's first ones, as a host with the same numerics fingerprint does
+  # (yes / no; empty where there is nothing to compare)
+  same=""
+  if [ "$epochs" -gt 0 ] && [ "$kept" -gt "$epochs" ]; then
+    if repeats "$keep/metrics.jsonl" "$folder/metrics.jsonl"; then same=yes; else same=no; fi
+  fi
+  if [ "${1:-}" = --snapshot ] && [ "$same" = no ]; then
     # the run trains again and does not repeat the snapshot's epochs (another host's numerics): the lost attempt
     # moves aside, kept for the record, and the run that trains now is snapshotted from here on
     lost="$keep/lost-$kept-epochs"
     mkdir -p "$lost" && mv "$keep/config.toml" "$keep/metrics.jsonl" "$lost/" &&
       { [ ! -f "$keep/queue.log" ] || mv "$keep/queue.log" "$lost/"; } &&
       echo "$table/$run: the run does not repeat the snapshot's first $epochs epochs: its $kept epochs moved to ${lost#"$repo"/}"
-    kept=0
+    kept=0 same=""
   fi
-  vs=$(compared "$keep/metrics.jsonl" "$folder/metrics.jsonl" "$epochs" "$kept")
+  case "$same" in
+  yes) vs="; repeats the first $epochs of the snapshot's $kept epochs to the last digit" ;;
+  no) vs="; does not repeat the snapshot's first $epochs epochs (another host's numerics?)" ;;
+  *) vs="" ;;
+  esac
   if [ "${1:-}" = --snapshot ] && [ "$kept" -gt "$epochs" ]; then
     # the run folder has fewer epochs than the snapshot: it was lost and trains again; the snapshot stays for
     # the comparison (same commit and seed: do the epochs repeat?) until someone removes it by hand
