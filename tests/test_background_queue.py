@@ -1,6 +1,7 @@
 """tools/background_queue.sh --snapshot: a run that trains again after its folder was lost is compared with its
 snapshot; a snapshot it repeats stays, one it does not repeat (another host's numerics) moves aside as
-RUN/lost-N-epochs and the run training now is snapshotted; --status says which of the two a run does."""
+RUN/lost-N-epochs and the run training now is snapshotted; --status says which of the two a run does, and
+which attempt set aside earlier the run repeats as far as both go."""
 
 import json
 import re
@@ -60,3 +61,9 @@ def test_a_run_trained_again_keeps_the_snapshot_it_repeats_and_sets_aside_one_it
     assert [json.loads(line)["valid_ppl"] for line in (aside / "metrics.jsonl").open()] == lost
     assert (aside / "queue.log").read_text() == "host: AMD EPYC\n"
     assert [json.loads(line)["valid_ppl"] for line in (keep / "metrics.jsonl").open()] == [231.08, 175.11]
+
+    # an attempt set aside earlier, from a host with the numerics of the one training now: repeated as far as both go
+    _metrics(keep / "lost-3-epochs", [231.08, 175.11, 160.5])
+    said = _snapshot(tmp_path, "--status")
+    assert "repeats the first 2 epochs of lost-3-epochs to the last digit" in said
+    assert "lost-5-epochs to the last digit" not in said

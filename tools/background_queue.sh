@@ -7,6 +7,7 @@
 #   bash tools/background_queue.sh            # resume the queue below
 #   bash tools/background_queue.sh --status   # what runs, each run's last epoch and what is left of it, and
 #                                             # whether a run trained again repeats its snapshot (below) so far
+#                                             # (or an attempt set aside as RUN/lost-N-epochs)
 #   bash tools/background_queue.sh --snapshot # --status, and copies each started, unfinished run's config.toml,
 #                                             # metrics.jsonl and queue log into experiments/results/in-progress
 #                                             # (commit them at a session's end: a machine handed back bare keeps
@@ -50,11 +51,13 @@ last_epoch() {
 print("; epoch %d: %svalid %.2f" % (m["epoch"], s + ", " if s else "", m["valid_ppl"]))'
 }
 
-# whether the run folder's epochs (file $2) repeat a snapshot's first ones (file $1) to the last digit of valid ppl
-repeats() {
+# how many epochs two metrics files (a snapshot $1, the run folder's $2) both have, where each of them repeats to the
+# last digit of valid ppl; 0 where one differs
+common() {
   python3 -c 'import json, sys
-valid = [[json.loads(line)["valid_ppl"] for line in open(path)] for path in sys.argv[1:]]
-sys.exit(valid[0][: len(valid[1])] != valid[1])' "$1" "$2"
+a, b = ([json.loads(line)["valid_ppl"] for line in open(path)] for path in sys.argv[1:])
+n = min(len(a), len(b))
+print(n if a[:n] == b[:n] else 0)' "$1" "$2"
 }
 
 # what is left of a started run at its own pace (`reproduce --dry-run`, which times nothing for a run with epochs
@@ -97,7 +100,7 @@ for item in "${QUEUE[@]}"; do
   # (yes / no; empty where there is nothing to compare)
   same=""
   if [ "$epochs" -gt 0 ] && [ "$kept" -gt "$epochs" ]; then
-    if repeats "$keep/metrics.jsonl" "$folder/metrics.jsonl"; then same=yes; else same=no; fi
+    if [ "$(common "$keep/metrics.jsonl" "$folder/metrics.jsonl")" -eq "$epochs" ]; then same=yes; else same=no; fi
   fi
   if [ "${1:-}" = --snapshot ] && [ "$same" = no ]; then
     # the run trains again and does not repeat the snapshot's epochs (another host's numerics): the lost attempt
@@ -113,6 +116,15 @@ for item in "${QUEUE[@]}"; do
   no) vs="; does not repeat the snapshot's first $epochs epochs (another host's numerics?)" ;;
   *) vs="" ;;
   esac
+  # and the attempts set aside before (RUN/lost-N-epochs, same commit and seed): the one that trained on a host
+  # with this host's numerics should be repeated to the last digit as far as both go
+  if [ "$epochs" -gt 0 ]; then
+    for aside in "$keep"/lost-*-epochs; do
+      [ -f "$aside/metrics.jsonl" ] || continue
+      both=$(common "$aside/metrics.jsonl" "$folder/metrics.jsonl")
+      [ "$both" -gt 0 ] && vs="$vs; repeats the first $both epochs of ${aside##*/} to the last digit"
+    done
+  fi
   if [ "${1:-}" = --snapshot ] && [ "$kept" -gt "$epochs" ]; then
     # the run folder has fewer epochs than the snapshot: it was lost and trains again; the snapshot stays for
     # the comparison (same commit and seed: do the epochs repeat?) until someone removes it by hand
