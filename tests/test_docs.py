@@ -92,9 +92,9 @@ def _committed_figures() -> set[str]:
             if 0 < v < 1:
                 found.add(f"{100 * v:.2f}")
 
-    for path in (ROOT / "experiments" / "results").rglob("*.json"):
+    for path in (ROOT / "results").rglob("*.json"):
         walk(json.loads(path.read_text()))
-    pos = ROOT / "experiments" / "results" / "reproduce" / "demeester2018-pos"
+    pos = ROOT / "results" / "reproduce" / "demeester2018-pos"
     acc = {p.name: json.loads((p / "summary.json").read_text())["test_accuracy"] for p in pos.iterdir() if p.is_dir()}
     for sparse, dense in [("0.5", 64), ("0.25", 32), ("0.125", 16), ("0.0625", 8)]:
         for seed in ("", "-seed2", "-seed3"):

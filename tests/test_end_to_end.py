@@ -455,7 +455,7 @@ def test_bad_input_gets_one_line_that_names_the_fix(tiny_corpus, tmp_path, capsy
                 "experiment",
                 "subspace",
                 "--out",
-                str(Path(__file__).parents[1] / "experiments" / "results" / "subspace"),
+                str(Path(__file__).parents[1] / "results" / "subspace"),
             ],
             2,
             "holds committed results",

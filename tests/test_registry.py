@@ -108,7 +108,7 @@ def test_committed_old_run_folders_load():
     from tiedlm.reproduce import TABLES, run_config
     from tiedlm.translation.config import TranslationConfig
 
-    files = sorted((ROOT / "experiments" / "results").rglob("config.toml"))
+    files = sorted((ROOT / "results").rglob("config.toml"))
     assert files
     for path in files:
         raw = tomllib.loads(path.read_text())

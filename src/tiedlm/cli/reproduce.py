@@ -121,7 +121,10 @@ def _publish(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[s
         earlier = published / tab.name / rp.BANDS  # its figures count, whether or not their checkpoints do
         if rp.band_analysis(tab, planned[tab.name], runs_dir, args.threads, log=log, earlier=earlier):
             rp.publish_bands(tab, runs_dir, published, log=log)
-        how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.publish} --render-only --out {args.out}"
+        how = (
+            f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {_portable(args.publish)} --render-only "
+            f"--out {_portable(args.out)}"
+        )
         page = rp.render(  # the page its own command (``how``) draws again, byte for byte
             tab,
             args.scale,
@@ -142,11 +145,14 @@ def _render_only(args, rp, tables, extra) -> tuple[list[dict], list[str]]:
     if not runs_dir.is_dir():  # a page of all-missing rows under notes that claim results would mislead
         raise UsageError(
             f"--runs {args.runs} does not exist: --render-only draws the page from finished runs there; give "
-            "the folder the runs trained in, or experiments/results/reproduce for the committed ones"
+            "the folder the runs trained in, or results/reproduce for the committed ones"
         )
     records, lines = [], []
     for tab in tables:
-        how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {args.runs} --render-only --out {args.out}"
+        how = (
+            f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {_portable(args.runs)} --render-only "
+            f"--out {_portable(args.out)}"
+        )
         page = rp.render(
             tab, args.scale, runs_dir, extra[tab.name], Path(args.out), command=how, train_runs=_train_runs(args.runs)
         )
@@ -168,7 +174,9 @@ def _run(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[str],
         page = None
         if not args.no_page:
             rp.band_analysis(tab, rp.plan(tab, args.scale, runs_dir, extra[tab.name]), runs_dir, args.threads, log=log)
-            page = rp.render(tab, args.scale, runs_dir, extra[tab.name], Path(args.out), train_runs=args.runs)
+            page = rp.render(
+                tab, args.scale, runs_dir, extra[tab.name], Path(args.out), train_runs=_portable(args.runs)
+            )
             lines.append(f"wrote {page}")
         labels = {r["label"] for r in planned[tab.name]}
         started = [d for d in done if d["run"] in labels]
@@ -182,7 +190,17 @@ def _run(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[str],
 def _train_runs(folder: str) -> str:
     """Where a page drawn from ``folder`` says its "run it again" commands train: that folder, unless it holds
     committed results (which no run may write into), then the default runs/reproduce."""
-    return "runs/reproduce" if _committed(Path(folder)) else folder
+    return "runs/reproduce" if _committed(Path(folder)) else _portable(folder)
+
+
+def _portable(folder: str) -> str:
+    """``folder`` as a page prints it in a command: relative to the working folder where it lies under it, so
+    that a page names no machine's absolute paths."""
+    import os
+
+    path = Path(folder).expanduser().resolve()
+    here = Path.cwd().resolve()
+    return os.path.relpath(path, here) if path.is_relative_to(here) else folder
 
 
 def _extra(rp, tab, args) -> list[str]:
@@ -273,13 +291,12 @@ def register(add) -> None:
         "--skip-published",
         metavar="DIR",
         help="start no run that is finished in this results folder (DIR/TABLE/RUN, as --publish writes it, e.g. "
-        "the committed experiments/results/reproduce): train only what the published results lack",
+        "the committed results/reproduce): train only what the published results lack",
     )
     r.add_argument("--dry-run", action="store_true", help="print the plan and an estimated time on this machine")
     r.add_argument("--no-page", action="store_true", help="run, but do not render the page")
     r.add_argument(
         "--render-only",
         action="store_true",
-        help="start nothing: write the page from the runs already in --runs (e.g. the committed "
-        "experiments/results/reproduce)",
+        help="start nothing: write the page from the runs already in --runs (e.g. the committed results/reproduce)",
     )

@@ -36,11 +36,10 @@ from .plan import (
     train_command,
 )
 from .publish import BANDS, PUBLISHED, band_analysis, publish, publish_bands, publish_estimates
-from .tables import BUDGET_AWD_EPOCHS, BUDGET_PRECISION, METRICS, SCALES, TABLES, RunSpec, Table, table
+from .tables import BUDGET_PRECISION, METRICS, SCALES, TABLES, RunSpec, Table, table
 
 __all__ = [
     "BANDS",
-    "BUDGET_AWD_EPOCHS",
     "BUDGET_PRECISION",
     "ESTIMATE",
     "METRICS",

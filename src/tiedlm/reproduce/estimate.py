@@ -33,17 +33,21 @@ def machine_load() -> dict:
     """The one-minute load average against the CPU count, read before the estimates' timed steps: ``busy`` where
     other processes keep at least half a core busy, so that the timed steps shared the CPU and the estimates run
     long (a dry run beside a training run measures the run slowed by it); ``cpu``: the CPU model
-    (:func:`~tiedlm.runtime.cpu_model`), since hosts of one kind differ in speed."""
+    (:func:`~tiedlm.runtime.cpu_model`), since hosts of one kind differ in speed; ``cpu_class``: the vector unit
+    PyTorch's kernels use (``AVX2 CPU``, ``AVX512 CPU``), the class a results page names."""
     import os
+
+    import torch
 
     from ..runtime import cpu_model
 
     cpus, cpu = os.cpu_count() or 1, cpu_model()
+    known = {"cpus": cpus, "cpu": cpu, "cpu_class": f"{torch.backends.cpu.get_cpu_capability()} CPU"}
     try:
         load = os.getloadavg()[0]
     except OSError:  # not available on this platform
-        return {"load_average": None, "cpus": cpus, "busy": False, "cpu": cpu}
-    return {"load_average": round(load, 2), "cpus": cpus, "busy": load >= 0.5, "cpu": cpu}
+        return {"load_average": None, "busy": False, **known}
+    return {"load_average": round(load, 2), "busy": load >= 0.5, **known}
 
 
 def lm_training_step(cfg, vocab_size: int, threads: int):
@@ -264,28 +268,35 @@ def save_estimates(plan_rows: list[dict], runs_dir: Path, threads: int, load: di
                 "cpus": load["cpus"],
                 "load_average": load["load_average"],
                 "busy": load["busy"],
-                "cpu": load.get("cpu"),
+                "cpu_class": load.get("cpu_class"),
             }
         write_text_atomic(path, json.dumps(entries, indent=1, sort_keys=True) + "\n")
         written.append(path)
     return written
 
 
-def estimate_line(entry: dict) -> str:
-    """A page's words for one run's saved estimate (:func:`save_estimates`)."""
-    bound = " at most (NT-ASGD's stops can end it sooner)" if entry.get("at_most") else ""
-    done = f"where it trains, {entry['status']}, {entry['epochs_done']} of {entry['epochs']} epochs done"
-    host = f"; host {entry['cpu']}" if entry.get("cpu") else ""  # the dry run's; those before 2026-11-27 name none
-    if entry.get("pace"):  # measured by the run itself, in whatever company it trained: no load to report
-        n, minutes = entry["pace"]["epochs"], entry["pace"]["epoch_s"] / 60
-        if entry["pace"].get("machine"):  # where the paced epochs trained, not the dry run's host
-            host = f"; its last epoch trained on {entry['pace']['machine']}"
-        return (
-            f"{done}; `--dry-run` of {entry['date']}: ~{entry['estimated_h']:.1f} h left{bound} at the run's own "
-            f"pace ({minutes:.1f} min an epoch, the median of its last {n} epoch{'s' * (n > 1)}){host}"
+def estimate_line(entry: dict | None, gpu_epoch_s: float | None = None, epochs: int = 0) -> str:
+    """A page's words for what a run not finished yet costs: on a CPU, its saved ``--dry-run`` estimate
+    (:func:`save_estimates`); on a GPU, ``epochs`` times an epoch's measured time there (a table row's
+    ``gpu_epoch_s``). "" where neither is known."""
+    parts = []
+    if entry:
+        bound = " at most (NT-ASGD's stops can end it sooner)" if entry.get("at_most") else ""
+        done = f", {entry['epochs_done']} of {entry['epochs']} epochs done" if entry.get("epochs_done") else ""
+        threads = f"{entry['threads']} thread{'s' * (entry['threads'] != 1)}"
+        if entry.get("pace"):  # measured by the run itself, wherever it trained
+            n, minutes = entry["pace"]["epochs"], entry["pace"]["epoch_s"] / 60
+            where = (
+                f"at the run's own pace ({minutes:.1f} min an epoch, the median of its last {n} epoch{'s' * (n > 1)})"
+            )
+        else:
+            where = f"on a {entry['cpus']}-core {entry.get('cpu_class') or 'CPU'} at {threads}"
+        left = " left" if entry.get("epochs_done") else ""
+        parts.append(f"~{entry['estimated_h']:.1f} h{left}{bound} {where}{done} (`--dry-run`, {entry['date']})")
+    if gpu_epoch_s:
+        minutes = gpu_epoch_s * epochs / 60
+        parts.append(
+            f"~{minutes:.0f} min on a GPU ({epochs} epochs at {gpu_epoch_s:g} s an epoch, measured on an "
+            "H100-class GPU)"
         )
-    busy = f", beside other work (load {entry['load_average']:.2f}): long" if entry["busy"] else ", alone"
-    return (
-        f"{done}; `--dry-run` of {entry['date']}: ~{entry['estimated_h']:.1f} h left{bound} at {entry['threads']} "
-        f"thread(s) on {entry['cpus']} cores{busy}{host}"
-    )
+    return "estimated " + "; ".join(parts) if parts else ""

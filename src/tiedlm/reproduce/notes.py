@@ -11,9 +11,9 @@ A table's notes are text with placeholders in double braces, filled from the fin
 - ``{{bands:ROW:BAND}}``: Δ% of ROW against the bands' baseline in BAND (the page's Figure 3 table), signed.
 
 So a changed run changes its page, and a page whose notes name a run that is not finished there renders no
-claim about it: :func:`render_notes` then withholds each paragraph (text between blank lines) that names one
-and says which rows it waits for; the other paragraphs stand. A paragraph about runs still training can so be
-written before they finish: it appears, with their figures, once they do.
+claim about it: :func:`render_notes` leaves out each paragraph (text between blank lines) whose placeholders
+name one; the other paragraphs stand. A paragraph about runs not finished yet can so be written before they
+finish: it appears, with their figures, once they do.
 """
 
 from __future__ import annotations
@@ -103,14 +103,24 @@ def _value(expr: str, runs: dict[str, Path], task: str, bands: dict | None) -> t
 
 
 def render_notes(notes: str, runs: dict[str, Path], task: str, bands: dict | None = None) -> str:
-    """``notes`` with every placeholder filled; a paragraph that names a run not finished here is replaced by a
-    line saying which rows it waits for (the whole notes, where they are one paragraph)."""
-    paragraphs = notes.split("\n\n")
-    what = "The notes are withheld: they state" if len(paragraphs) == 1 else "A paragraph is withheld: it states"
-    return "\n\n".join(_render_paragraph(text, runs, task, bands, what) for text in paragraphs)
+    """``notes`` with every placeholder filled, less each paragraph that names a run not finished here."""
+    paragraphs = (_render_paragraph(text, runs, task, bands) for text in notes.split("\n\n"))
+    return "\n\n".join(p for p in paragraphs if p is not None)
 
 
-def _render_paragraph(text: str, runs: dict[str, Path], task: str, bands: dict | None, what: str) -> str:
+def waiting_for(notes: str, runs: dict[str, Path], task: str, bands: dict | None = None) -> list[str]:
+    """The rows (or bands) that the paragraphs :func:`render_notes` leaves out wait for, in order."""
+    missing: list[str] = []
+    for text in notes.split("\n\n"):
+        for m in PLACEHOLDER.finditer(text):
+            try:
+                _value(m[2], runs, task, bands)
+            except Missing as e:
+                missing.append(str(e))
+    return list(dict.fromkeys(missing))
+
+
+def _render_paragraph(text: str, runs: dict[str, Path], task: str, bands: dict | None) -> str | None:
     missing: list[str] = []
 
     def fill(m: re.Match) -> str:
@@ -124,7 +134,4 @@ def _render_paragraph(text: str, runs: dict[str, Path], task: str, bands: dict |
         return format(value, fmt)
 
     text = PLACEHOLDER.sub(fill, text)
-    if missing:
-        waiting = ", ".join(dict.fromkeys(missing))
-        return f"({what} figures of runs not finished in this folder: {waiting}.)"
-    return text
+    return None if missing else text

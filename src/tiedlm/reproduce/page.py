@@ -108,28 +108,6 @@ def _logged_device(files: RunDir) -> str:
     return m.group(1) if m else ""
 
 
-def trained_on(metrics: list[dict]) -> str:
-    """Which hosts trained a run's epochs, from its metrics lines (``machine`` and ``numerics``, recorded since
-    2026-11-27; runtime.host_record), a span of epochs per host in order: "" where no line names one."""
-    spans: list[list] = []  # [host, first epoch, last epoch]
-    unnamed = 0
-    for m in metrics:
-        if not m.get("machine"):
-            unnamed += 1
-            continue
-        host = f"`{m['machine']}`" + (f" (numerics `{m['numerics']}`)" if m.get("numerics") else "")
-        host += " without tiedlm's C++ kernels" if m.get("native_kernels") is False else ""
-        if spans and spans[-1][0] == host and spans[-1][2] == m["epoch"] - 1:
-            spans[-1][2] = m["epoch"]
-        else:
-            spans.append([host, m["epoch"], m["epoch"]])
-    if not spans:
-        return ""
-    parts = [f"epoch{'s' * (a != b)} {a}{f'-{b}' * (a != b)} on {host}" for host, a, b in spans]
-    other = f" ({unnamed} other epoch{'s name' if unnamed > 1 else ' names'} none)" if unnamed else ""
-    return f"trained {', then '.join(parts)}{other}"
-
-
 def _bands_section(tab: Table, runs_dir: Path, out: Path) -> list[str]:
     """The page's Figure 3: the plot and the table of ``RUNS/TABLE/bands.json``, where there is one."""
     path = runs_dir / tab.name / BANDS
@@ -164,10 +142,13 @@ def render(
     command: str = "",
     links_from: Path | None = None,
     train_runs: str = "runs/reproduce",
+    notes: Path | None = None,
 ) -> Path:
     """Write ``out/<table>.md`` (and ``<table>-valid.png``): paper vs ours per run, what we ran, and how.
 
-    Links to the run folders are relative to ``links_from`` (default ``out``, where the page is read)."""
+    Links to the run folders are relative to ``links_from`` (default ``out``, where the page is read). The notes
+    under the table are the Markdown template ``notes`` (default ``out/notes/<table>.md``, where there is one),
+    its figures filled from the runs (:func:`~tiedlm.reproduce.notes.render_notes`)."""
     out.mkdir(parents=True, exist_ok=True)
     rows = plan(tab, scale, runs_dir, extra)
     task = tab.runs[scale][0].task
@@ -189,21 +170,23 @@ def render(
             finished[r["spec"].name] = summary
             commands.append(command_line)
         else:
-            entry = estimates.get(r["spec"].name)
-            waiting.append(command_line + (f"; {estimate_line(entry)}" if entry else ""))
+            cost = estimate_line(estimates.get(r["spec"].name), r["spec"].gpu_epoch_s, planned_epochs(r))
+            waiting.append(command_line + (f"; {cost}" if cost else ""))
     lines += seeds_section(tab, finished, task)
-    if tab.notes:
+    notes = notes if notes is not None else out / "notes" / f"{tab.name}.md"
+    if notes.is_file():
         bands_file = runs_dir / tab.name / BANDS
         bands = json.loads(bands_file.read_text()) if bands_file.is_file() else None
         folders = {r["spec"].name: Path(r["dir"]) for r in rows}
-        lines += ["", "## Notes", "", render_notes(tab.notes, folders, task, bands)]
+        text = render_notes(notes.read_text(encoding="utf-8").strip(), folders, task, bands)
+        lines += ["", "## Notes", "", text] if text else []
     if task == "lm":
         lines += _bands_section(tab, runs_dir, out)
     lines += ["", "## Commands", "", *(commands or ["(no run has finished yet)"]), ""]
     if waiting:
         lines += [
-            "Not finished yet (`--dry-run` estimates what is left of each on the machine it runs on, and keeps "
-            "the figures for this page; a stopped run resumes where it stopped):",
+            "Not finished yet (`--dry-run` estimates what is left of each on the machine it runs on and keeps the "
+            "figure for this page; a stopped run resumes where it stopped):",
             "",
             *waiting,
             "",
@@ -233,6 +216,9 @@ def _page_head(tab: Table, scale: str, rows: list[dict], task: str, out: Path, c
     ]
 
 
+_STATUS = {"missing": "not run"}  # a page's word for a run status where it differs from the planner's
+
+
 def _table_row(r: dict, task: str, how, links_from: Path) -> tuple[str, str, dict | None]:
     """One run's line of the results table, its line under "Commands" (a finished run: how to run it again and
     the config it trained with) or "Not finished yet", and its summary (None until it has finished)."""
@@ -254,17 +240,15 @@ def _table_row(r: dict, task: str, how, links_from: Path) -> tuple[str, str, dic
         device += f", {summary['precision']}" if "precision" in summary else ""
         tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
         folder = Path(os.path.relpath(r["dir"], links_from)).as_posix()
-        last = f"; this run's last invocation: `{summary['command']}`" if "command" in summary else ""
         command_line = (
-            f"- {spec.name}: to run it again, {how(spec)} (seed {summary['seed']}){last}; the config it trained "
+            f"- {spec.name}: to run it again, {how(spec)} (seed {summary['seed']}); the config it trained "
             f"with: [{folder}/config.toml]({folder}/config.toml)"
         )
     else:
         best = min((m["valid_ppl"] for m in metrics if "valid_ppl" in m), default=None)
         ours = f"{best:.2f} / –" if best is not None else "–"
         params = wall = device = tps = "–"
-        command_line = f"- {spec.name} ({status}): {how(spec)}"
-    command_line += f"; {where}" if (where := trained_on(metrics)) else ""
+        command_line = f"- {spec.name} ({_STATUS.get(status, status)}): {how(spec)}"
     if summary and task == "lm" and "test_protocol" not in summary:
         # a run from before test_protocol: its summary's test is over streams; the seeds section compares batch 1
         batch1 = batch1_test_ppl(files.path, summary)
@@ -273,6 +257,6 @@ def _table_row(r: dict, task: str, how, links_from: Path) -> tuple[str, str, dic
     note = f" ({spec.note})" if spec.note else ""
     line = (
         f"| {spec.name}{note} | {paper} | {ours} | {params} | {len(metrics)}/{total} | {wall} | {device} | {tps} | "
-        f"{status} |"
+        f"{_STATUS.get(status, status)} |"
     )
     return line, command_line, summary
