@@ -13,10 +13,6 @@ if ! python -c "import torch" 2>/dev/null; then
     || python -m pip install -q torch==2.13.0
 fi
 python -m pip install -q -e ".[test]"
-# Point TIEDLM_DATA at the verified corpora when a shared/data folder sits beside the checkout.
-if [ -d ../shared/data ] && ! grep -q TIEDLM_DATA .venv/bin/activate; then
-  echo "export TIEDLM_DATA=\"$(cd ../shared/data && pwd)\"" >> .venv/bin/activate
-fi
 # Build the C++ kernels now (once per machine, ~30-70 s), not inside the first training epoch
 python -c "from tiedlm import native; native.available()"
 python -c "import torch, tiedlm; print(f'tiedlm {tiedlm.__version__} ready (torch {torch.__version__}, CUDA build: {torch.version.cuda is not None})')"

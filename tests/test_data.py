@@ -75,7 +75,7 @@ def test_download_to_cache_with_verification(tmp_path, monkeypatch, tiny_corpus)
         path = tiny_corpus / f"{split}.txt"
         files.append(CorpusFile(split, path.as_uri(), hashlib.sha256(path.read_bytes()).hexdigest()))
     monkeypatch.setitem(SOURCES, "ptb", CorpusSource("ptb", tuple(files)))
-    monkeypatch.setenv("TIEDLM_DATA", "")  # no mirror: neither this variable's nor shared/data beside the checkout
+    monkeypatch.setenv("TIEDLM_DATA", "")  # no mirror
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     folder = resolve_corpus_dir("ptb")
     assert folder == tmp_path / "cache" / "tiedlm" / "ptb"
@@ -97,7 +97,7 @@ def test_download_to_cache_with_verification(tmp_path, monkeypatch, tiny_corpus)
 def test_unreachable_download(tmp_path, monkeypatch):
     f = CorpusFile("train", (tmp_path / "absent.txt").as_uri(), "0" * 64)
     monkeypatch.setitem(SOURCES, "ptb", CorpusSource("ptb", (f,)))
-    monkeypatch.setenv("TIEDLM_DATA", "")  # no mirror: neither this variable's nor shared/data beside the checkout
+    monkeypatch.setenv("TIEDLM_DATA", "")  # no mirror
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with pytest.raises(DataError, match="could not download"):
         resolve_corpus_dir("ptb")

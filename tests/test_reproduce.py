@@ -129,12 +129,12 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys,
     assert list(kept) == ["drill"] and kept["drill"]["estimated_h"] == round(left["estimated_s"] / 3600, 2)
     assert (kept["drill"]["epochs_done"], kept["drill"]["epochs"], kept["drill"]["threads"]) == (3, 12, 1)
     page = rp.render(rp.table("transformer-lm"), "budget", tmp_path / "runs", [], tmp_path / "pages").read_text()
-    (line,) = [ln for ln in page.splitlines() if ln.startswith("- drill (")]
+    (line,) = [ln for ln in page.splitlines() if ln.startswith("| `drill` |")]
     assert line.endswith(
         f"estimated ~{kept['drill']['estimated_h']:.1f} h left on a {kept['drill']['cpus']}-core "
-        f"{kept['drill']['cpu_class']} at 1 thread, 3 of 12 epochs done (`--dry-run`, {kept['drill']['date']})"
+        f"{kept['drill']['cpu_class']} at 1 thread, 3 of 12 epochs done (`--dry-run`, {kept['drill']['date']}) |"
     )
-    assert not [ln for ln in page.splitlines() if ln.startswith("- tied (") and "h left" in ln]  # never estimated
+    assert not [ln for ln in page.splitlines() if ln.startswith("| `tied` |") and "h left" in ln]  # never estimated
     rp.publish_estimates(rp.table("transformer-lm"), tmp_path / "runs", tmp_path / "results", log=lambda *a: None)
     assert (tmp_path / "results" / "transformer-lm" / rp.ESTIMATE).read_bytes() == (
         tmp_path / "runs" / "transformer-lm" / rp.ESTIMATE
@@ -185,10 +185,10 @@ def test_dry_run_estimates_a_started_run_at_its_own_pace(tiny_corpus, tmp_path, 
     kept = json.loads((tmp_path / "runs" / "transformer-lm" / rp.ESTIMATE).read_text())["drill"]
     assert kept["pace"] == {"epoch_s": 120.0, "epochs": 5} and kept["estimated_h"] == 0.2
     page = rp.render(rp.table("transformer-lm"), "budget", tmp_path / "runs", [], tmp_path / "pages").read_text()
-    (line,) = [ln for ln in page.splitlines() if ln.startswith("- drill (")]
+    (line,) = [ln for ln in page.splitlines() if ln.startswith("| `drill` |")]
     assert line.endswith(
         "estimated ~0.2 h left at the run's own pace (2.0 min an epoch, the median of its last 5 epochs), 6 of 12 "
-        f"epochs done (`--dry-run`, {kept['date']})"
+        f"epochs done (`--dry-run`, {kept['date']}) |"
     )
     assert "Test CPU" not in page  # a page names the device class, never the host
     # a row not started: the dry run's CPU figure, and the GPU figure from the row's measured epoch time
@@ -244,10 +244,10 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     rows = len(rp.table("pappas2019-table4-small").runs["budget"])
     assert page.count("| finished |") == rows and "`tiedlm train ptb-small-re" in page
     # each finished run names the command that runs it again: the same --set arguments it was started with
-    line = next(ln for ln in page.splitlines() if ln.startswith("- drill-4: "))
+    line = next(ln for ln in page.splitlines() if ln.startswith("| `drill-4` |"))
     runs_arg = str(tmp_path / "runs")
-    assert f"`tiedlm reproduce pappas2019-table4-small --scale budget --runs {runs_arg} --only drill-4`" in line
-    rerun = shlex.split(line.split("that is `")[1].split("`")[0])
+    assert f"`tiedlm reproduce pappas2019-table4-small --scale budget --runs {runs_arg} --only RUN`" in page
+    rerun = shlex.split(line.split(" | ")[2].strip("`"))
     started = shlex.split(drill["command"])
     sets = lambda argv: [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]  # noqa: E731
     assert rerun[:3] == ["tiedlm", "train", "ptb-small-re"] and sets(rerun) == sets(started)
@@ -385,10 +385,8 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
     assert not any((table_dir / n).exists() for n in ("full", "bilinear", "dual", "drill-1"))  # nothing started
     # each row still to run names the command that runs it
     runs_arg = str(tmp_path / "runs")  # not committed: the page's commands train there
-    assert (
-        f"- dual (not run): `tiedlm reproduce pappas2019-table4-small --scale budget --runs {runs_arg} --only dual`, "
-        "that is " in page
-    )
+    assert f"`tiedlm reproduce pappas2019-table4-small --scale budget --runs {runs_arg} --only RUN`" in page
+    assert "| `dual` | not run | `tiedlm train ptb-small-re --out RUN " in page
 
     # second seeds: the seeds section compares batch-1 figures, the old drill-4's from its test_batch1.json
     for name, test in (("tied-seed1112", 86.0), ("drill-4-seed1112", 85.5)):
@@ -1019,5 +1017,5 @@ def test_an_unfinished_converged_row_takes_the_tables_stall_stop_when_resumed(ti
     # its estimate is an upper bound (the stall stop can end it sooner), and its page says so
     assert row["at_most"] and json.loads((run.parent / rp.ESTIMATE).read_text())["tied-converged"]["at_most"]
     page = rp.render(rp.table("pappas2019-table4-awd"), "budget", tmp_path, [], tmp_path / "pages").read_text()
-    (line,) = [ln for ln in page.splitlines() if ln.startswith("- tied-converged (")]
+    (line,) = [ln for ln in page.splitlines() if ln.startswith("| `tied-converged` |")]
     assert " h left at most (NT-ASGD's stops can end it sooner) at the run's own pace (" in line  # its 1 epoch's

@@ -1,8 +1,6 @@
 """What a new user runs into: each bad input is one line that names the fix (exit 2 for usage errors), and
 nothing a user has is lost or silently changed. One test per defect found by trying tiedlm as a newcomer."""
 
-from pathlib import Path
-
 import pytest
 
 from tiedlm.cli import main
@@ -124,16 +122,6 @@ def test_list_gives_each_summary_whole(capsys):
     assert main(["list"]) == 0
     dual = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("dual "))
     assert dual.rstrip().endswith("(its footnote 6).")
-
-
-def test_the_shared_data_beside_the_checkout_is_found_without_tiedlm_data(monkeypatch, shared_data):
-    from tiedlm.data.corpus import beside_checkout, resolve_corpus_dir
-
-    if not beside_checkout("ptb"):
-        pytest.skip("no shared/data beside this checkout")
-    monkeypatch.delenv("TIEDLM_DATA", raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", "/nonexistent-cache")  # nothing in the cache: the folder must be found
-    assert resolve_corpus_dir("ptb", download=False) == Path(beside_checkout("ptb")) / "ptb"
 
 
 @pytest.mark.parametrize("task", ["tag", "translate"])

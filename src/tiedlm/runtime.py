@@ -196,8 +196,8 @@ def default_threads(log=None) -> int:
 
     On a busy machine an OpenMP thread that shares a core with another busy process is descheduled, and its
     partner threads wait for it at every parallel region: on the 2-core machine, 2 threads beside one spinning
-    process trained the small VD-LSTM at 2,893 tok/s against 4,638 with 1 thread (``benchmarks/contention.py``;
-    issue 42 saw 398 against 6,920 beside another training run). Taking only the free cores avoids that;
+    process trained the small VD-LSTM at 2,893 tok/s against 4,638 with 1 thread (docs/performance.md, "A busy
+    machine"). Taking only the free cores avoids that;
     ``log`` (if given) says so when other processes hold cores.
     """
     cores = len(os.sched_getaffinity(0))

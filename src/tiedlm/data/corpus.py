@@ -2,9 +2,8 @@
 
 Where files come from, first match wins:
 1. an explicit folder (``data.data_dir`` / ``--data-dir``);
-2. a mirror named by the ``TIEDLM_DATA`` environment variable, laid out like
-   ``TIEDLM_DATA/ptb/train.txt`` (our machines point it at ``shared/data``), or, without it, a
-   ``shared/data`` folder beside the checkout (:func:`beside_checkout`; ``TIEDLM_DATA=`` empty turns both off);
+2. a mirror named by the ``TIEDLM_DATA`` environment variable, laid out like ``TIEDLM_DATA/ptb/train.txt``
+   (a folder of verified copies, e.g. on a machine without internet);
 3. the user cache (``$XDG_CACHE_HOME/tiedlm`` or ``~/.cache/tiedlm``), filled on first use by
    downloading from the canonical public locations in :mod:`tiedlm.data.sources`.
 Files of the standard corpora are always checked against their SHA-256.
@@ -113,25 +112,15 @@ def resolve_corpus_dir(name: str, data_dir: str = "", download: bool = True) -> 
     return resolve_source(SOURCES[CORPORA[name][0]], data_dir, download, own=own if data_dir else "")
 
 
-def beside_checkout(name: str) -> str:
-    """``../shared/data`` beside a tiedlm checkout (this project's own machines lay the verified corpora out
-    there), where it holds ``name``: a mirror found without ``TIEDLM_DATA`` set (a shell that did not activate
-    the venv, where setup.sh exports it). "" where there is none."""
-    folder = Path(__file__).resolve().parents[4] / "shared" / "data"
-    return str(folder) if (folder / name).is_dir() else ""
-
-
 def resolve_source(source: CorpusSource, data_dir: str = "", download: bool = True, own: str = "") -> Path:
     """Folder holding the verified files of ``source``: ``data_dir``, else the mirror, else the download cache.
 
     ``own`` tells a user whose folder holds other files how to use them as their own corpus instead."""
-    # TIEDLM_DATA set, even empty (no mirror: the cache), wins over the folder beside the checkout
-    mirror = os.environ[ENV_VAR] if ENV_VAR in os.environ else beside_checkout(source.name)
+    mirror = os.environ.get(ENV_VAR, "")
     if data_dir:
         folder, origin = Path(data_dir).expanduser(), "--data-dir"
     elif mirror:
-        where = f"the {ENV_VAR} mirror" if os.environ.get(ENV_VAR) else "the shared/data folder beside the checkout"
-        folder, origin = Path(mirror) / source.name, where
+        folder, origin = Path(mirror) / source.name, f"the {ENV_VAR} mirror"
     else:
         folder, origin = cache_root() / source.name, "cache"
     for spec in source.files:

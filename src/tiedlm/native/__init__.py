@@ -45,10 +45,10 @@ def compiler_flags(capability: str) -> list[str]:
 def sources_key(sources: list[Path] = SOURCES, flags: list[str] | None = None) -> str:
     """A short hash of the kernels' source files (where they are and what they hold) and the compiler flags.
 
-    Two checkouts on one machine (a second clone, a pinned ``git worktree`` beside the main one) each get a
-    build folder of their own: the build (ninja's) names its sources by absolute path, so two checkouts sharing
-    one folder relinked each other's build at every start (keyed by Python and torch only: 9 links of 90-110 s
-    in one hour). An edited source gets a new folder too, instead of rebuilding over the old one."""
+    Two checkouts on one machine (a second clone, a ``git worktree``) each get a build folder of their own: the
+    build (ninja's) names its sources by absolute path, so two checkouts sharing one folder would relink each
+    other's build at every start. An edited source gets a new folder too, instead of rebuilding over the old
+    one."""
     import hashlib
 
     h = hashlib.sha256()

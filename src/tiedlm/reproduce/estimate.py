@@ -225,7 +225,7 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
 
 def _pace_entry(paced: tuple[float, int], records: list[dict]) -> dict:
     """The pace as the estimate keeps it, with the machine its last epoch trained on where the metrics name one
-    (a run trained on a lent GPU is estimated here at the GPU's pace, and its page must say which machine that was)."""
+    (a run trained on a GPU and estimated on a CPU is estimated at the GPU's pace)."""
     entry = {"epoch_s": round(paced[0], 1), "epochs": paced[1]}
     if records[-1].get("machine"):
         entry["machine"] = records[-1]["machine"]

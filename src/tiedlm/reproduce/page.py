@@ -11,7 +11,7 @@ from .estimate import ESTIMATE, estimate_line
 from .notes import batch1_test_ppl, render_notes
 from .plan import plan, planned_epochs, rerun_command
 from .publish import BANDS
-from .tables import METRICS, SEEDED, RunSpec, Table
+from .tables import METRICS, SEEDED, Table
 
 
 def _test_ppl(files: RunDir, summary: dict) -> str:
@@ -157,21 +157,15 @@ def render(
     estimate_file = runs_dir / tab.name / ESTIMATE
     estimates = json.loads(estimate_file.read_text()) if estimate_file.is_file() else {}
 
-    def how(spec: RunSpec) -> str:  # the command that runs one row, and the training command it stands for
-        return (
-            f"`tiedlm reproduce {tab.name} --scale {scale} --runs {train_runs} --only {spec.name}`, that is "
-            f"`{rerun_command(spec, extra)}`"
-        )
-
     for r in rows:
-        line, command_line, summary = _table_row(r, task, how, links_from or out)
+        line, command_line, summary = _table_row(r, task, rerun_command(r["spec"], extra), links_from or out)
         lines.append(line)
         if summary is not None:
             finished[r["spec"].name] = summary
             commands.append(command_line)
         else:
             cost = estimate_line(estimates.get(r["spec"].name), r["spec"].gpu_epoch_s, planned_epochs(r))
-            waiting.append(command_line + (f"; {cost}" if cost else ""))
+            waiting.append(f"{command_line} {cost or '–'} |")
     lines += seeds_section(tab, finished, task)
     notes = notes if notes is not None else out / "notes" / f"{tab.name}.md"
     if notes.is_file():
@@ -182,12 +176,17 @@ def render(
         lines += ["", "## Notes", "", text] if text else []
     if task == "lm":
         lines += _bands_section(tab, runs_dir, out)
-    lines += ["", "## Commands", "", *(commands or ["(no run has finished yet)"]), ""]
+    again = f"`tiedlm reproduce {tab.name} --scale {scale} --runs {train_runs} --only RUN`"
+    lines += ["", "## Commands", "", f"To train a run again, or finish one: {again}, which runs its command below.", ""]
+    if commands:
+        lines += ["| run | seed | command | config |", "|---|---|---|---|", *commands, ""]
     if waiting:
         lines += [
             "Not finished yet (`--dry-run` estimates what is left of each on the machine it runs on and keeps the "
             "figure for this page; a stopped run resumes where it stopped):",
             "",
+            "| run | status | command | estimated cost |",
+            "|---|---|---|---|",
             *waiting,
             "",
         ]
@@ -219,7 +218,7 @@ def _page_head(tab: Table, scale: str, rows: list[dict], task: str, out: Path, c
 _STATUS = {"missing": "not run"}  # a page's word for a run status where it differs from the planner's
 
 
-def _table_row(r: dict, task: str, how, links_from: Path) -> tuple[str, str, dict | None]:
+def _table_row(r: dict, task: str, command: str, links_from: Path) -> tuple[str, str, dict | None]:
     """One run's line of the results table, its line under "Commands" (a finished run: how to run it again and
     the config it trained with) or "Not finished yet", and its summary (None until it has finished)."""
     import os
@@ -240,15 +239,12 @@ def _table_row(r: dict, task: str, how, links_from: Path) -> tuple[str, str, dic
         device += f", {summary['precision']}" if "precision" in summary else ""
         tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
         folder = Path(os.path.relpath(r["dir"], links_from)).as_posix()
-        command_line = (
-            f"- {spec.name}: to run it again, {how(spec)} (seed {summary['seed']}); the config it trained "
-            f"with: [{folder}/config.toml]({folder}/config.toml)"
-        )
+        command_line = f"| `{spec.name}` | {summary['seed']} | `{command}` | [config.toml]({folder}/config.toml) |"
     else:
         best = min((m["valid_ppl"] for m in metrics if "valid_ppl" in m), default=None)
         ours = f"{best:.2f} / –" if best is not None else "–"
         params = wall = device = tps = "–"
-        command_line = f"- {spec.name} ({_STATUS.get(status, status)}): {how(spec)}"
+        command_line = f"| `{spec.name}` | {_STATUS.get(status, status)} | `{command}` |"
     if summary and task == "lm" and "test_protocol" not in summary:
         # a run from before test_protocol: its summary's test is over streams; the seeds section compares batch 1
         batch1 = batch1_test_ppl(files.path, summary)

@@ -116,8 +116,8 @@ def train_check(name: str, cfg: Config, out: Path, sizes: Sizes) -> Check:
     _budgeted_fit(tr, sizes.warm)
     tokens0, time0 = tr.sums["tokens"], tr.sums["time"]
     # the slice is read READINGS times through the timed windows (evaluation is outside the timed sums): early
-    # SGD at lr 30 can spike for a window or so (an H200, 2026-11-28: 21,212 at window 160, between 966 and 708
-    # at windows 140 and 180: benchmarks/gpu_early_training.py), so one reading can fail a model that trains; the
+    # SGD at lr 30 can spike for a window or so (on a GPU, 21,212 at one window between 966 and 708 at the
+    # readings around it), so one reading can fail a model that trains; the
     # median passes over one spike and still fails a model that diverges or never learns
     n = min(READINGS, sizes.timed)
     readings = []

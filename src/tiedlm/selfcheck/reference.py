@@ -5,7 +5,7 @@ salesforce/awd-lstm-lm trains one ``nn.LSTM`` per layer, each called with a weig
 softmax with ``F.cross_entropy``, AR/TAR on the last layer's outputs, clipping and SGD. :class:`ReferenceAWDLSTM`
 does the same with today's PyTorch (``torch.func.functional_call`` in place of the wrapper's attribute juggling),
 so that on a GPU it is cuDNN's fused LSTM used the usual way. ``tiedlm selfcheck`` and
-``benchmarks/throughput.py --suite awd`` time tiedlm's step against it in the same process.
+the AWD-LSTM benchmark (docs/performance.md, "Fused LSTM kernels") time tiedlm's step against it in the same process.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ drop, AR/TAR and the NT-ASGD average (updated after each replay) all train from 
 ``train.cuda_graph = "auto"`` (the default) captures every step an encoder declares capturable and a GPU has
 replayed: the VD-LSTM with and without the augmented loss (``loss.target_grad``, the REAL presets; ``loss.aug_bias
 = false``), and the AWD-LSTM family (DRILL and the other output layers, sparse layers, NT-ASGD, variable
-windows). ``tiedlm selfcheck --device cuda`` replayed all of them on an H100 on 2026-11-26
-(``benchmarks/results/selfcheck-cuda-h100.txt``), and the GPU tests of ``tests/test_cuda_graph.py`` check that
+windows). ``tiedlm selfcheck --device cuda`` replays all of them (docs/performance.md, "Training on a GPU"),
+and the GPU tests of ``tests/test_cuda_graph.py`` check that
 a replay draws the eager step's masks and that graphed runs resume bit for bit. The Transformer (its Adam step)
 and DDP training stay eager.
 """

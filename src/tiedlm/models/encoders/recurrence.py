@@ -177,8 +177,7 @@ class _FlatLSTMWeights(torch.autograd.Function):
 
     Written as autograd ops (views of a ``cat`` of views), the backward of the four views and of the ``cat``
     zero-filled a buffer of the layer's full size for each view, added them, and cut the sum up again: about
-    ten passes over the weights and ~70 more small ops a layer (on an H100, 2026-11-26, tiedlm's AWD-LSTM step
-    ran at 0.84-0.90x the reference-style one; ``benchmarks/results/awd_step_profile-h100.txt``)."""
+    ten passes over the weights and ~70 more small ops a layer (docs/performance.md, "Training on a GPU")."""
 
     @staticmethod
     def forward(ctx, w_ih, w_hh, bias):
@@ -243,8 +242,8 @@ def fused_lstm(x, h0, c0, w_ih, w_hh, bias):
 def use_fused(mask) -> bool:
     """Whether a layer runs :func:`fused_lstm` rather than tiedlm's loop: where it has no per-sequence mask.
 
-    Always then, unless ``TIEDLM_FUSED_LSTM=0`` (tiedlm's loop everywhere, for comparisons). Measured on the
-    2-core AVX2 CPU (``benchmarks/throughput.py --suite awd``), the fused kernel beat the C++ loop at every
+    Always then, unless ``TIEDLM_FUSED_LSTM=0`` (tiedlm's loop everywhere, for comparisons). Measured on a
+    2-core AVX2 CPU (docs/performance.md, "Fused LSTM kernels"), the fused kernel beat the C++ loop at every
     size tried, in training with a dropped W_hh (the whole PTB-size AWD-LSTM step: 1.21× at 2 threads, 1.05×
     at 1) and in evaluation (1.05–1.77× per layer); on a GPU it is cuDNN against a Python loop of small kernels.
     """

@@ -261,7 +261,7 @@ class SparseLSTMLayer(nn.Module):
     def _fused_components(self, x, h0, c0, w_hh):
         """Without a per-sequence mask: the k components as k fused LSTMs (:func:`fused_lstm`) over their input
         slices, concatenated. On the CPU only where the slice is at most 4× the component's width: measured on
-        the 2-core AVX2 CPU (``benchmarks/throughput.py --suite sparse``), k fused kernels beat the batched loop
+        a 2-core AVX2 CPU (docs/performance.md, "Fused LSTM kernels"), k fused kernels beat the batched loop
         by 1.06–1.21× at the authors' 400→1725 (k=3) and 1725→1725 (k=3, w=958) layers, and lose (0.82–0.88×)
         at 1725→400 (k=2, w=1350 inputs for 200 units)."""
         m = self.hidden_size // self.components
