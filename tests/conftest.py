@@ -5,6 +5,11 @@ from pathlib import Path
 import pytest
 import torch
 
+# The suite's thread count is fixed, so that no test's outcome depends on how busy the machine is when each of
+# its commands starts (``threads = 0`` otherwise takes the cores other processes leave free at that moment);
+# the child processes the tests start inherit it
+os.environ.setdefault("TIEDLM_THREADS", "2")
+
 
 def write_tiny_corpus(folder: Path, seed: int = 0, lines=(300, 40, 40)) -> Path:
     """A small synthetic corpus with a Zipf-like vocabulary, <unk> and some empty lines."""

@@ -380,7 +380,7 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
     )
     page = (out / "pappas2019-table4-small.md").read_text()
     rows = len(rp.table("pappas2019-table4-small").runs["budget"])
-    assert page.count("| finished |") == 2 and page.count("| not run |") == rows - 2
+    assert page.count("| finished |") == 2 and sum(ln.endswith("| not run |") for ln in page.splitlines()) == rows - 2
     assert "| 90.00 / 86.50 |" in page and "| 90.00 / 85.12; 86.50 (10 streams) |" in page
     assert not any((table_dir / n).exists() for n in ("full", "bilinear", "dual", "drill-1"))  # nothing started
     # each row still to run names the command that runs it
@@ -536,7 +536,9 @@ def test_a_tagging_table_runs_and_renders_end_to_end(tmp_path, capsys):
     ]
     assert main(args) == 0
     page = (tmp_path / "pages" / "demeester2018-pos.md").read_text()
-    assert page.count("| finished |") == 2 and page.count("| not run |") == 25  # 27 rows: 9 runs, 3 seeds
+    assert (
+        page.count("| finished |") == 2 and sum(ln.endswith("| not run |") for ln in page.splitlines()) == 25
+    )  # 27 rows: 9 runs, 3 seeds
     assert "dev / test accuracy (%)" in page and "%" in page.split("| dense-8 |")[1].split("\n")[0]
     summary = json.loads((tmp_path / "runs" / "demeester2018-pos" / "dense-8" / "summary.json").read_text())
     assert summary["epochs"] == 1 and summary["embedding_size"] == 8

@@ -12,6 +12,7 @@ from tiedlm import runtime
 
 @pytest.mark.parametrize("busy, expected", [(0.0, 2), (0.3, 2), (0.8, 1), (1.4, 1), (3.0, 1)])
 def test_default_threads_leaves_the_busy_cores(monkeypatch, busy, expected):
+    monkeypatch.delenv("TIEDLM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(runtime, "busy_cores", lambda interval=0.2: busy)
     said = []
@@ -19,6 +20,16 @@ def test_default_threads_leaves_the_busy_cores(monkeypatch, busy, expected):
     assert bool(said) == (expected < 2)  # a warning exactly when other processes hold a core
     if said:
         assert "busy with other processes" in said[0] and "--threads" in said[0]
+
+
+def test_tiedlm_threads_fixes_the_default_whatever_the_load(monkeypatch):
+    """TIEDLM_THREADS (which the test suite sets) fixes ``threads = 0``: the free-core probe is not read."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(runtime, "busy_cores", lambda interval=0.2: 2.0)  # a fully busy machine
+    monkeypatch.setenv("TIEDLM_THREADS", "2")
+    assert runtime.default_threads() == 2
+    monkeypatch.setenv("TIEDLM_THREADS", "junk")  # not a count: the probe decides again
+    assert runtime.default_threads() == 1
 
 
 def test_busy_cores_sees_a_spinning_process():

@@ -198,8 +198,12 @@ def default_threads(log=None) -> int:
     partner threads wait for it at every parallel region: on the 2-core machine, 2 threads beside one spinning
     process trained the small VD-LSTM at 2,893 tok/s against 4,638 with 1 thread (docs/performance.md, "A busy
     machine"). Taking only the free cores avoids that;
-    ``log`` (if given) says so when other processes hold cores.
+    ``log`` (if given) says so when other processes hold cores. ``TIEDLM_THREADS=N`` in the environment fixes it
+    at N instead, whatever the load (a test suite or a benchmark whose numbers must not depend on it).
     """
+    fixed = os.environ.get("TIEDLM_THREADS", "")
+    if fixed.isdigit() and int(fixed) > 0:
+        return int(fixed)
     cores = len(os.sched_getaffinity(0))
     busy = min(cores, round(busy_cores()))
     n = max(1, cores - busy)
