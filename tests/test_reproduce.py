@@ -938,13 +938,13 @@ def test_the_awd_pages_converged_paragraphs_appear_once_their_rows_finish(tmp_pa
         (run / "summary.json").write_text(json.dumps(summary | {"test_protocol": "batch 1", "wall_time_s": 6000}))
         if name == "tied-converged":  # tied finished, DRILL-4 not: tied's paragraph shows, the pair's does not
             (tied,) = [p for p in paragraphs() if "converged tied row" in p]
-            assert "averaging from epoch 57, finetune from epoch 121, stopped after 127 epochs" in tied
-            assert "(100.0 min of training): valid 84.00, test 80.00, where" in tied
-            assert "validation from 90.00 to 84.00, 6.00, where" in tied
+            assert (
+                "averaging from epoch 57, finetune from 121, stopped after 127 epochs (100.0 min): test 80.00" in tied
+            )
+            assert "took valid from 90.00 to 84.00" in tied
             assert not any("converged DRILL-4 row" in p for p in paragraphs())
     (pair,) = [p for p in paragraphs() if "converged DRILL-4 row" in p]
-    assert "averaging from epoch 57, finetune from epoch 121, 127 epochs (100.0 min)" in pair
-    assert "DRILL-4 − tied: -1.50 on test, -1.50 on valid" in pair and "?" not in pair
+    assert "127 epochs (100.0 min), test 78.50; DRILL-4 − tied -1.50, where" in pair and "?" not in pair
 
 
 def test_the_small_pages_one_device_paragraph_waits_for_both_cpu_runs_of_dual_res(tmp_path):

@@ -162,7 +162,7 @@ def render(
         lines.append(line)
         if summary is not None:
             finished[r["spec"].name] = summary
-            commands.append(command_line)
+            commands.append(command_line)  # (run, seed, command, config link)
         else:
             cost = estimate_line(estimates.get(r["spec"].name), r["spec"].gpu_epoch_s, planned_epochs(r))
             waiting.append(f"{command_line} {cost or '–'} |")
@@ -177,9 +177,16 @@ def render(
     if task == "lm":
         lines += _bands_section(tab, runs_dir, out)
     again = f"`tiedlm reproduce {tab.name} --scale {scale} --runs {train_runs} --only RUN`"
-    lines += ["", "## Commands", "", f"To train a run again, or finish one: {again}, which runs its command below.", ""]
+    lines += [
+        "",
+        "## Commands",
+        "",
+        f"To train a run again, or finish one: {again} (RUN: a row's name for its first seed, ROW-seedN for "
+        "seed N), which runs the command below.",
+        "",
+    ]
     if commands:
-        lines += ["| run | seed | command | config |", "|---|---|---|---|", *commands, ""]
+        lines += ["| run | seeds | command | config |", "|---|---|---|---|", *_seed_rows(commands), ""]
     if waiting:
         lines += [
             "Not finished yet (`--dry-run` estimates what is left of each on the machine it runs on and keeps the "
@@ -218,7 +225,27 @@ def _page_head(tab: Table, scale: str, rows: list[dict], task: str, out: Path, c
 _STATUS = {"missing": "not run"}  # a page's word for a run status where it differs from the planner's
 
 
-def _table_row(r: dict, task: str, command: str, links_from: Path) -> tuple[str, str, dict | None]:
+def _seed_rows(commands: list[tuple]) -> list[str]:
+    """The finished runs' commands, one line per table row with its seeds (runs ROW and ROW-seedN): a row's
+    command names its seed ``SEED`` where its seeds differ only in ``train.seed``, and links each seed's
+    config."""
+    groups: dict[str, list[tuple]] = {}
+    for name, seed, command, config in commands:
+        m = SEEDED.match(name)
+        groups.setdefault(m["row"] if m else name, []).append((seed, command, config))
+    lines = []
+    for row, runs in groups.items():
+        shared = {re.sub(r"train\.seed=\d+", "train.seed=SEED", c) for _, c, _ in runs}
+        if len(runs) > 1 and len(shared) == 1:
+            links = ", ".join(f"[{seed}]({config})" for seed, _, config in runs)
+            seeds = ", ".join(str(seed) for seed, _, _ in runs)
+            lines.append(f"| `{row}` | {seeds} | `{shared.pop()}` | {links} |")
+        else:
+            lines += [f"| `{row}` | {seed} | `{command}` | [{seed}]({config}) |" for seed, command, config in runs]
+    return lines
+
+
+def _table_row(r: dict, task: str, command: str, links_from: Path) -> tuple[str, str | tuple, dict | None]:
     """One run's line of the results table, its line under "Commands" (a finished run: how to run it again and
     the config it trained with) or "Not finished yet", and its summary (None until it has finished)."""
     import os
@@ -239,7 +266,7 @@ def _table_row(r: dict, task: str, command: str, links_from: Path) -> tuple[str,
         device += f", {summary['precision']}" if "precision" in summary else ""
         tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
         folder = Path(os.path.relpath(r["dir"], links_from)).as_posix()
-        command_line = f"| `{spec.name}` | {summary['seed']} | `{command}` | [config.toml]({folder}/config.toml) |"
+        command_line = (spec.name, summary["seed"], command, f"{folder}/config.toml")
     else:
         best = min((m["valid_ppl"] for m in metrics if "valid_ppl" in m), default=None)
         ours = f"{best:.2f} / –" if best is not None else "–"
