@@ -178,13 +178,19 @@ def test_an_interrupted_dynamic_evaluation_resumes_to_the_same_numbers(tiny_corp
     """--work DIR keeps the statistics, each grid point and the adapted model: stopped in the middle of the test
     pass (a real SIGTERM inside a segment's update: the pass stops after that segment, saving it), the same
     command finishes with the numbers of an uninterrupted evaluation, to the last bit, without computing the
-    statistics or the grid again."""
+    statistics or the grid again. It keeps the thread count it started with (``--work``'s threads.json): resumed
+    while another process holds a core (the free-core probe now says one), it still runs at two."""
     import os
     import signal
 
     import tiedlm.evaluation.dynamic as dyn
+    from tiedlm import runtime
 
     run = _train(tiny_corpus, tmp_path / "run")
+    monkeypatch.delenv("TIEDLM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    busy = {"cores": 0.0}
+    monkeypatch.setattr(runtime, "busy_cores", lambda interval=0.2: busy["cores"])
     cmd = ["evaluate", str(run), "--dynamic", "--grid", "--grid-lrs", "0.001", "0.01", "--grid-lambdas", "0.02"]
     cmd += ["--stat-tokens", "300", "--grid-tokens", "200", "--split", "test", "--json"]
     capsys.readouterr()
@@ -194,8 +200,11 @@ def test_an_interrupted_dynamic_evaluation_resumes_to_the_same_numbers(tiny_corp
     real_step, real_stats, calls = dyn.dynamic_step, dyn.gradient_rms, {"steps": 0, "stats": 0}
     segments = sum(g["tokens"] for g in whole["grid"]) // 5  # the grid's updates: the test pass's come after them
 
+    used = set()
+
     def stopping_step(*a, **k):
         calls["steps"] += 1
+        used.add(torch.get_num_threads())
         if calls["steps"] == segments + 40:  # the 40th segment of the test pass
             os.kill(os.getpid(), signal.SIGTERM)  # delivered here, in the middle of the segment
         return real_step(*a, **k)
@@ -206,16 +215,24 @@ def test_an_interrupted_dynamic_evaluation_resumes_to_the_same_numbers(tiny_corp
     assert main([*cmd, "--work", str(work)]) == 130  # a stopped run's exit code
     assert "run the same command to resume" in capsys.readouterr().err
     assert len((work / "grid.jsonl").read_text().splitlines()) == 2 and (work / "test.safetensors").is_file()
+    assert used == {2} and json.loads((work / "threads.json").read_text()) == {"threads": 2}
 
     def counted_stats(*a, **k):
         calls["stats"] += 1
         return real_stats(*a, **k)
 
-    monkeypatch.setattr(dyn, "dynamic_step", real_step)
+    def counting_step(*a, **k):
+        used.add(torch.get_num_threads())
+        return real_step(*a, **k)
+
+    monkeypatch.setattr(dyn, "dynamic_step", counting_step)
     monkeypatch.setattr("tiedlm.evaluation.dynamic.gradient_rms", counted_stats)
-    calls["steps"] = 0
+    calls["steps"], busy["cores"] = 0, 1.0  # another process holds a core now: threads = 0 would take 1
+    used.clear()
     assert main([*cmd, "--work", str(work)]) == 0
-    resumed = json.loads(capsys.readouterr().out)
+    out = capsys.readouterr()
+    resumed = json.loads(out.out)
+    assert used == {2} and "resuming at the 2 threads it started with" in out.err
     assert calls["stats"] == 0  # the statistics and the grid came from --work
     assert resumed["dynamic_ppl"] == whole["dynamic_ppl"] and resumed["grid"] == whole["grid"]
     assert main([*cmd, "--work", str(work)]) == 0  # finished: the result is read back
@@ -242,9 +259,15 @@ def test_grid_with_old_hyper_converts_only_epsilon_as_the_reference_does(tiny_co
     monkeypatch.setattr(dynamic, "dynamic_evaluate", spy)
     cmd = ["evaluate", str(run), "--dynamic", "--grid", "--dyn-old-hyper", "--grid-lrs", "3e-5", "--grid-lambdas"]
     cmd += ["0.001", "--dyn-epsilon", "0.001", "--stat-tokens", "300", "--grid-tokens", "200", "--json"]
-    assert main(cmd) == 0
     capsys.readouterr()
+    assert main(cmd) == 0
+    out = json.loads(capsys.readouterr().out)
     assert len(seen) == 2  # the grid point, then the test split with the chosen point
     for eff, segments in seen:
         assert eff.lr == 3e-5 and eff.lamb == 0.001
         assert math.isclose(eff.epsilon, 0.001 / math.sqrt(segments), rel_tol=1e-12)
+    # the report says the conversion applied: settings as given (original scale), effective ε converted
+    assert out["settings"]["old_hyper"] is True and out["settings"]["epsilon"] == 0.001
+    assert math.isclose(out["effective"]["epsilon"], 0.001 / math.sqrt(seen[-1][1]), rel_tol=1e-12)
+    assert main(cmd[:-1]) == 0  # the text line names the paper scaling too
+    assert "= paper scaling lr 3e-05, λ 0.001, ε " in capsys.readouterr().out

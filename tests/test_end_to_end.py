@@ -254,6 +254,24 @@ def test_a_second_signal_stops_at_once_and_writes_nothing_but_a_repeat_of_the_fi
     assert (tmp_path / "run" / "checkpoints" / "last.safetensors").exists() is not apart
 
 
+def test_a_repeat_of_the_stop_signal_while_the_process_ends_keeps_exit_code_130():
+    """A stopped run's process exits 130. A repeat of the stop request arriving while it shuts down (a scheduler's
+    copy, or a second Ctrl-C within a second) used to meet the restored default handler and end it with 143."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal, sys\n"
+        "import importlib\n"
+        'm = importlib.import_module("tiedlm.cli.main")\n'
+        "m._main = lambda argv: 130  # a run stopped by the first signal\n"
+        "rc = m.main()\n"
+        "os.kill(os.getpid(), signal.SIGTERM)  # the repeat, during shutdown\n"
+        "sys.exit(rc)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=120).returncode == 130
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_to_a_real_process_then_resume_matches_an_uninterrupted_run(tiny_corpus, tmp_path, sig):

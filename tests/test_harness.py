@@ -173,6 +173,77 @@ def test_a_real_sigterm_in_a_step_stops_with_a_checkpoint_and_the_resumed_run_is
         ), err
 
 
+@pytest.mark.parametrize("task", list(TASKS))
+def test_a_resume_keeps_the_thread_count_its_run_started_with_however_busy_the_machine_is(task, tmp_path, monkeypatch):
+    """``threads = 0`` takes the cores other processes leave free when a run starts. The run records the count it
+    resolved; resumed from its folder's config while another process holds a core (the free-core probe now says
+    one), it trains on at the count it started with and ends as the straight run does, bit for bit."""
+    from tiedlm import runtime
+
+    monkeypatch.delenv("TIEDLM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    busy = {"cores": 0.0}
+    monkeypatch.setattr(runtime, "busy_cores", lambda interval=0.2: busy["cores"])
+    case = TASKS[task](tmp_path)
+    straight = case.train(tmp_path / "straight", False, "train.threads=2")
+
+    real, calls, used = getattr(case.module, case.loss), {"n": 0}, set()
+
+    def spy(*a, **k):  # a SIGTERM in the 5th training step; the thread count of every step
+        if torch.is_grad_enabled():
+            calls["n"] += 1
+            used.add(torch.get_num_threads())
+            if calls["n"] == 5:
+                os.kill(os.getpid(), signal.SIGTERM)
+        return real(*a, **k)
+
+    monkeypatch.setattr(case.module, case.loss, spy)
+    with pytest.raises(RunInterrupted):
+        case.train(tmp_path / "split", False, "train.threads=0")  # 2 free cores: 2 threads
+    assert used == {2}
+    saved = type(case.cfg).for_run(tmp_path / "split", True, [])  # what `--resume` reads
+    assert saved.train.threads == 2
+    busy["cores"] = 1.0  # another process holds a core now: threads = 0 would take 1
+    used.clear()
+    resumed = case.fit(saved, tmp_path / "split", True)
+    assert used == {2}
+    a, _ = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.safetensors")
+    b, _ = load_checkpoint(tmp_path / "split" / "checkpoints" / "last.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a if k.startswith("model."))
+    clocks = ("second", "time", "per_s", "history")
+    assert {k: v for k, v in resumed.items() if not any(c in k for c in clocks)} == {
+        k: v for k, v in straight.items() if not any(c in k for c in clocks)
+    }
+
+
+def test_translate_evaluate_reads_the_corpus_from_another_folder_with_data_dir(tmp_path, capsys):
+    """`tiedlm translate evaluate RUN --data-dir D`: the run's corpus found in another folder gives the figures the
+    run's own folder gives (it used to raise a TypeError)."""
+    import shutil
+
+    from tiedlm.cli import main
+
+    case = _translator(tmp_path)
+    case.train(tmp_path / "run", False, "train.epochs=1")
+    moved = shutil.copytree(case.cfg.data.data_dir, tmp_path / "elsewhere")
+    assert main(["translate", "evaluate", str(tmp_path / "run"), "--beam", "1", "--json"]) == 0
+    here = json.loads(capsys.readouterr().out)
+    assert (
+        main(["translate", "evaluate", str(tmp_path / "run"), "--beam", "1", "--json", "--data-dir", str(moved)]) == 0
+    )
+    there = json.loads(capsys.readouterr().out)
+    assert (there["bleu"], there["ppl"]) == (here["bleu"], here["ppl"])
+
+
+def test_resuming_says_it_keeps_its_thread_count_and_warns_when_told_another():
+    from tiedlm.runtime import resumed_threads_note
+
+    assert resumed_threads_note(0, None) == ""  # a run from before the count was recorded: nothing to keep
+    assert resumed_threads_note(2, None).startswith("resuming at the 2 threads it started with")
+    assert resumed_threads_note(2, 2).startswith("resuming at the 2 threads")
+    assert "numbers will differ from an uninterrupted run's" in resumed_threads_note(2, 1)
+
+
 @pytest.mark.parametrize("task", ["tagger", "translator"])
 def test_checkpoints_of_the_tasks_own_loops_from_before_the_harness_resume(task, tmp_path):
     """The tagger's loop counted finished epochs in ``epoch`` and kept ``best_dev``; the translator's kept

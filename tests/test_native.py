@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -220,6 +221,9 @@ def test_each_checkout_and_each_source_version_builds_in_a_folder_of_its_own(tmp
     other[0].write_bytes(other[0].read_bytes() + b"\n// edited\n")
     assert native.sources_key(other, flags) != edited
     assert native.sources_key(native.SOURCES, native.compiler_flags("DEFAULT")) != here
+    # two virtual environments over one checkout: each links its own torch, so each has its own folder
+    assert native.sources_key(native.SOURCES, flags, torch_dir=str(Path(torch.__file__).resolve().parent)) == here
+    assert native.sources_key(native.SOURCES, flags, torch_dir="/other/venv/site-packages/torch") != here
     assert native.current_build_dir().parent.name.endswith(
         "-" + native.sources_key(native.SOURCES, native.compiler_flags(torch.backends.cpu.get_cpu_capability()))
     )

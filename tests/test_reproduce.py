@@ -247,7 +247,8 @@ def test_reproduce_runs_skips_resumes_and_renders(tiny_corpus, tmp_path, capsys)
     line = next(ln for ln in page.splitlines() if ln.startswith("| `drill-4` |"))
     runs_arg = str(tmp_path / "runs")
     assert f"`tiedlm reproduce pappas2019-table4-small --scale budget --runs {runs_arg} --only RUN`" in page
-    rerun = shlex.split(line.split(" | ")[2].strip("`"))
+    assert line.split(" | ")[1] == "1111, 1112"  # the row's seeds: one command, its seed as SEED
+    rerun = shlex.split(line.split(" | ")[2].strip("`").replace("train.seed=SEED", f"train.seed={drill['seed']}"))
     started = shlex.split(drill["command"])
     sets = lambda argv: [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]  # noqa: E731
     assert rerun[:3] == ["tiedlm", "train", "ptb-small-re"] and sets(rerun) == sets(started)

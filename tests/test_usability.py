@@ -170,3 +170,25 @@ def test_a_resumed_run_accepts_the_settings_marked_resumable_and_names_them(run,
         main(["train", "--resume", str(run), "--set", "train.lr=0.5", "--set", "train.epochs=2", "--no-progress"]) == 0
     )
     assert "lr = 0.5" in (run / "config.toml").read_text()
+
+
+@pytest.mark.parametrize("command", [["train", "ptb-small-vd"], ["tag", "train"], ["translate", "train"]])
+@pytest.mark.parametrize("option", ["--out", "--data"])
+def test_an_empty_out_or_data_is_refused_not_read_as_the_default(command, option, tmp_path, capsys, monkeypatch):
+    """`--data ''` trained on the preset's corpus and `--out ''` wrote to runs/PRESET, silently."""
+    monkeypatch.chdir(tmp_path)
+    other = ["--data", str(tmp_path / "nowhere")] if option == "--out" else ["--out", str(tmp_path / "run")]
+    assert main([*command, option, "", *other]) == 2
+    assert f"{option} is empty" in _one_line_error(capsys)
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "run").exists()
+
+
+def test_resume_in_one_folder_refuses_another_out(run, tmp_path, capsys):
+    """`train --resume RUN --out OTHER` ignored --out."""
+    assert main(["train", "--resume", str(run), "--out", str(tmp_path / "other")]) == 2
+    assert "name two folders" in _one_line_error(capsys)
+
+
+def test_predict_refuses_a_third_run_rather_than_reading_it_as_words(run, capsys):
+    assert main(["predict", str(run), str(run), str(run), "the company said"]) == 2
+    assert "third run directory" in _one_line_error(capsys)

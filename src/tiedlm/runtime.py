@@ -215,6 +215,22 @@ def default_threads(log=None) -> int:
     return n
 
 
+def resumed_threads_note(recorded: int, asked: int | None) -> str:
+    """What a resumed run (or dynamic evaluation) says of its thread count. ``recorded``: the count it started
+    with, which it keeps (0: none recorded, a run from before they were); ``asked``: ``--threads`` (None: not
+    given). The thread count moves the last bits of a sum, and a computation that feeds its results back (SGD,
+    dynamic evaluation) carries them on: only the count it started with repeats an uninterrupted run's numbers,
+    whatever else runs on the machine at either moment."""
+    if recorded <= 0:
+        return ""
+    if asked is None or asked == recorded:
+        return f"resuming at the {recorded} thread{'s' * (recorded != 1)} it started with, as an uninterrupted run"
+    return (
+        f"--threads {asked}: it started at {recorded}, so its numbers will differ from an uninterrupted run's "
+        "(leave --threads out to keep them)"
+    )
+
+
 def set_threads(threads: int, log=None) -> int:
     """Use ``threads`` intra-op threads (0: the free cores, :func:`default_threads`), flush denormals, keep freed
     memory.

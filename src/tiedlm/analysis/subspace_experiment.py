@@ -238,6 +238,14 @@ def _done_rows(csv_path: Path, settings: str) -> dict[tuple, dict]:
     return {(float(r["beta"]), float(r["tau"]), int(r["run"])): r for r in rows}
 
 
+def _recorded_threads(out: Path) -> int:
+    """The thread count the experiment in ``out`` started with (0 where none is recorded)."""
+    try:
+        return SubspaceExperimentConfig.load(out).threads
+    except (UsageError, ValueError, TypeError, OSError):
+        return 0
+
+
 def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = True, log=print) -> dict:
     """Run (or finish) both sweeps; rows go to ``out/subspace.csv`` as each run ends, and a stopped run keeps its
     checkpoint in ``out/points/POINT`` (the training loop's), so an interrupted experiment resumes where it
@@ -245,7 +253,9 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
     from tqdm import tqdm
 
     cfg.validate()
-    set_threads(cfg.threads)
+    if not cfg.threads and (out / "points").is_dir():  # a stopped experiment run again: its own thread count
+        cfg.threads = _recorded_threads(out)
+    cfg.threads = set_threads(cfg.threads)  # saved resolved: a resume keeps it, however busy the machine is then
     precision = resolve_precision(cfg.precision, torch.device("cpu"))
     out.mkdir(parents=True, exist_ok=True)
     cfg.save(out)  # the settings of the latest invocation: what --resume finishes

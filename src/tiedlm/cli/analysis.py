@@ -51,7 +51,11 @@ def _resumed_experiment(args, out: Path):
             f"--resume finishes the experiment with the settings in {out}/config.toml; drop "
             f"{', '.join('--' + k.replace('_', '-') for k in given)} (or start a new experiment in another --out)"
         )
+    from ..runtime import resumed_threads_note
+
     cfg = SubspaceExperimentConfig.load(out)
+    if note := resumed_threads_note(cfg.threads, args.threads or None):
+        progress_log(args)(f"tiedlm: {note}")
     cfg.threads = args.threads or cfg.threads
     return cfg
 

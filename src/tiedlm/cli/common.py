@@ -26,9 +26,20 @@ def progress_log(args):
     return (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
 
 
+def refuse_empty(args, *names: str) -> None:
+    """A one-line error for an option given as an empty string (``--out ''`` used to mean the default folder,
+    ``--data ''`` the preset's corpus: a silent surprise)."""
+    for name in names:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} is empty; give a folder (or a corpus name), or leave {flag} out")
+
+
 def train_task(args, config_class, train_fn) -> tuple[Path, dict]:
     """``tag train`` / ``translate train``: the run's config (a new one from --set/--data, or the stopped run's),
     then training in ``--out`` (or the ``--resume DIR``); returns the run folder and the trainer's metrics."""
+    refuse_empty(args, "out", "data", "data_dir", "resume")
     resume = args.resume is not None
     if isinstance(args.resume, str) and args.out and Path(args.out) != Path(args.resume):
         raise UsageError(f"--resume {args.resume} and --out {args.out} name two folders; give one")
@@ -36,9 +47,15 @@ def train_task(args, config_class, train_fn) -> tuple[Path, dict]:
     if not folder:
         raise UsageError("give --out DIR for a new run, or --resume DIR to continue a stopped one")
     run_dir = Path(folder)
+    from ..runtime import resumed_threads_note
+
     threads = [f"train.threads={args.threads}"] if args.threads is not None else []
+    recorded = config_class.for_run(run_dir, resume, []).train.threads if resume else 0
     cfg = config_class.for_run(run_dir, resume, args.set + data_settings(args) + threads)
-    return run_dir, train_fn(cfg, run_dir, resume=resume, progress=not args.no_progress, log=progress_log(args))
+    log = progress_log(args)
+    if note := resumed_threads_note(recorded, args.threads):
+        log(f"tiedlm: {note}")
+    return run_dir, train_fn(cfg, run_dir, resume=resume, progress=not args.no_progress, log=log)
 
 
 def add_command(subparsers, name: str, func, help_: str, description: str | None = None):

@@ -14,7 +14,8 @@ def cmd_evaluate(args) -> int:
     from ..run import load_run
     from ..runtime import run_precision, set_threads
 
-    set_threads(args.threads)
+    recorded = _recorded_work_threads(args)  # a dynamic evaluation resumed in its --work folder keeps its own
+    args.threads_used = set_threads(args.threads if args.threads is not None else recorded)
     run = load_run(args.run_dir, which=args.checkpoint, device=args.device)
     data = run.config.data
     name, data_dir = (args.data, "") if args.data else (data.name, data.data_dir)
@@ -55,6 +56,17 @@ def cmd_evaluate(args) -> int:
         f"over {res['tokens']:,} tokens, batch {bs}{note}",
     )
     return 0
+
+
+def _recorded_work_threads(args) -> int:
+    """The thread count a dynamic evaluation's ``--work`` folder records (0: none, or not a dynamic evaluation)."""
+    if not (args.dynamic and args.work):
+        return 0
+    from pathlib import Path
+
+    from ..evaluation.dynamic_run import recorded_threads
+
+    return recorded_threads(Path(args.work))
 
 
 def _dynamic_settings(args):
@@ -102,6 +114,12 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
             "grid": [args.grid, args.grid_lrs, args.grid_lambdas, args.grid_tokens],
         }
         claim_work_folder(work, identity)
+        from ..evaluation.dynamic_run import record_threads, recorded_threads
+        from ..runtime import resumed_threads_note
+
+        if note := resumed_threads_note(recorded_threads(work), args.threads):
+            progress_log(args)(f"tiedlm: {note}")
+        record_threads(work, args.threads_used)
     grid = Grid(tuple(args.grid_lrs or ()), tuple(args.grid_lambdas or ()), args.grid_tokens) if args.grid else None
     about = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "static_ppl": static["ppl"]}
     out = run_dynamic_evaluation(
@@ -134,13 +152,15 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
 
 
 def _split_runs_and_phrases(items: list[str]) -> tuple[list[str], list[str]]:
-    """Leading arguments that are run directories (hold a config.toml) are runs; the rest are phrases."""
+    """Leading arguments that are run directories (hold a config.toml) are runs, at most two; the rest are
+    phrases. A third run directory is an error, not a phrase of its path's words."""
     runs = []
     for item in items:
-        if len(runs) < 2 and RunDir(item).config.is_file():
-            runs.append(item)
-        else:
+        if not RunDir(item).config.is_file():
             break
+        if len(runs) == 2:
+            raise UsageError(f"{item} is a third run directory; predict compares one or two runs: give at most two")
+        runs.append(item)
     return runs, items[len(runs) :]
 
 
@@ -298,7 +318,9 @@ def register(add) -> None:
         "--precision", choices=["fp32", "bf16"], help="default: the run's (fp32 where this device has no bf16)"
     )
     e.add_argument("--device", default="cpu")
-    e.add_argument("--threads", type=THREADS, default=0)
+    e.add_argument(
+        "--threads", type=THREADS, help="CPU threads (default: the free cores; a resumed --work evaluation: its own)"
+    )
     _add_dynamic_arguments(e)
     _register_predict_generate_info(add)
 

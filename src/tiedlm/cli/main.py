@@ -39,6 +39,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _main(argv)
+    if code == 130 and argv is None:  # the process ends here: a repeat of the stop request (a scheduler's and
+        _ignore_stop_signals()  # reproduce's copies) must not kill it during shutdown with another exit code
+    return code
+
+
+def _ignore_stop_signals() -> None:
+    import signal
+
+    from ..interrupts import SIGNALS
+
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+
+
+def _main(argv: list[str] | None) -> int:
     from ..errors import RunInterrupted
 
     parser = build_parser()

@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from .common import emit, progress_log
+from .common import emit, progress_log, refuse_empty
 from .types import THREADS
 
 
 def cmd_train(args) -> int:
     from ..train import train
 
+    refuse_empty(args, "out", "data", "data_dir", "resume")
     if args.threads is not None:  # --threads N is --set train.threads=N
         args.set = [*args.set, f"train.threads={args.threads}"]
     cfg, run_dir = _resumed_config(args) if args.resume else _new_config(args)
@@ -22,6 +23,8 @@ def cmd_train(args) -> int:
     log = progress_log(args)
     if not args.resume and main_rank:
         log(cfg.to_toml())
+    if args.resume and main_rank and (note := getattr(args, "threads_note", "")):
+        log(f"tiedlm: {note}")
     command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     summary = train(cfg, run_dir, resume=bool(args.resume), command=command, progress=not args.no_progress, log=log)
     if not main_rank:
@@ -53,14 +56,25 @@ def _new_config(args):
     return cfg, Path(args.out) if args.out else Path("runs") / Path(args.config).stem
 
 
+def _refuse_new_run_arguments(args) -> None:
+    """One-line errors for the arguments of a new run given with --resume."""
+    if args.config:
+        raise UsageError("give either a PRESET/CONFIG to start a run or --resume RUN_DIR, not both")
+    if args.out and Path(args.out) != Path(args.resume):
+        raise UsageError(
+            f"--resume {args.resume} and --out {args.out} name two folders: a run resumes in its own folder; "
+            "give --resume alone (or start a new run with --out NEW --set train.init_from=RUN)"
+        )
+
+
 def _resumed_config(args):
     """A stopped run's config, with the ``--set`` keys a resumed run accepts and ``--data-dir`` (written back to
     its config.toml), and its folder; one-line errors for what a resumed run cannot take."""
     from ..config import Config, resumable_keys
     from ..run_dir import RunDir, write_text_atomic
+    from ..runtime import resumed_threads_note
 
-    if args.config:
-        raise UsageError("give either a PRESET/CONFIG to start a run or --resume RUN_DIR, not both")
+    _refuse_new_run_arguments(args)
     run_dir = Path(args.resume)
     files = RunDir(run_dir)
     if args.data:
@@ -82,7 +96,9 @@ def _resumed_config(args):
     for item in args.set:
         if not item.startswith(allowed):
             raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")
+    recorded = Config.load(files.config).train.threads
     cfg = Config.load(files.config).with_overrides(args.set)
+    args.threads_note = resumed_threads_note(recorded, args.threads)
     if args.data_dir:  # the same verified corpus, found in another folder (its checksums are checked again)
         from ..data.sources import CORPORA
 

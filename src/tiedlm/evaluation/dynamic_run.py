@@ -26,7 +26,26 @@ WORK_FILES = {
     "statistics": "statistics.safetensors",  # the gradient RMS over the training split
     "grid": "grid.jsonl",  # one line per finished grid point
     "result": "result.json",  # the finished evaluation
+    "threads": "threads.json",  # the thread count it started with, which a resumed evaluation keeps
 }
+
+
+def recorded_threads(work: Path | None) -> int:
+    """The thread count the dynamic evaluation in ``work`` started with (0: none recorded, or no --work)."""
+    path = work / WORK_FILES["threads"] if work is not None else None
+    if path is None or not path.is_file():
+        return 0
+    try:
+        return int(json.loads(path.read_text())["threads"])
+    except (ValueError, KeyError, TypeError):
+        return 0
+
+
+def record_threads(work: Path, threads: int) -> None:
+    """Keep the thread count of a dynamic evaluation starting in ``work`` (the first start's, never replaced)."""
+    path = work / WORK_FILES["threads"]
+    if not path.is_file():
+        write_json_atomic(path, {"threads": threads})
 
 
 @dataclass(frozen=True)
@@ -118,6 +137,7 @@ def run_dynamic_evaluation(
     ``"finished_before": True`` where that folder already held it."""
     if work is not None and (work / WORK_FILES["result"]).is_file():
         return {**json.loads((work / WORK_FILES["result"]).read_text()), "finished_before": True}
+    asked = settings
     with StopRequest() as stop:
         try:
             stats = _statistics(model, corpus, settings, precision, work, progress)
@@ -149,7 +169,10 @@ def run_dynamic_evaluation(
         "split": split,
         "dynamic_ppl": res["ppl"],
         "tokens": res["tokens"],
-        "settings": dataclasses.asdict(settings),
+        # as asked: with --grid, the grid's η and λ and the original-scale ε that the conversion applied to
+        "settings": dataclasses.asdict(
+            dataclasses.replace(settings, epsilon=asked.epsilon, old_hyper=True) if asked.old_hyper else settings
+        ),
         "effective": res["effective"],
         "statistics_segments": stats.segments,
         "grid": points,

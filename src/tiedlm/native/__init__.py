@@ -42,16 +42,18 @@ def compiler_flags(capability: str) -> list[str]:
     return ["-O3", "-fopenmp", *ISA_FLAGS.get(capability, []), *defines]
 
 
-def sources_key(sources: list[Path] = SOURCES, flags: list[str] | None = None) -> str:
-    """A short hash of the kernels' source files (where they are and what they hold) and the compiler flags.
+def sources_key(sources: list[Path] = SOURCES, flags: list[str] | None = None, torch_dir: str = "") -> str:
+    """A short hash of the kernels' source files (where they are and what they hold), the compiler flags and the
+    torch installation they link against (``torch_dir``; default: this process's).
 
     Two checkouts on one machine (a second clone, a ``git worktree``) each get a build folder of their own: the
     build (ninja's) names its sources by absolute path, so two checkouts sharing one folder would relink each
-    other's build at every start. An edited source gets a new folder too, instead of rebuilding over the old
-    one."""
+    other's build at every start. So do two virtual environments over one checkout (each links its own torch).
+    An edited source gets a new folder too, instead of rebuilding over the old one."""
     import hashlib
 
     h = hashlib.sha256()
+    h.update((torch_dir or str(Path(torch.__file__).resolve().parent)).encode() + b"\0")
     for s in sources:
         h.update(str(s.resolve()).encode() + b"\0" + s.read_bytes() + b"\0")
     h.update(" ".join(flags or []).encode())

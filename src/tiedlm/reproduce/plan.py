@@ -19,11 +19,12 @@ RESUMED = ("interrupted", "running", "short")  # the statuses whose run goes on 
 
 def train_command(row: dict, threads: int) -> list[str]:
     """The ``tiedlm train`` (``tag train``, ``translate train``) arguments that start or resume a planned row
-    (:func:`plan`); a run the table now asks more epochs of is resumed with the table's count."""
+    (:func:`plan`); a run the table now asks more epochs of is resumed with the table's count. A resumed run keeps
+    the thread count it started with (so that it ends as an uninterrupted run would), whatever ``threads`` is."""
     spec, run_dir = row["spec"], row["dir"]
     if row["status"] in RESUMED:
         command = ["train"] if spec.task == "lm" else [spec.task, "train"]
-        resume = [*command, "--resume", str(run_dir), "--no-progress", "--threads", str(threads)]
+        resume = [*command, "--resume", str(run_dir), "--no-progress"]
         return resume + [a for s in row.get("extend", ()) for a in ("--set", s)]
     start, sets = _start(spec, row["extra"])
     return [*start, "--out", str(run_dir), "--no-progress", "--threads", str(threads), *sets]

@@ -75,6 +75,7 @@ class TaggerTask(Task):
             run_dir.mkdir(parents=True, exist_ok=True)
             self.corpus.vocab.save(files.vocab)
             write_text_atomic(files.tags, "\n".join(self.corpus.tags) + "\n")
+            cfg.train.threads = self.threads  # kept by a resume, however busy the machine is then
             cfg.save(run_dir)
         if cfg.data.max_sentences:
             self.corpus.splits["train"] = self.corpus.splits["train"][: cfg.data.max_sentences]

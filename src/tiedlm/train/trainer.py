@@ -97,8 +97,9 @@ class Trainer(Task):
             self.progress, self.log = False, (lambda *a, **k: None)
         self.precision = resolve_precision(t.precision, self.device)
         self.files = RunDir(self.run_dir)  # the run folder's layout
-        # the saved config is the resolved one: a resumed or repeated run uses the same device and precision
-        cfg.train.precision, cfg.train.device = self.precision, self.device.type
+        # the saved config is the resolved one: a resumed or repeated run uses the same device, precision and thread
+        # count (runtime.resumed_threads_note), however busy the machine is when it resumes
+        cfg.train.precision, cfg.train.device, cfg.train.threads = self.precision, self.device.type, self.threads
 
     # ------------------------------------------------------------------ set-up
     def setup(self, resume: bool) -> None:

@@ -15,7 +15,6 @@ same RNG state.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from pathlib import Path
@@ -102,6 +101,7 @@ class TranslationTask(Task):
         run_dir.mkdir(parents=True, exist_ok=True)
         self.corpus = load_parallel_corpus(cfg, run_dir, train_vocab=not resume)
         if not resume:
+            cfg.train.threads = self.threads  # kept by a resume, however busy the machine is then
             cfg.save(run_dir)
         torch.manual_seed(cfg.train.seed)
         c = self.corpus
@@ -294,8 +294,8 @@ def evaluate_translator(
 ) -> dict:
     """BLEU and perplexity of a run's best model on ``split``."""
     model, cfg, _, _ = load_translator(run_dir)
-    if data_dir:
-        cfg = dataclasses.replace(cfg, data_dir=data_dir)
+    if data_dir:  # the same corpus found in another folder (checked against its SHA-256 as on training)
+        cfg = cfg.with_overrides([f"data.data_dir={Path(data_dir).expanduser().resolve()}"])
     corpus = load_parallel_corpus(cfg, Path(run_dir), train_vocab=False)
     device = run_device(cfg.train.device)  # where it trained, or the CPU where that GPU is not here
     model.to(device)

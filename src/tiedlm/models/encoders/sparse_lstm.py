@@ -22,12 +22,13 @@ with k = 2 (w = 1350): 19.80M encoder parameters against the dense 20.20M.
 Where the slices differ from the reference's: SparseSeqModels' ``_calc_segments`` places each component's
 slice at the float boundaries ``c·(i·δ − overlap)`` and ``… + i·δ`` and truncates both with ``int()`` (the last
 end set to i), so its components can differ in width by one: 957, 958, 958 at 1725→1725 (i·δ = 957.6) and
-1349, 1350 at 1725→400 (i·δ = 1350.0 − 1e-5). tiedlm gives every component one integer width w (958, 1350:
-the equal-parameter width rounded, stored as one (k, 4m, w) tensor) and starts the slices at rounded, evenly
-spaced positions. The slices are therefore [0, 958), [384, 1342), [767, 1725) against the reference's
-[0, 957), [383, 1341), [767, 1725) in the middle layer, and [0, 1350), [375, 1725) against [0, 1349),
-[375, 1725) in the last: one input unit more for the first component of each (4·575 + 4·200 = 3,100 weights
-in all), the second middle component shifted by one; the first layer (whole input) is the same.
+1349, 1350 at 1725→400 (i·δ = 1349.9885, from the reference's 0.66666). tiedlm gives every component one
+integer width w (958, 1350: the equal-parameter width rounded, stored as one (k, 4m, w) tensor) and starts the
+slices at rounded, evenly spaced positions. The slices are therefore [0, 958), [384, 1342), [767, 1725)
+against the reference's [0, 957), [383, 1341), [767, 1725) in the middle layer, and [0, 1350), [375, 1725)
+against [0, 1349), [375, 1725) in the last: one input unit more for the first component of each
+(4·575 + 4·200 = 3,100 weights in all), the second middle component shifted by one; the first layer (whole
+input) is the same.
 ``tests/test_sparse.py`` writes the reference's construction out and pins exactly this difference.
 
 Each recurrent time step runs all k components as one batched computation: one ``baddbmm`` (forward)
