@@ -192,3 +192,15 @@ def test_experiment_subspace_resume_finishes_with_the_settings_it_started_with(t
     assert main(["experiment", "subspace", "--resume", str(tmp_path / "none")]) == 2
     assert "holds no subspace experiment to resume" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
+    # a new experiment never writes over another one's settings and rows, nor over another kind of run
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert main([*first[:-2], "--hidden-size", "12", "--taus", "5", "--threads", "1", "--no-progress"]) == 2
+    assert "holds a subspace experiment with other settings (taus)" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    lm = tmp_path / "lm"
+    lm.mkdir()
+    (lm / "config.toml").write_text('[data]\nname = "ptb"\n')
+    (lm / "summary.json").write_text("{}")
+    assert main(["experiment", "subspace", "--out", str(lm), "--data", str(tiny_corpus), "--no-progress"]) == 2
+    assert "holds another run" in capsys.readouterr().err
+    assert (lm / "config.toml").read_text() == '[data]\nname = "ptb"\n' and (lm / "summary.json").read_text() == "{}"

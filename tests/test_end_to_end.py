@@ -483,6 +483,8 @@ def test_bad_input_gets_one_line_that_names_the_fix(tiny_corpus, tmp_path, capsy
     cases += [
         (["train", "ptb-small-vd", "--data", str(tiny_corpus), "--out", "afile", *small], 2, "is a file, not a folder"),
         (["train", "ptb-small-vd", "--data", str(tiny_corpus), "--out", "afile/run", *small], 2, "cannot write there"),
+        (["tag", "train", "--out", "afile/run"], 2, "cannot write there"),  # an OSError traceback before
+        (["translate", "train", "--out", "afile/run"], 2, "cannot write there"),
     ]
     for args, code, msg in cases:
         got, err = _cli(args, capsys)

@@ -192,3 +192,17 @@ def test_resume_in_one_folder_refuses_another_out(run, tmp_path, capsys):
 def test_predict_refuses_a_third_run_rather_than_reading_it_as_words(run, capsys):
     assert main(["predict", str(run), str(run), str(run), "the company said"]) == 2
     assert "third run directory" in _one_line_error(capsys)
+
+
+def test_a_metrics_line_cut_off_by_a_kill_is_left_out_and_a_damaged_one_is_named(run, capsys):
+    """One damaged line in metrics.jsonl (a SIGKILL mid-write) blocked `report` and `train --resume` with a
+    JSONDecodeError that named no file."""
+    metrics = run / "metrics.jsonl"
+    good = metrics.read_text()
+    metrics.write_text(good + '{"epoch": 2, "valid_pp')  # the last line, cut off while written
+    assert main(["report", str(run), "--out", str(run.parent / "report")]) == 0
+    assert "its last line was cut off while written; left out" in capsys.readouterr().err
+    metrics.write_text('{"epoch": 0, "val\n' + good)  # a damaged line before the last
+    assert main(["report", str(run), "--out", str(run.parent / "report")]) == 1
+    err = _one_line_error(capsys)
+    assert f"{metrics}, line 1: not a metrics record" in err and "JSONDecodeError" not in err

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from .errors import TiedlmError, UsageError
 
 try:
     import fcntl
@@ -146,9 +146,27 @@ class RunDir:
             )
 
     def read_metrics(self) -> list[dict[str, Any]]:
+        """The run's metrics lines. A last line cut off in the middle (a process killed while writing it) is left
+        out with a one-line warning (a resume writes the file again without it); a damaged line before the last
+        is a one-line error naming the file and the line."""
         if not self.metrics.exists():
             return []
-        return [json.loads(line) for line in self.metrics.read_text().splitlines() if line.strip()]
+        lines = self.metrics.read_text(encoding="utf-8", errors="replace").splitlines()
+        numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
+        records = []
+        for k, (n, line) in enumerate(numbered):
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                if k < len(numbered) - 1:
+                    raise TiedlmError(
+                        f"{self.metrics}, line {n}: not a metrics record (the file is damaged); restore the file, or "
+                        "delete that line"
+                    ) from None
+                import sys
+
+                print(f"tiedlm: {self.metrics}: its last line was cut off while written; left out", file=sys.stderr)
+        return records
 
     def read_summary(self) -> dict[str, Any] | None:
         return json.loads(self.summary.read_text()) if self.summary.is_file() else None

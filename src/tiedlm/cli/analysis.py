@@ -25,6 +25,11 @@ def cmd_experiment_subspace(args) -> int:
 
     out = Path(args.resume if isinstance(args.resume, str) else args.out)
     cfg = _resumed_experiment(args, out) if args.resume else _new_experiment(args)  # before creating anything
+    if not args.resume:
+        from ..paths import refuse_committed
+
+        refuse_committed(out)  # committed results first: they are never written into, whatever they hold
+        _refuse_another_run(cfg, out)
     out = _output_folder(str(out))
     log = progress_log(args)
     summary = run_experiment(cfg, out, progress=not args.no_progress, log=log)
@@ -58,6 +63,33 @@ def _resumed_experiment(args, out: Path):
         progress_log(args)(f"tiedlm: {note}")
     cfg.threads = args.threads or cfg.threads
     return cfg
+
+
+def _refuse_another_run(cfg, out: Path) -> None:
+    """A new experiment writes into ``out`` only where it is empty of runs, or holds this same experiment (the
+    same command run again finishes it): never over another run's config and summary, nor appending rows of
+    other settings to another experiment's subspace.csv."""
+    from dataclasses import asdict
+
+    from ..analysis.subspace_config import SubspaceExperimentConfig
+    from ..errors import UsageError
+    from ..run_dir import RunDir
+
+    if not (out / "config.toml").is_file():
+        if (out / "summary.json").is_file() or RunDir(out).checkpoint("last").is_file():
+            raise UsageError(f"--out {out} holds another run; give another --out for the experiment")
+        return
+    try:
+        saved = SubspaceExperimentConfig.load(out)
+    except UsageError:
+        raise UsageError(f"--out {out} holds another run (not a subspace experiment); give another --out") from None
+    ours, theirs = ({k: v for k, v in asdict(c).items() if k != "threads"} for c in (cfg, saved))
+    if ours != theirs:
+        changed = ", ".join(k for k in ours if ours[k] != theirs.get(k))
+        raise UsageError(
+            f"--out {out} holds a subspace experiment with other settings ({changed}); finish it with "
+            f"`tiedlm experiment subspace --resume {out}`, or give another --out"
+        )
 
 
 def _new_experiment(args):

@@ -46,7 +46,7 @@ import torch
 
 from ..errors import TiedlmError, UsageError
 from ..interrupts import RunInterrupted, StopRequest, StopRequested
-from ..paths import refuse_committed
+from ..paths import ensure_writable_folder, refuse_committed
 from ..run_dir import RunDir, write_json_atomic, write_text_atomic
 from ..runtime import host_record
 from .checkpoint import best_weights, load_train_state, model_state, save_best_weights, save_train_state
@@ -217,7 +217,9 @@ def run(task: Task, run_dir: str | Path, resume: bool = False, progress: bool = 
     run_dir = Path(run_dir)
     if not resume:
         refuse_committed(run_dir)  # committed results are never overwritten
-    with RunDir(run_dir).training_lock():  # one process trains in a folder at a time
+    created = not run_dir.exists()
+    ensure_writable_folder(run_dir, "--resume" if resume else "--out")  # one line, not an OSError mid-setup
+    with RunDir(run_dir).training_lock(created=created):  # one process trains in a folder at a time
         return _run(task, run_dir, resume, progress, log)
 
 
