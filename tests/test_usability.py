@@ -206,3 +206,36 @@ def test_a_metrics_line_cut_off_by_a_kill_is_left_out_and_a_damaged_one_is_named
     assert main(["report", str(run), "--out", str(run.parent / "report")]) == 1
     err = _one_line_error(capsys)
     assert f"{metrics}, line 1: not a metrics record" in err and "JSONDecodeError" not in err
+
+
+@pytest.mark.parametrize("case", ["blank test", "too many streams"])
+def test_evaluate_refuses_a_split_it_cannot_score_rather_than_printing_a_perplexity(run, tmp_path, capsys, case):
+    """A blank test.txt evaluated to "ppl 22.03 over 2 tokens"; --batch-size 100000 raised a traceback."""
+    data = tmp_path / "other"
+    data.mkdir()
+    words = "w1 w2 w3 w4 w5\n" * 40
+    for split in ("train", "valid"):
+        (data / f"{split}.txt").write_text(words)
+    (data / "test.txt").write_text("\n  \n" if case == "blank test" else words)
+    extra = ["--batch-size", "100000"] if case == "too many streams" else []
+    assert main(["evaluate", str(run), "--data", str(data), "--split", "test", *extra]) == 1
+    err = _one_line_error(capsys)
+    assert ("holds no words" in err) if case == "blank test" else ("lower --batch-size" in err), err
+
+
+def test_cr_only_line_ends_keep_their_sentence_breaks(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"the cat\rsat down\r")
+    assert read_tokens(path) == ["the", "cat", "<eos>", "sat", "down", "<eos>"]
+    path.write_bytes(b"the cat\r\nsat\r\n")  # CRLF as before
+    assert read_tokens(path) == ["the", "cat", "<eos>", "sat", "<eos>"]
+
+
+def test_nul_bytes_and_utf16_are_named_not_read_as_words(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"the cat\nsat\x00down\n")
+    with pytest.raises(DataError, match=r"t.txt, line 2: a NUL byte"):
+        read_tokens(path)
+    path.write_bytes("the cat\n".encode("utf-16"))
+    with pytest.raises(DataError, match=r"is UTF-16 text; save it as UTF-8 \(e.g. iconv -f utf-16 -t utf-8\)"):
+        read_tokens(path)

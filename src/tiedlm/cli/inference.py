@@ -10,6 +10,7 @@ from .types import POSITIVE, THREADS, integer, number
 
 def cmd_evaluate(args) -> int:
     from ..data import load_corpus
+    from ..data.corpus import check_split
     from ..evaluation import evaluate
     from ..run import load_run
     from ..runtime import run_precision, set_threads
@@ -24,6 +25,7 @@ def cmd_evaluate(args) -> int:
     precision = run_precision(run.config.train.precision, device, args.precision)
     # test as the papers measure it: one stream (batch 1); train and valid as during training
     bs = args.batch_size or (1 if args.split == "test" else run.config.train.eval_batch_size)
+    check_split(corpus, args.split, bs, "--batch-size")  # a blank file or too many streams: one line, no score
     settings = _dynamic_settings(args) if args.dynamic else None  # bad options fail before any evaluation
     res = evaluate(
         run.model,

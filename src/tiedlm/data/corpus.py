@@ -145,9 +145,10 @@ def resolve_source(source: CorpusSource, data_dir: str = "", download: bool = Tr
 
 
 def read_tokens(path: Path) -> list[str]:
-    """Whitespace tokens with ``<eos>`` after every line, empty lines included."""
+    """Whitespace tokens with ``<eos>`` after every line, empty lines included. A file whose lines end in CR
+    alone (old Mac line ends) is read line by line too, not as one line."""
     text = read_text(path)
-    lines = text.split("\n")
+    lines = text.split("\n" if "\n" in text or "\r" not in text else "\r")
     if lines and lines[-1] == "":
         lines.pop()
     tokens: list[str] = []
@@ -169,6 +170,14 @@ def read_text(path: Path) -> str:
     data = path.read_bytes()
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise DataError(f"{path} is UTF-16 text; save it as UTF-8 (e.g. iconv -f utf-16 -t utf-8)")
+    if b"\x00" in data:
+        at = data.index(b"\x00")
+        line = data.count(b"\n", 0, at) + 1
+        raise DataError(
+            f"{path}, line {line}: a NUL byte; this is not a text file (or not UTF-8: save it as UTF-8 text)"
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -184,19 +193,24 @@ def check_split_sizes(corpus: "Corpus", streams: dict[str, int]) -> None:
     """Every split holds words, and enough tokens for its number of parallel ``streams`` (batch size):
     at least two time steps per stream. Raises a one-line error naming the file and the fix."""
     hints = {"train": "train.batch_size", "valid": "train.eval_batch_size", "test": "the test's one stream"}
-    for split, ids in corpus.splits.items():
-        path = corpus.folder / f"{split}.txt"
-        if corpus.words.get(split, 1) == 0:
-            raise DataError(
-                f"{path} holds no words (it is empty or blank); put text in it, one sentence or paragraph per line"
-            )
-        need = 2 * streams.get(split, 1) + 1
-        if ids.numel() < need:
-            raise DataError(
-                f"{path} holds {ids.numel()} tokens (words and line ends), too few for "
-                f"{streams.get(split, 1)} parallel streams of at least 2 steps (needs {need}); add text "
-                f"or lower {hints[split]}"
-            )
+    for split in corpus.splits:
+        check_split(corpus, split, streams.get(split, 1), hints[split])
+
+
+def check_split(corpus: "Corpus", split: str, streams: int, hint: str) -> None:
+    """``split`` holds words, and at least two time steps for each of ``streams`` parallel streams; else a
+    one-line error naming the file and the fix (``hint``: the setting that lowers the streams)."""
+    ids, path = corpus.splits[split], corpus.folder / f"{split}.txt"
+    if corpus.words.get(split, 1) == 0:
+        raise DataError(
+            f"{path} holds no words (it is empty or blank); put text in it, one sentence or paragraph per line"
+        )
+    need = 2 * streams + 1
+    if ids.numel() < need:
+        raise DataError(
+            f"{path} holds {ids.numel()} tokens (words and line ends), too few for {streams} parallel stream"
+            f"{'s' * (streams != 1)} of at least 2 steps (needs {need}); add text or lower {hint}"
+        )
 
 
 @dataclass
