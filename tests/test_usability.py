@@ -239,3 +239,68 @@ def test_nul_bytes_and_utf16_are_named_not_read_as_words(tmp_path):
     path.write_bytes("the cat\n".encode("utf-16"))
     with pytest.raises(DataError, match=r"is UTF-16 text; save it as UTF-8 \(e.g. iconv -f utf-16 -t utf-8\)"):
         read_tokens(path)
+
+
+def test_a_checkpoint_of_another_model_is_named_not_a_size_mismatch_nor_blamed_on_vocab(run, tmp_path, capsys):
+    """A checkpoint from another model size or output layer: `train --resume` raised PyTorch's size mismatch,
+    `evaluate` its unexpected keys or blamed vocab.txt."""
+    import shutil
+
+    ours = run / "checkpoints"
+    for name in ("best", "last"):
+        (ours / f"{name}.safetensors").unlink()
+    wide = tmp_path / "wide"
+    sets = _sets(run.parent / "corpus", **{"model.embedding_size": "24", "model.hidden_size": "24"})
+    assert main(["train", "ptb-small-vd", "--out", str(wide), "--no-progress", *sets]) == 0
+    capsys.readouterr()
+    for name in ("best", "last"):
+        shutil.copy(wide / "checkpoints" / f"{name}.safetensors", ours / f"{name}.safetensors")
+    assert main(["evaluate", str(run)]) == 1
+    err = _one_line_error(capsys)
+    assert "does not fit the model of its run's config.toml" in err and "vocab.txt" not in err, err
+    assert main(["train", "--resume", str(run), "--set", "train.epochs=3"]) == 1
+    assert "does not fit the model" in _one_line_error(capsys)
+
+
+def test_misleading_messages_name_what_the_folder_holds(run, tmp_path, capsys):
+    assert main(["tag", "train", "--out", str(run)]) == 2  # said it "holds a tagger run"
+    assert "already holds a language model run; pick another --out" in _one_line_error(capsys)
+    assert main(["translate", "evaluate", str(run)]) == 2  # said "unknown key data.name"
+    err = _one_line_error(capsys)
+    assert "is a language model run (`tiedlm train`), not a translator's: use `tiedlm evaluate" in err
+    assert main(["train", str(run)]) == 2  # said the config file "does not exist"
+    assert "is a run folder: resume it with `tiedlm train --resume" in _one_line_error(capsys)
+    (run / "subspace.csv").write_text("beta,tau\n")  # a subspace experiment's folder
+    assert main(["report", str(run)]) == 2  # said "unknown section [runs]"
+    assert "is a subspace experiment run" in _one_line_error(capsys)
+
+
+def test_evaluate_on_a_missing_gpu_names_its_own_option(run, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    assert main(["evaluate", str(run), "--device", "cuda"]) == 2
+    err = _one_line_error(capsys)
+    assert "use --device cpu" in err and "--set" not in err
+
+
+@pytest.mark.parametrize(
+    "present, said",
+    [
+        ("Train.txt", "(found Train.txt: rename it to train.txt)"),
+        ("train.txt.gz", "(found train.txt.gz: decompress it)"),
+        ("train.txt/", "(found a folder train.txt: the split must be a file)"),
+    ],
+)
+def test_a_split_file_that_is_almost_there_is_named(tmp_path, present, said):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for split in ("valid", "test"):
+        (folder / f"{split}.txt").write_text("a b\n")
+    if present.endswith("/"):
+        (folder / present).mkdir()
+    else:
+        (folder / present).write_text("a b\n")
+    with pytest.raises(DataError, match="train.txt is missing " + said.replace("(", r"\(").replace(")", r"\)")):
+        load_corpus(str(folder))

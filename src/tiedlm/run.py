@@ -27,9 +27,14 @@ class Run:
     checkpoint: str
 
 
+def _vocab_sized(got: torch.Tensor, want: torch.Tensor, vocab_size: int) -> bool:
+    """Whether ``got`` differs from ``want`` only in a leading vocabulary dimension."""
+    return got.dim() == want.dim() >= 1 and want.size(0) == vocab_size and got.shape[1:] == want.shape[1:]
+
+
 def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> Run:
     """Load ``RUN_DIR/checkpoints/{which}.safetensors`` with the run's config and vocabulary."""
-    from .train.checkpoint import load_checkpoint, model_state
+    from .train.checkpoint import load_checkpoint, model_state, require_fit
 
     path = Path(run_dir)
     files = RunDir(path)
@@ -46,16 +51,17 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> R
         ckpt, which = files.checkpoint("last"), "last"
     tensors, _ = load_checkpoint(ckpt)
     model = LanguageModel(cfg.model, len(vocab))
-    state = model_state(tensors)
-    for name, want in model.state_dict().items():  # a vocabulary of another size: say so, not "size mismatch"
-        got = state.get(name)
-        if got is not None and got.dim() and want.dim() and want.size(0) == len(vocab) != got.size(0):
-            raise DataError(
-                f"{files.vocab} has {len(vocab):,} words but {ckpt.name} was trained with {got.size(0):,}: the "
-                "vocabulary file is damaged or from another run; restore the run's own vocab.txt"
-            )
+    state, want = model_state(tensors), model.state_dict()
+    differ = [k for k in want if k in state and state[k].shape != want[k].shape]
+    # a vocabulary of another size (every difference is the vocabulary's dimension): say so, not "size mismatch"
+    if differ and set(state) == set(want) and all(_vocab_sized(state[k], want[k], len(vocab)) for k in differ):
+        raise DataError(
+            f"{files.vocab} has {len(vocab):,} words but {ckpt.name} was trained with {state[differ[0]].size(0):,}: "
+            "the vocabulary file is damaged or from another run; restore the run's own vocab.txt"
+        )
+    require_fit(model, state, ckpt)  # another model size or output layer: a checkpoint of another run
     model.load_state_dict(state)
-    model.to(resolve_device(device)).eval()
+    model.to(resolve_device(device, "--device")).eval()
     return Run(path=path, config=cfg, vocab=vocab, model=model, checkpoint=which)
 
 

@@ -42,6 +42,15 @@ except ImportError:  # Windows: no advisory locks; the folder is not guarded the
     fcntl = None
 
 
+# each task's run: (noun, the command that trains it, the one that evaluates it)
+TASK_COMMANDS = {
+    "lm": ("language model", "train", "evaluate"),
+    "tagger": ("tagger", "tag train", "tag evaluate"),
+    "translator": ("translator", "translate train", "translate evaluate"),
+    "subspace": ("subspace experiment", "experiment subspace", "experiment subspace --resume"),
+}
+
+
 @dataclass(frozen=True)
 class RunDir:
     path: Path
@@ -126,24 +135,39 @@ class RunDir:
             return "tagger"
         if any(self.path.glob("spm.*.model")):
             return "translator"
+        if (self.path / "subspace.csv").is_file() or (self.path / "points").is_dir():
+            return "subspace"
         return "lm"
 
-    def require_config(self) -> None:
+    def other_task_error(self, wanted: str, resuming: bool = False) -> UsageError | None:
+        """None where this folder holds a ``wanted`` task's run; else the one-line error that names what it holds
+        and the command that works on it (``resuming``: the one that resumes it)."""
+        kind = self.task
+        if kind == wanted:
+            return None
+        noun, train, evaluate = TASK_COMMANDS[kind]
+        p = self.path
+        if kind == "subspace":
+            use = f"`tiedlm experiment subspace --resume {p}` finishes it (its results: summary.md, subspace.csv)"
+        elif resuming:
+            use = f"`tiedlm {train} --resume {p}`"
+        else:
+            use = f"`tiedlm {evaluate} {p}`" + (
+                f" or `tiedlm {train} --resume {p}`" if self.status() == "interrupted" else ""
+            )
+        return UsageError(f"{p} is a {noun} run (`tiedlm {train}`), not a {TASK_COMMANDS[wanted][0]}'s: use {use}")
+
+    def require_config(self, resuming: bool = False) -> None:
         """A one-line error unless this is a language-model run folder (the config.toml `tiedlm train` wrote);
-        a tagger's or translator's run is named as such, with the commands that work on it."""
+        another task's run is named as such, with the commands that work on it."""
         if not self.path.exists():
             raise UsageError(f"{self.path} does not exist; give the --out folder of a `tiedlm train` run")
         if not self.config.is_file():
             raise UsageError(
                 f"{self.path} is not a tiedlm run directory (no config.toml); give the --out folder of `tiedlm train`"
             )
-        other = {"tagger": "tag", "translator": "translate"}.get(self.task)
-        if other:
-            raise UsageError(
-                f"{self.path} is a {self.task} run (`tiedlm {other} train`), not a language model's: "
-                f"use `tiedlm {other} evaluate {self.path}`"
-                + (f" or `tiedlm {other} train --resume {self.path}`" if self.status() == "interrupted" else "")
-            )
+        if error := self.other_task_error("lm", resuming):
+            raise error
 
     def read_metrics(self) -> list[dict[str, Any]]:
         """The run's metrics lines. A last line cut off in the middle (a process killed while writing it) is left

@@ -13,11 +13,14 @@ import torch
 from .errors import UsageError
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: str, option: str = "train.device") -> torch.device:
+    """The device ``name`` (``auto``: a GPU where one is visible); ``option`` names the setting in the error for a
+    GPU that is not here (``--device`` for the commands that take one)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UsageError(f"train.device = {name!r} but no CUDA GPU is visible; use --set train.device=cpu (or auto)")
+        fix = "--set train.device=cpu (or auto)" if option == "train.device" else f"{option} cpu"
+        raise UsageError(f"{option} = {name!r} but no CUDA GPU is visible; use {fix}")
     return torch.device(name)
 
 

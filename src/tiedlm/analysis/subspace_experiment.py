@@ -103,7 +103,7 @@ class SubspacePoint(Task):
     no best weights: §6.2 measures the final ``W``. A stopped run resumes from its last window (the carried
     state is in its checkpoint)."""
 
-    title, unit = "subspace run", "window"
+    title, unit, kind = "subspace run", "window", "subspace"
     command = "tiedlm experiment subspace"
 
     def __init__(self, tokens, vocab_size: int, beta: float, tau: float, seed: int, cfg, precision: str, on_epoch=None):

@@ -43,6 +43,16 @@ def _new_config(args):
 
     if not args.config:
         raise UsageError("give a PRESET name or CONFIG.toml (see `tiedlm presets`), or --resume RUN_DIR")
+    given = Path(args.config).expanduser()
+    if given.is_dir():
+        from ..run_dir import RunDir
+
+        if RunDir(given).config.is_file():
+            raise UsageError(
+                f"{given} is a run folder: resume it with `tiedlm train --resume {given}`, or give a PRESET or "
+                "CONFIG.toml to start a new run"
+            )
+        raise UsageError(f"{given} is a folder; give a PRESET name or a CONFIG.toml file (see `tiedlm presets`)")
     cfg = Config.load(args.config).with_overrides(args.set)
     if args.data and args.data_dir:
         raise UsageError(
@@ -91,7 +101,7 @@ def _resumed_config(args):
         raise UsageError(
             f"{run_dir} has no config.toml; a run folder needs the config.toml that `tiedlm train` wrote into it"
         )
-    files.require_config()
+    files.require_config(resuming=True)
     allowed = tuple(f"{k}=" for k in resumable_keys())
     for item in args.set:
         if not item.startswith(allowed):

@@ -99,8 +99,8 @@ def resolve_corpus_dir(name: str, data_dir: str = "", download: bool = True) -> 
         for split in SPLITS:
             if not (folder / f"{split}.txt").is_file():
                 raise DataError(
-                    f"{folder / (split + '.txt')} is missing; a corpus folder needs train.txt, valid.txt "
-                    "and test.txt (one sentence or paragraph per line, tokens separated by spaces)"
+                    f"{folder / (split + '.txt')} is missing{_found_instead(folder, split)}; a corpus folder needs "
+                    "train.txt, valid.txt and test.txt (one sentence or paragraph per line, tokens separated by spaces)"
                 )
         return folder
     if data_dir and not Path(data_dir).expanduser().is_dir():
@@ -110,6 +110,20 @@ def resolve_corpus_dir(name: str, data_dir: str = "", download: bool = True) -> 
         )
     own = f"to train on your own text in that folder, use --data {data_dir} (read as it is, no checksum)"
     return resolve_source(SOURCES[CORPORA[name][0]], data_dir, download, own=own if data_dir else "")
+
+
+def _found_instead(folder: Path, split: str) -> str:
+    """What stands in ``folder`` where ``SPLIT.txt`` should (another case, a compressed copy, a folder of that
+    name), as the error says it: " (found Train.txt: rename it to train.txt)"; "" where nothing does."""
+    want = f"{split}.txt"
+    if (folder / want).is_dir():
+        return f" (found a folder {want}: the split must be a file)"
+    near = sorted(p.name for p in folder.iterdir() if p.name != want and p.name.lower().startswith(want.lower()))
+    near += sorted(p.name for p in folder.iterdir() if p.name.lower() == want.lower() and p.name != want)
+    if not near:
+        return ""
+    fix = "decompress it" if near[0].lower().endswith((".gz", ".bz2", ".xz", ".zip")) else f"rename it to {want}"
+    return f" (found {near[0]}: {fix})"
 
 
 def resolve_source(source: CorpusSource, data_dir: str = "", download: bool = True, own: str = "") -> Path:

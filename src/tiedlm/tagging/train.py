@@ -50,7 +50,7 @@ class TaggerTask(Task):
     """The tagger's part of a run (:func:`tiedlm.train.loop.run` does the rest): Adam on the mean
     cross-entropy of each batch of sentences, shuffled per epoch, kept by its dev accuracy."""
 
-    title = "tagger training"
+    title, kind = "tagger training", "tagger"
     command = "tiedlm tag train"
     higher_is_better = True
 
@@ -142,6 +142,8 @@ def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progres
 def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, list[str]]:
     """The best model of a tagger run directory."""
     run_dir = Path(run_dir)
+    if RunDir(run_dir).config.is_file() and (error := RunDir(run_dir).other_task_error("tagger")):
+        raise error
     cfg = TaggerConfig.load_run(run_dir)
     vocab = Vocabulary.load(RunDir(run_dir).vocab)
     tags = RunDir(run_dir).tags.read_text().split()

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from ..checkpoint_file import FORMAT, load_checkpoint, save_checkpoint  # noqa: F401 (this module's API too)
+from ..errors import DataError
 
 
 def model_state(tensors: dict[str, torch.Tensor], prefix: str = "model.") -> dict[str, torch.Tensor]:
@@ -66,6 +67,25 @@ def save_train_state(
     save_checkpoint(path, tensors, {**progress, "param_groups": groups, "task": extra_meta or {}})
 
 
+def require_fit(model: torch.nn.Module, weights: dict[str, torch.Tensor], path: Path) -> None:
+    """A one-line error where the checkpoint ``path``'s ``weights`` are not this model's (another model size or
+    output layer: a checkpoint from another run), instead of PyTorch's size-mismatch or unexpected-keys trace."""
+    want = model.state_dict()
+    missing, extra = sorted(set(want) - set(weights)), sorted(set(weights) - set(want))
+    shapes = [k for k in want if k in weights and weights[k].shape != want[k].shape]
+    if not (missing or extra or shapes):
+        return
+    what = (
+        f"{weights[shapes[0]].shape[:]} where this run's model has {want[shapes[0]].shape[:]} for {shapes[0]}"
+        if shapes
+        else f"{'no ' + missing[0] if missing else 'a tensor ' + extra[0] + ' this model lacks'}"
+    )
+    raise DataError(
+        f"{path} does not fit the model of its run's config.toml ({what}): it comes from another run's model "
+        "size or output layer; restore the run's own checkpoint, or its config.toml"
+    )
+
+
 def load_train_state(
     path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, rank: int = 0
 ) -> tuple[dict[str, torch.Tensor], dict]:
@@ -74,6 +94,7 @@ def load_train_state(
     one schema load too: the language model's (no optimiser groups with SGD) and the tagger's and translator's
     (the CPU generator's state under ``rng``, the best weights under ``best.``)."""
     tensors, meta = load_checkpoint(path)
+    require_fit(model, model_state(tensors), path)
     model.load_state_dict(model_state(tensors))
     if meta.get("param_groups"):
         load_optimizer(optimizer, tensors, meta["param_groups"])

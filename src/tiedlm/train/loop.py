@@ -47,7 +47,7 @@ import torch
 from ..errors import TiedlmError, UsageError
 from ..interrupts import RunInterrupted, StopRequest, StopRequested
 from ..paths import ensure_writable_folder, refuse_committed
-from ..run_dir import RunDir, write_json_atomic, write_text_atomic
+from ..run_dir import TASK_COMMANDS, RunDir, write_json_atomic, write_text_atomic
 from ..runtime import host_record
 from .checkpoint import best_weights, load_train_state, model_state, save_best_weights, save_train_state
 from .step import NonFiniteSteps
@@ -87,6 +87,7 @@ class Task(ABC):
     each batch, ``validate``, ``epoch_record`` and ``epoch_line``; at the end ``summary`` on the best weights."""
 
     title = "training"  # names the run in messages: "tagger training"
+    kind = "lm"  # which run a folder holds (RunDir.task): a folder of another kind is not resumed by this task
     command = "tiedlm train"  # the command that resumes it, without --resume
     higher_is_better = False  # the validation score's direction
     model: torch.nn.Module
@@ -225,11 +226,9 @@ def run(task: Task, run_dir: str | Path, resume: bool = False, progress: bool = 
 
 def _run(task: Task, run_dir: Path, resume: bool, progress: bool, log) -> dict:
     files = RunDir(run_dir)
-    noun = task.title.split()[0]
     if not resume and files.training_state().exists():
-        raise UsageError(
-            f"{run_dir} already holds a {noun} run; resume it with --resume {run_dir} or pick another --out"
-        )
+        again = f"resume it with --resume {run_dir} or " if files.task == task.kind else ""
+        raise UsageError(f"{run_dir} already holds a {TASK_COMMANDS[files.task][0]} run; {again}pick another --out")
     task.show_progress = progress
     task.setup(run_dir, resume, log)
     p = Progress()

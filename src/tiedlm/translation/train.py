@@ -83,7 +83,7 @@ class TranslationTask(Task):
     inverse-square-root decay on label-smoothed cross-entropy (+ γτ·J_aug), kept by its validation perplexity;
     after training, test BLEU and the hypotheses (``test.hyp.txt``)."""
 
-    title = "translation training"
+    title, kind = "translation training", "translator"
     command = "tiedlm translate train"
     higher_is_better = False  # validation: per-subword negative log-likelihood
 
@@ -276,6 +276,8 @@ def bleu(
 def load_translator(run_dir: Path):
     """The best model of a run directory, its config and subword vocabularies."""
     run_dir = Path(run_dir)
+    if RunDir(run_dir).config.is_file() and (error := RunDir(run_dir).other_task_error("translator")):
+        raise error
     if not TranslationConfig.saved(run_dir) or not RunDir(run_dir).training_state().is_file():
         raise UsageError(
             f"{run_dir} is not a translation run directory (needs config.toml and checkpoints/last.safetensors); "
