@@ -304,3 +304,31 @@ def test_a_split_file_that_is_almost_there_is_named(tmp_path, present, said):
         (folder / present).write_text("a b\n")
     with pytest.raises(DataError, match="train.txt is missing " + said.replace("(", r"\(").replace(")", r"\)")):
         load_corpus(str(folder))
+
+
+def test_a_model_too_big_for_memory_is_refused_before_it_is_allocated(tiny_corpus, tmp_path, capsys):
+    args = ["train", "ptb-small-vd", "--out", str(tmp_path / "big"), "--no-progress", *_sets(tiny_corpus)]
+    assert main([*args, "--set", "model.hidden_size=200000"]) == 2  # 3.2e11 parameters: terabytes
+    err = _one_line_error(capsys)
+    assert "parameters: its weights, gradients and optimiser state need about" in err and "smaller model" in err
+    assert main([*args, "--set", "model.hidden_size=1000000000"]) == 2  # beyond any tensor
+    assert "larger than a tensor can hold; choose smaller model sizes" in _one_line_error(capsys)
+    assert not (tmp_path / "big" / "checkpoints").exists()
+
+
+def test_a_bptt_longer_than_the_streams_is_refused_not_trained_as_one_short_window(tiny_corpus, tmp_path, capsys):
+    args = ["train", "ptb-small-vd", "--out", str(tmp_path / "long"), "--no-progress", *_sets(tiny_corpus)]
+    assert main([*args, "--set", "train.bptt=100000"]) == 2
+    assert "train.bptt = 100000 is longer than each of the 4 training streams" in _one_line_error(capsys)
+
+
+def test_the_banner_names_the_run_folder_and_each_epoch_the_time_left(tiny_corpus, tmp_path, capsys):
+    out = tmp_path / "run"
+    sets = _sets(tiny_corpus, **{"train.epochs": "2"})
+    assert main(["train", "ptb-small-vd", "--out", str(out), "--no-progress", "--threads", "64", *sets]) == 0
+    text = capsys.readouterr().out
+    assert f"| run {out} |" in text.splitlines()[1] or f"| run {out} |" in text
+    assert "64 threads on" in text and "more threads than cores" in text
+    epochs = [ln for ln in text.splitlines() if ln.startswith("epoch ")]
+    assert epochs[0].endswith(" left") and not epochs[1].endswith(" left")  # the last epoch has nothing left
+    assert "[train]" not in text  # the config is in the run folder, not 57 lines before the banner

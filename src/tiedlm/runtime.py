@@ -244,6 +244,9 @@ def set_threads(threads: int, log=None) -> int:
     1e-38 carry no information for SGD.
     """
     n = threads or default_threads(log)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or n)
+    if n > cores and log is not None:
+        log(f"tiedlm: {n} threads on {cores} cores: more threads than cores train slower, not faster")
     torch.set_num_threads(n)
     torch.set_flush_denormal(True)
     keep_freed_memory()

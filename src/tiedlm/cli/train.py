@@ -21,8 +21,6 @@ def cmd_train(args) -> int:
     cfg, run_dir = _resumed_config(args) if args.resume else _new_config(args)
     main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 speaks
     log = progress_log(args)
-    if not args.resume and main_rank:
-        log(cfg.to_toml())
     if args.resume and main_rank and (note := getattr(args, "threads_note", "")):
         log(f"tiedlm: {note}")
     command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])

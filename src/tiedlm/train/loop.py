@@ -323,7 +323,15 @@ def _epoch(task: Task, files: RunDir, p: Progress, stop: StopRequest, progress: 
             with open(files.metrics, "a") as f:
                 f.write(json.dumps(record) + "\n")
         task.save(files, p)
-    log(task.epoch_line(record, seconds))
+    log(task.epoch_line(record, seconds) + time_left(task.epochs - epoch, wall))
+
+
+def time_left(epochs: int, epoch_seconds: float) -> str:
+    """The epoch line's estimate of the rest of the run: the epochs left at this epoch's pace ("" at the end)."""
+    if epochs <= 0:
+        return ""
+    left = epochs * epoch_seconds
+    return f" | ~{left / 60:.0f} min left" if left < 90 * 60 else f" | ~{left / 3600:.1f} h left"
 
 
 def _bar(task: Task, epoch: int, total: int, done: int, progress: bool):

@@ -120,6 +120,8 @@ class Trainer(Task):
             {"train": cfg.train.batch_size, "valid": cfg.train.eval_batch_size, "test": cfg.train.eval_batch_size},
         )
         self.vocab = self.corpus.vocab
+        _require_windows(cfg, self.corpus.train.numel(), self.corpus.folder)
+        _require_memory(cfg, len(self.vocab), self.device)  # one line before allocating, not an out-of-memory kill
         if self.device.type == "cpu":  # build the C++ kernels (once per machine) before any clock starts
             native.available()
         torch.manual_seed(cfg.train.seed)
@@ -161,7 +163,12 @@ class Trainer(Task):
         """Train until ``train.epochs`` (the loop of every task, :func:`tiedlm.train.loop.fit`; ``budget_windows``:
         stop with a checkpoint after that many windows); then evaluate the best checkpoint on valid and test."""
         cfg = self.cfg
-        self.log(f"tiedlm {__version__} | device {self.device} | precision {self.precision} | threads {self.threads}")
+        self.log(
+            f"tiedlm {__version__} | run {self.run_dir} | device {self.device} | precision {self.precision} | "
+            f"threads {self.threads} | config {self.files.config.name} in the run folder"
+        )
+        if self.position.epoch > 1 or self.position.batch > 0:
+            self.log(f"resuming at epoch {self.position.epoch}, window {self.position.batch}")
         self.log(
             f"corpus {cfg.data.name}: |V| = {len(self.vocab)}, train {self.corpus.train.numel():,} tokens "
             f"({self.corpus.folder}) | parameters {self.model.parameter_counts()['total']:,}"
@@ -515,6 +522,43 @@ class Trainer(Task):
             self.nt_asgd.averaged_from = sum(r["stage"] == "sgd" for r in records)
         if self.dist.is_main:
             write_text_atomic(self.files.metrics, "".join(json.dumps(r) + "\n" for r in records))
+
+
+def _require_windows(cfg: Config, tokens: int, folder: Path) -> None:
+    """Each training stream must hold more than one window: ``train.bptt`` longer than a stream trained one short
+    window an epoch and said nothing."""
+    per_stream = tokens // cfg.train.batch_size
+    if per_stream <= cfg.train.bptt:
+        raise UsageError(
+            f"train.bptt = {cfg.train.bptt} is longer than each of the {cfg.train.batch_size} training streams of "
+            f"{folder / 'train.txt'} ({per_stream} tokens each); lower train.bptt or train.batch_size"
+        )
+
+
+def _require_memory(cfg: Config, vocab_size: int, device: torch.device) -> None:
+    """A model whose weights, gradients and optimiser state cannot fit in the device's free memory is refused in
+    one line before it is allocated (its size counted on the meta device, which allocates nothing)."""
+    try:
+        with torch.device("meta"):
+            params = sum(p.numel() for p in LanguageModel(cfg.model, vocab_size).parameters())
+    except (RuntimeError, OverflowError):  # a weight larger than any tensor can be
+        raise UsageError(
+            "the model's sizes give a weight larger than a tensor can hold; choose smaller model sizes"
+        ) from None
+    need = params * 4 * 4  # fp32 weights, gradients, and up to two optimiser (or NT-ASGD average) tensors each
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return
+    if need > free:
+        raise UsageError(
+            f"the model has {params:,} parameters: its weights, gradients and optimiser state need about "
+            f"{need / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free on the {device.type}; choose "
+            "smaller model sizes"
+        )
 
 
 def _position(meta: dict) -> Progress:
