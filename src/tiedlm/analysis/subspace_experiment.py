@@ -238,12 +238,16 @@ def _done_rows(csv_path: Path, settings: str) -> dict[tuple, dict]:
     return {(float(r["beta"]), float(r["tau"]), int(r["run"])): r for r in rows}
 
 
-def _recorded_threads(out: Path) -> int:
-    """The thread count the experiment in ``out`` started with (0 where none is recorded)."""
-    try:
-        return SubspaceExperimentConfig.load(out).threads
-    except (UsageError, ValueError, TypeError, OSError):
-        return 0
+def _experiment_threads(cfg: SubspaceExperimentConfig, out: Path) -> int:
+    """The threads the experiment runs with (set): ``cfg.threads``, else, for a stopped experiment run again,
+    the count it started with; saved resolved, so a resume keeps it however busy the machine is then."""
+    threads = cfg.threads
+    if not threads and (out / "points").is_dir():
+        try:
+            threads = SubspaceExperimentConfig.load(out).threads
+        except (UsageError, ValueError, TypeError, OSError):
+            threads = 0
+    return set_threads(threads)
 
 
 def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = True, log=print) -> dict:
@@ -253,9 +257,7 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
     from tqdm import tqdm
 
     cfg.validate()
-    if not cfg.threads and (out / "points").is_dir():  # a stopped experiment run again: its own thread count
-        cfg.threads = _recorded_threads(out)
-    cfg.threads = set_threads(cfg.threads)  # saved resolved: a resume keeps it, however busy the machine is then
+    cfg.threads = _experiment_threads(cfg, out)
     precision = resolve_precision(cfg.precision, torch.device("cpu"))
     out.mkdir(parents=True, exist_ok=True)
     cfg.save(out)  # the settings of the latest invocation: what --resume finishes

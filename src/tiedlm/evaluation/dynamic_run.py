@@ -164,20 +164,11 @@ def run_dynamic_evaluation(
                 else "nothing was kept (give --work DIR to make it resumable)"
             )
             raise RunInterrupted(f"dynamic evaluation stopped; {where}") from None
-    out = {
-        **(about or {}),
-        "split": split,
-        "dynamic_ppl": res["ppl"],
-        "tokens": res["tokens"],
-        # as asked: with --grid, the grid's η and λ and the original-scale ε that the conversion applied to
-        "settings": dataclasses.asdict(
-            dataclasses.replace(settings, epsilon=asked.epsilon, old_hyper=True) if asked.old_hyper else settings
-        ),
-        "effective": res["effective"],
-        "statistics_segments": stats.segments,
-        "grid": points,
-        "precision": precision,
-    }
+    # as asked: with --grid, the grid's η and λ and the original-scale ε that the conversion applied to
+    shown = dataclasses.replace(settings, epsilon=asked.epsilon, old_hyper=True) if asked.old_hyper else settings
+    out = {**(about or {}), "split": split, "dynamic_ppl": res["ppl"], "tokens": res["tokens"]}
+    out |= {"settings": dataclasses.asdict(shown), "effective": res["effective"], "statistics_segments": stats.segments}
+    out |= {"grid": points, "precision": precision}
     if work is not None:
         write_json_atomic(work / WORK_FILES["result"], out)
     return out

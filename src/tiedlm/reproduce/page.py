@@ -176,8 +176,18 @@ def render(
         lines += ["", "## Notes", "", text] if text else []
     if task == "lm":
         lines += _bands_section(tab, runs_dir, out)
-    again = f"`tiedlm reproduce {tab.name} --scale {scale} --runs {train_runs} --only RUN`"
-    lines += [
+    lines += _commands_section(
+        f"`tiedlm reproduce {tab.name} --scale {scale} --runs {train_runs} --only RUN`", commands, waiting
+    )
+    path = out / f"{tab.name}.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _commands_section(again: str, commands: list[tuple], waiting: list[str]) -> list[str]:
+    """The page's Commands: the finished rows' commands (one line a row, with its seeds) and the rows not finished
+    yet, each with its estimated cost."""
+    lines = [
         "",
         "## Commands",
         "",
@@ -197,9 +207,7 @@ def render(
             *waiting,
             "",
         ]
-    path = out / f"{tab.name}.md"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return lines
 
 
 def _page_head(tab: Table, scale: str, rows: list[dict], task: str, out: Path, command: str) -> list[str]:
