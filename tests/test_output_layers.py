@@ -253,3 +253,20 @@ def test_every_output_layer_trains_with_both_encoders_and_the_augmented_loss(enc
     losses = _steps(encoder, output, augmented=True)
     assert all(math.isfinite(v) for v in losses)
     assert losses == pytest.approx(PINNED[(encoder, output)], abs=3e-5), losses
+
+
+def test_build_output_takes_a_dict_and_refuses_a_weight_tensor_in_api_terms():
+    """A plain dict or a weight tensor used to fail with an AttributeError from deep inside."""
+    from torch import nn
+
+    from tiedlm.models import OUTPUTS, build_output
+
+    embedding = nn.Embedding(50, 8)
+    from_dict = build_output({"name": "drill", "depth": 2}, embedding, hidden_size=8)
+    assert type(from_dict) is type(build_output(OUTPUTS.config({"name": "drill", "depth": 2}), embedding, 8))
+    with pytest.raises(
+        TypeError, match="the nn.Embedding whose weight the layer shares, not Parameter .pass the module"
+    ):
+        build_output({"name": "tied"}, embedding.weight, hidden_size=8)
+    with pytest.raises(TypeError, match="cfg must be an output layer's config"):
+        build_output("drill", embedding, hidden_size=8)

@@ -134,7 +134,21 @@ class SharesEmbedding(OutputLayer):
 
 
 def build_output(cfg: ComponentConfig, embedding: nn.Embedding, hidden_size: int) -> OutputLayer:
-    """The output layer named by ``cfg`` (a registered output config) over encoder states of size ``hidden_size``."""
+    """The output layer named by ``cfg`` (a registered output config, or a dict such as ``{"name": "drill",
+    "depth": 2}``) over encoder states of size ``hidden_size``, sharing ``embedding`` (the ``nn.Embedding``).
+    Arguments of another kind are a ``TypeError`` that says what to pass."""
+    if isinstance(cfg, dict):
+        cfg = OUTPUTS.config(cfg)
+    if not isinstance(cfg, ComponentConfig):
+        raise TypeError(
+            f"build_output: cfg must be an output layer's config (OUTPUTS.config({{'name': 'drill', ...}})) or such a "
+            f"dict, not {type(cfg).__name__}"
+        )
+    if not isinstance(embedding, nn.Embedding):
+        raise TypeError(
+            f"build_output: embedding must be the nn.Embedding whose weight the layer shares, not "
+            f"{type(embedding).__name__}" + (" (pass the module, not its weight)" if torch.is_tensor(embedding) else "")
+        )
     d = embedding.embedding_dim
     if cfg.needs_embedding_size and hidden_size != d:
         raise UsageError(
