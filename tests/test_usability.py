@@ -332,3 +332,16 @@ def test_the_banner_names_the_run_folder_and_each_epoch_the_time_left(tiny_corpu
     epochs = [ln for ln in text.splitlines() if ln.startswith("epoch ")]
     assert epochs[0].endswith(" left") and not epochs[1].endswith(" left")  # the last epoch has nothing left
     assert "[train]" not in text  # the config is in the run folder, not 57 lines before the banner
+
+
+@pytest.mark.parametrize("command", [["train", "ptb-small-vd"], ["tag", "train"], ["translate", "train"]])
+def test_train_commands_take_device_as_evaluate_does(command, tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    assert main([*command, "--out", str(tmp_path / "run"), "--device", "cuda"]) == 2
+    assert "train.device = 'cuda' but no CUDA GPU is visible" in _one_line_error(capsys)
+    again = ["train"] if command[0] == "train" else [command[0], "train"]
+    assert main([*again, "--resume", str(tmp_path / "run"), "--device", "cpu"]) == 2
+    assert "a resumed run trains on its own device" in _one_line_error(capsys)

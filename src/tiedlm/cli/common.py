@@ -36,10 +36,23 @@ def refuse_empty(args, *names: str) -> None:
             raise UsageError(f"{flag} is empty; give a folder (or a corpus name), or leave {flag} out")
 
 
+def device_setting(args) -> list[str]:
+    """``--set`` with ``--device D`` as ``train.device=D`` (a new run; a resumed one keeps the device it trained
+    on, whose random numbers it continues)."""
+    if not getattr(args, "device", None):
+        return list(args.set)
+    if args.resume is not None:
+        raise UsageError(
+            "--device: a resumed run trains on its own device (train.device in its config.toml); leave --device out"
+        )
+    return [*args.set, f"train.device={args.device}"]
+
+
 def train_task(args, config_class, train_fn) -> tuple[Path, dict]:
     """``tag train`` / ``translate train``: the run's config (a new one from --set/--data, or the stopped run's),
     then training in ``--out`` (or the ``--resume DIR``); returns the run folder and the trainer's metrics."""
     refuse_empty(args, "out", "data", "data_dir", "resume")
+    args.set = device_setting(args)
     resume = args.resume is not None
     if isinstance(args.resume, str) and args.out and Path(args.out) != Path(args.resume):
         raise UsageError(f"--resume {args.resume} and --out {args.out} name two folders; give one")
@@ -91,6 +104,7 @@ def add_run_arguments(parser, example: str, resume_help: str, data_help: str) ->
         help=resume_help + " (as `tiedlm train --resume RUN_DIR`; `--out DIR --resume` works too)",
     )
     parser.add_argument("--threads", type=THREADS, help="CPU threads (0: the free cores); also on resume")
+    parser.add_argument("--device", help="cpu, cuda or cuda:N (sets train.device; a new run only)")
     parser.add_argument(
         "--data",
         metavar="FOLDER",

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from .common import emit, progress_log, refuse_empty
+from .common import device_setting, emit, progress_log, refuse_empty
 from .types import THREADS
 
 
@@ -16,6 +16,7 @@ def cmd_train(args) -> int:
     from ..train import train
 
     refuse_empty(args, "out", "data", "data_dir", "resume")
+    args.set = device_setting(args)
     if args.threads is not None:  # --threads N is --set train.threads=N
         args.set = [*args.set, f"train.threads={args.threads}"]
     cfg, run_dir = _resumed_config(args) if args.resume else _new_config(args)
@@ -191,6 +192,7 @@ def register(add) -> None:
         "--data-dir", help="folder holding the preset's corpus files, verified by checksum (overrides TIEDLM_DATA)"
     )
     t.add_argument("--threads", type=THREADS, help="CPU threads (0: the free cores; sets train.threads, on resume too)")
+    t.add_argument("--device", help="cpu, cuda or cuda:N (sets train.device; a new run only)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     add("presets", cmd_presets, "list the built-in presets")
