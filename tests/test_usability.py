@@ -345,3 +345,30 @@ def test_train_commands_take_device_as_evaluate_does(command, tmp_path, capsys):
     again = ["train"] if command[0] == "train" else [command[0], "train"]
     assert main([*again, "--resume", str(tmp_path / "run"), "--device", "cpu"]) == 2
     assert "a resumed run trains on its own device" in _one_line_error(capsys)
+
+
+def test_evaluate_text_scores_one_file_and_each_line_without_a_corpus_folder(run, tmp_path, capsys):
+    """Scoring one held-out file needed dummy train.txt/valid.txt beside it; now `--text FILE`, and
+    `--per-sentence` gives each line's perplexity. Checked against one forward pass over the whole stream."""
+    import json
+
+    import torch
+    import torch.nn.functional as F
+
+    from tiedlm.run import load_run
+
+    text = tmp_path / "held-out.txt"
+    text.write_text("w1 w2 w3 w4\nw5 w6 unseenword\nw7 w8 w9 w10 w11\n")
+    assert main(["evaluate", str(run), "--text", str(text), "--per-sentence", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    loaded = load_run(run)
+    ids = torch.tensor(loaded.vocab.encode(read_tokens(text))[0])
+    with torch.inference_mode():
+        logits, _ = loaded.model(ids[:-1].view(-1, 1), loaded.model.init_state(1))
+        nll = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), ids[1:], reduction="none")
+    assert out["tokens"] == nll.numel() == 14 and out["unknown_mapped"] == 1
+    assert abs(out["loss"] - nll.mean().item()) < 1e-5
+    assert [s["tokens"] for s in out["sentences"]] == [4, 4, 6]  # the first word starts the stream, unscored
+    assert abs(sum(s["nll"] for s in out["sentences"]) - nll.sum().item()) < 1e-4
+    assert main(["evaluate", str(run), "--text", str(tmp_path / "none.txt")]) == 2
+    assert "no such file" in _one_line_error(capsys)

@@ -17,6 +17,10 @@ def cmd_evaluate(args) -> int:
 
     recorded = _recorded_work_threads(args)  # a dynamic evaluation resumed in its --work folder keeps its own
     args.threads_used = set_threads(args.threads if args.threads is not None else recorded)
+    if args.text:
+        return _score_text(args)
+    if args.per_sentence:
+        raise UsageError("--per-sentence scores the lines of one file: give it with --text FILE")
     run = load_run(args.run_dir, which=args.checkpoint, device=args.device)
     data = run.config.data
     name, data_dir = (args.data, "") if args.data else (data.name, data.data_dir)
@@ -57,6 +61,43 @@ def cmd_evaluate(args) -> int:
         f"{run.path} [{run.checkpoint}] {name} {args.split}: ppl {res['ppl']:.2f} "
         f"over {res['tokens']:,} tokens, batch {bs}{note}",
     )
+    return 0
+
+
+def _score_text(args) -> int:
+    """``evaluate RUN --text FILE``: one held-out file (no train/valid beside it) read with the run's vocabulary
+    as one stream; ``--per-sentence`` adds each line's perplexity."""
+    from pathlib import Path
+
+    import torch
+
+    from ..data.corpus import read_tokens
+    from ..data.vocab import EOS
+    from ..evaluation import perplexity, sentence_scores, token_losses
+    from ..run import load_run
+    from ..runtime import run_precision
+
+    if args.data or args.dynamic:
+        raise UsageError("--text scores one file on its own; leave out --data and --dynamic")
+    path = Path(args.text).expanduser()
+    if not path.is_file():
+        raise UsageError(f"--text {args.text}: no such file; give a text file, one sentence per line")
+    run = load_run(args.run_dir, which=args.checkpoint, device=args.device)
+    tokens = read_tokens(path)
+    if sum(t != EOS for t in tokens) == 0 or len(tokens) < 3:
+        raise UsageError(f"--text {path} holds no words to score; put text in it, one sentence per line")
+    encoded, unknown = run.vocab.encode(tokens)
+    ids = torch.tensor(encoded, dtype=torch.long)
+    precision = run_precision(run.config.train.precision, run.model.embedding.weight.device, args.precision)
+    losses = token_losses(run.model, ids, run.config.train.bptt, precision)
+    ppl = perplexity(float(losses.mean()))
+    out = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "text": str(path), "ppl": ppl}
+    out |= {"loss": float(losses.mean()), "tokens": int(losses.numel()), "unknown_mapped": unknown}
+    lines = [f"{run.path} [{run.checkpoint}] {path}: ppl {ppl:.2f} over {losses.numel():,} tokens, batch 1"]
+    if args.per_sentence:
+        out["sentences"] = sentence_scores(losses, ids[1:], run.vocab.index[EOS])
+        lines += [f"line {s['line']}: ppl {s['ppl']:.2f} ({s['tokens']} tokens)" for s in out["sentences"]]
+    emit(args, out, "\n".join(lines))
     return 0
 
 
@@ -309,6 +350,8 @@ def register(add) -> None:
     e.add_argument("run_dir")
     e.add_argument("--split", choices=["train", "valid", "test"], default="test")
     e.add_argument("--data", help="another corpus name or folder (read with the run's vocabulary)")
+    e.add_argument("--text", help="one file to score on its own (no train/valid beside it), as one stream")
+    e.add_argument("--per-sentence", action="store_true", help="with --text: each line's perplexity too")
     e.add_argument("--checkpoint", choices=["best", "last"], default="best")
     e.add_argument(
         "--batch-size",

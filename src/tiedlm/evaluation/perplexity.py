@@ -78,6 +78,30 @@ def evaluate(
     return {"loss": ce, "ppl": perplexity(ce), "tokens": count}
 
 
+@torch.inference_mode()
+def token_losses(model, ids: torch.Tensor, bptt: int = 35, precision: str = "fp32") -> torch.Tensor:
+    """The cross-entropy (nats) of every token of the 1-D stream ``ids`` but the first, read as one stream
+    (batch 1, the papers' test protocol), in stream order: ``out[i]`` scores ``ids[i + 1]``."""
+    parts = [
+        F.cross_entropy(logits, y, reduction="none") for logits, y in stream_logits(model, ids, 1, bptt, precision)
+    ]
+    return torch.cat(parts).cpu()
+
+
+def sentence_scores(losses: torch.Tensor, targets: torch.Tensor, eos: int) -> list[dict]:
+    """Per line of a scored text (``losses`` from :func:`token_losses`, ``targets`` = ``ids[1:]``): the tokens
+    scored (its words and its line end; the text's very first word is the stream's start, never scored), their
+    summed cross-entropy and the line's perplexity."""
+    lines, start = [], 0
+    ends = (targets == eos).nonzero().flatten().tolist()
+    for end in ends:
+        nll = float(losses[start : end + 1].sum())
+        tokens = end + 1 - start
+        lines.append({"line": len(lines) + 1, "tokens": tokens, "nll": nll, "ppl": perplexity(nll / tokens)})
+        start = end + 1
+    return lines
+
+
 def perplexity(cross_entropy: float) -> float:
     """exp(cross-entropy), ``inf`` past float range (a diverged model) and ``nan`` for ``nan``."""
     return (
