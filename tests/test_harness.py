@@ -235,6 +235,40 @@ def test_translate_evaluate_reads_the_corpus_from_another_folder_with_data_dir(t
     assert (there["bleu"], there["ppl"]) == (here["bleu"], here["ppl"])
 
 
+def test_tag_evaluate_scores_another_test_set_given_as_one_file(tmp_path, capsys):
+    """A tagger run scored on one CoNLL-U file of its own (no train or dev beside it): the run's own test file
+    gives the run's test accuracy, to the digit."""
+    import shutil
+
+    from tiedlm.cli import main
+
+    case = _tagger(tmp_path)
+    case.train(tmp_path / "run", False, "train.epochs=1")
+    test = next(Path(case.cfg.data.data_dir).glob("*test*.conllu"))
+    alone = shutil.copy(test, tmp_path / "other-test.conllu")
+    assert main(["tag", "evaluate", str(tmp_path / "run"), "--split", "test", "--json"]) == 0
+    want = json.loads(capsys.readouterr().out)["test_accuracy"]
+    assert main(["tag", "evaluate", str(tmp_path / "run"), "--file", str(alone), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["file_accuracy"] == want and got["tokens"] > 0
+
+
+def test_translate_evaluate_scores_another_test_set_given_as_two_files(tmp_path, capsys):
+    """A translator scored on a source file and its reference (no train or valid beside them): the run's own test
+    files give the run's test BLEU."""
+    from tiedlm.cli import main
+
+    case = _translator(tmp_path)
+    case.train(tmp_path / "run", False, "train.epochs=1")
+    data = Path(case.cfg.data.data_dir)
+    assert main(["translate", "evaluate", str(tmp_path / "run"), "--beam", "1", "--json"]) == 0
+    want = json.loads(capsys.readouterr().out)["bleu"]
+    files = ["--source", str(data / "test.xx"), "--reference", str(data / "test.yy")]
+    assert main(["translate", "evaluate", str(tmp_path / "run"), "--beam", "1", "--json", *files]) == 0
+    assert json.loads(capsys.readouterr().out)["bleu"] == want
+    assert main(["translate", "evaluate", str(tmp_path / "run"), "--source", str(data / "test.xx")]) == 2
+
+
 def test_resuming_says_it_keeps_its_thread_count_and_warns_when_told_another():
     from tiedlm.runtime import resumed_threads_note
 

@@ -23,6 +23,12 @@ def cmd_tag_train(args) -> int:
 def cmd_tag_evaluate(args) -> int:
     from ..tagging import evaluate_tagger
 
+    if args.file:  # another test set: one CoNLL-U file
+        from ..tagging.train import evaluate_tagger_file
+
+        m = evaluate_tagger_file(Path(args.run), Path(args.file))
+        emit(args, m, f"{args.run}: {args.file} accuracy {100 * m['file_accuracy']:.2f}% ({m['tokens']:,} tokens)")
+        return 0
     m = evaluate_tagger(Path(args.run), tuple(args.split), args.data_dir or "")
     text = ", ".join(f"{s} accuracy {100 * m[f'{s}_accuracy']:.2f}%" for s in args.split)
     emit(args, m, f"{args.run}: {text}")
@@ -59,3 +65,4 @@ def register(add, sub_parser_class) -> None:
     ev.add_argument("run", help="tagger run directory")
     ev.add_argument("--split", nargs="+", choices=["train", "dev", "test"], default=["dev", "test"])
     ev.add_argument("--data-dir")
+    ev.add_argument("--file", help="one CoNLL-U file of your own to tag and score (another test set)")

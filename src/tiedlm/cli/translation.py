@@ -27,6 +27,14 @@ def cmd_translate_train(args) -> int:
 def cmd_translate_evaluate(args) -> int:
     from ..translation import evaluate_translator
 
+    if args.source or args.reference:  # another test set: a source file and its reference translation
+        from ..translation.train import evaluate_translator_files
+
+        if not (args.source and args.reference):
+            raise UsageError("give both --source FILE and --reference FILE (aligned line by line)")
+        m = evaluate_translator_files(Path(args.run), Path(args.source), Path(args.reference), args.beam)
+        emit(args, m, f"{args.run}: {args.source} BLEU {m['bleu']:.2f} ({m['signature']}), beam {m['beam']}")
+        return 0
     m = evaluate_translator(Path(args.run), args.split, args.beam, args.data_dir or "", progress=not args.no_progress)
     emit(
         args,
@@ -88,6 +96,8 @@ def register(add, sub_parser_class) -> None:
     ev.add_argument("--split", choices=["valid", "test"], default="test")
     ev.add_argument("--beam", type=POSITIVE, help="beam size (default: the run's; 1 = greedy)")
     ev.add_argument("--data-dir")
+    ev.add_argument("--source", help="another test set: its source file (with --reference), one sentence a line")
+    ev.add_argument("--reference", help="the reference translation of --source, aligned line by line")
     ev.add_argument("--no-progress", action="store_true")
     tl = add_command(tsub, "translate", cmd_translate_translate, "translate sentences (arguments or stdin)")
     tl.add_argument("run", help="translation run directory")

@@ -118,14 +118,17 @@ def load_tagging_corpus(
     raw = {s: read_conllu(files[s]) for s in SPLITS}
     vocab = vocab or build_vocabulary(raw["train"], min_count)
     tags = tags or sorted({t for _, ts in raw["train"] for t in ts})
-    tag_index = {t: i for i, t in enumerate(tags)}
-    splits = {}
-    for split, sentences in raw.items():
-        encoded = []
-        for words, ts in sentences:
-            unknown = [t for t in ts if t not in tag_index]
-            if unknown:
-                raise DataError(f"{split} split has tag {unknown[0]!r} that the training split lacks")
-            encoded.append((torch.tensor(vocab.encode(words)[0]), torch.tensor([tag_index[t] for t in ts])))
-        splits[split] = encoded
+    splits = {split: encode_sentences(sentences, vocab, tags, f"{split} split") for split, sentences in raw.items()}
     return TaggingCorpus(vocab, tags, splits, files["train"].parent)
+
+
+def encode_sentences(sentences, vocab: Vocabulary, tags: list[str], where: str) -> list:
+    """(word ids, tag ids) per sentence; a tag the training split lacks is a one-line error naming ``where``."""
+    tag_index = {t: i for i, t in enumerate(tags)}
+    encoded = []
+    for words, ts in sentences:
+        unknown = [t for t in ts if t not in tag_index]
+        if unknown:
+            raise DataError(f"{where} has tag {unknown[0]!r} that the training split lacks")
+        encoded.append((torch.tensor(vocab.encode(words)[0]), torch.tensor([tag_index[t] for t in ts])))
+    return encoded

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from ..data.vocab import Vocabulary
+from ..errors import DataError, UsageError
 from ..run_dir import RunDir, write_text_atomic
 from ..runtime import host_record, resolve_device, run_device, set_threads
 from ..train.checkpoint import best_weights
@@ -150,6 +151,22 @@ def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, 
     model = BiLSTMTagger(cfg, len(vocab), len(tags))
     model.load_state_dict(best_weights(RunDir(run_dir)))
     return model.eval(), cfg, vocab, tags
+
+
+def evaluate_tagger_file(run_dir: Path, path: Path) -> dict:
+    """Accuracy of a run's best model on one CoNLL-U file of your own (another test set), read with the run's
+    vocabulary and tags; no train or dev split beside it."""
+    from .data import encode_sentences, read_conllu
+
+    model, cfg, vocab, tags = load_tagger(run_dir)
+    model.to(run_device(cfg.train.device))
+    if not Path(path).is_file():
+        raise UsageError(f"--file {path}: no such file; give a CoNLL-U file")
+    sentences = encode_sentences(read_conllu(Path(path)), vocab, tags, str(path))
+    if not sentences:
+        raise DataError(f"{path} holds no sentences; give a CoNLL-U file with tagged sentences")
+    corpus = TaggingCorpus(vocab, tags, {"file": sentences}, Path(path).parent)
+    return {"file": str(path), "file_accuracy": accuracy(model, corpus, "file"), "tokens": corpus.tokens("file")}
 
 
 def evaluate_tagger(run_dir: Path, splits=("dev", "test"), data_dir: str = "", own_data: bool = False) -> dict:

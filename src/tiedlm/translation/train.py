@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..errors import UsageError
+from ..errors import DataError, UsageError
 from ..evaluation import perplexity
 from ..losses import AugmentedLoss
 from ..losses.fused import at_least_fp32
@@ -289,6 +289,37 @@ def load_translator(run_dir: Path):
     model = TransformerTranslator(cfg, len(vocabs[0]), len(vocabs[-1]))
     model.load_state_dict(best_weights(RunDir(run_dir)))
     return model.eval(), cfg, vocabs[0], vocabs[-1]
+
+
+def evaluate_translator_files(
+    run_dir: Path, source: Path, reference: Path, beam: int | None = None, progress: bool = False
+) -> dict:
+    """BLEU of a run's best model on another test set: a source file and its reference translation, aligned line
+    by line (no train or valid split beside them)."""
+    from sacrebleu.metrics import BLEU
+
+    from .data import read_lines
+
+    model, cfg, source_vocab, target_vocab = load_translator(run_dir)
+    for option, path in (("--source", source), ("--reference", reference)):
+        if not Path(path).is_file():
+            raise UsageError(f"{option} {path}: no such file; give a text file, one sentence per line")
+    sources, references = read_lines(Path(source)), read_lines(Path(reference))
+    if len(sources) != len(references) or not sources:
+        raise DataError(
+            f"{source} has {len(sources)} lines and {reference} {len(references)}: give two non-empty files aligned "
+            "line by line"
+        )
+    device = run_device(cfg.train.device)
+    model.to(device)
+    precision = resolve_precision(cfg.train.precision, device)
+    hyps = translate_lines(
+        model, cfg, source_vocab, target_vocab, sources, beam, device=device, precision=precision, progress=progress
+    )
+    metric = BLEU()
+    score = metric.corpus_score(hyps, [references])
+    beam = cfg.decode.beam if beam is None else beam
+    return {"source": str(source), "bleu": score.score, "signature": str(metric.get_signature()), "beam": beam}
 
 
 def evaluate_translator(
