@@ -144,7 +144,7 @@ def build_output(cfg: ComponentConfig, embedding: nn.Embedding, hidden_size: int
             f"build_output: cfg must be an output layer's config (OUTPUTS.config({{'name': 'drill', ...}})) or such a "
             f"dict, not {type(cfg).__name__}"
         )
-    if not isinstance(embedding, nn.Embedding):
+    if not (isinstance(embedding, nn.Module) and hasattr(embedding, "embedding_dim")):  # nn.Embedding or alike
         raise TypeError(
             f"build_output: embedding must be the nn.Embedding whose weight the layer shares, not "
             f"{type(embedding).__name__}" + (" (pass the module, not its weight)" if torch.is_tensor(embedding) else "")
