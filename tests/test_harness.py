@@ -267,6 +267,9 @@ def test_translate_evaluate_scores_another_test_set_given_as_two_files(tmp_path,
     assert main(["translate", "evaluate", str(tmp_path / "run"), "--beam", "1", "--json", *files]) == 0
     assert json.loads(capsys.readouterr().out)["bleu"] == want
     assert main(["translate", "evaluate", str(tmp_path / "run"), "--source", str(data / "test.xx")]) == 2
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path / "run")]) == 2  # advised `translate evaluate` before
+    assert f"use `tiedlm translate train --resume {tmp_path / 'run'}`" in capsys.readouterr().err
 
 
 def test_resuming_says_it_keeps_its_thread_count_and_warns_when_told_another():

@@ -332,6 +332,9 @@ def test_the_banner_names_the_run_folder_and_each_epoch_the_time_left(tiny_corpu
     epochs = [ln for ln in text.splitlines() if ln.startswith("epoch ")]
     assert epochs[0].endswith(" left") and not epochs[1].endswith(" left")  # the last epoch has nothing left
     assert "[train]" not in text  # the config is in the run folder, not 57 lines before the banner
+    assert main(["train", "--resume", str(out), "--set", "train.epochs=3", "--no-progress"]) == 0
+    resumed = capsys.readouterr().out
+    assert "resuming at epoch 3, window 0" in resumed and "resuming at the 64 threads it started with" in resumed
 
 
 @pytest.mark.parametrize("command", [["train", "ptb-small-vd"], ["tag", "train"], ["translate", "train"]])
@@ -372,3 +375,22 @@ def test_evaluate_text_scores_one_file_and_each_line_without_a_corpus_folder(run
     assert abs(sum(s["nll"] for s in out["sentences"]) - nll.sum().item()) < 1e-4
     assert main(["evaluate", str(run), "--text", str(tmp_path / "none.txt")]) == 2
     assert "no such file" in _one_line_error(capsys)
+
+
+def test_tensorboard_gets_each_epochs_figures_as_the_metrics_lines_have_them(tiny_corpus, tmp_path, capsys):
+    """`--tensorboard DIR` (fairseq's --tensorboard-logdir, Lightning's logger): every numeric field of each
+    metrics line as a scalar at its epoch, read back with TensorBoard's own reader."""
+    import json
+
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out, board = tmp_path / "run", tmp_path / "board"
+    sets = _sets(tiny_corpus, **{"train.epochs": "2"})
+    assert main(["train", "ptb-small-vd", "--out", str(out), "--no-progress", "--tensorboard", str(board), *sets]) == 0
+    events = EventAccumulator(str(board))
+    events.Reload()
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    got = [(e.step, e.value) for e in events.Scalars("valid_ppl")]
+    assert got == [(m["epoch"], pytest.approx(m["valid_ppl"], rel=1e-6)) for m in lines]
+    assert {"train_ppl", "lr", "tokens_per_s"} <= set(events.Tags()["scalars"])

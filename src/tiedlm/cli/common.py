@@ -36,6 +36,18 @@ def refuse_empty(args, *names: str) -> None:
             raise UsageError(f"{flag} is empty; give a folder (or a corpus name), or leave {flag} out")
 
 
+def tensorboard_folder(args) -> str:
+    """``--tensorboard DIR`` (checked before training: the optional ``tensorboard`` package is there), or ""."""
+    folder = getattr(args, "tensorboard", None)
+    if not folder:
+        return ""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorboard") is None:
+        raise UsageError("--tensorboard needs the tensorboard package: pip install 'tiedlm[tensorboard]'")
+    return str(folder)
+
+
 def device_setting(args) -> list[str]:
     """``--set`` with ``--device D`` as ``train.device=D`` (a new run; a resumed one keeps the device it trained
     on, whose random numbers it continues)."""
@@ -68,7 +80,8 @@ def train_task(args, config_class, train_fn) -> tuple[Path, dict]:
     log = progress_log(args)
     if note := resumed_threads_note(recorded, args.threads):
         log(f"tiedlm: {note}")
-    return run_dir, train_fn(cfg, run_dir, resume=resume, progress=not args.no_progress, log=log)
+    board = tensorboard_folder(args)
+    return run_dir, train_fn(cfg, run_dir, resume=resume, progress=not args.no_progress, log=log, tensorboard=board)
 
 
 def add_command(subparsers, name: str, func, help_: str, description: str | None = None):
@@ -105,6 +118,7 @@ def add_run_arguments(parser, example: str, resume_help: str, data_help: str) ->
     )
     parser.add_argument("--threads", type=THREADS, help="CPU threads (0: the free cores); also on resume")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (sets train.device; a new run only)")
+    parser.add_argument("--tensorboard", metavar="DIR", help="also write each epoch's figures there for TensorBoard")
     parser.add_argument(
         "--data",
         metavar="FOLDER",

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from .common import device_setting, emit, progress_log, refuse_empty
+from .common import device_setting, emit, progress_log, refuse_empty, tensorboard_folder
 from .types import THREADS
 
 
@@ -25,7 +25,15 @@ def cmd_train(args) -> int:
     if args.resume and main_rank and (note := getattr(args, "threads_note", "")):
         log(f"tiedlm: {note}")
     command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    summary = train(cfg, run_dir, resume=bool(args.resume), command=command, progress=not args.no_progress, log=log)
+    summary = train(
+        cfg,
+        run_dir,
+        resume=bool(args.resume),
+        command=command,
+        progress=not args.no_progress,
+        log=log,
+        tensorboard=tensorboard_folder(args),
+    )
     if not main_rank:
         return 0
     emit(
@@ -193,6 +201,7 @@ def register(add) -> None:
     )
     t.add_argument("--threads", type=THREADS, help="CPU threads (0: the free cores; sets train.threads, on resume too)")
     t.add_argument("--device", help="cpu, cuda or cuda:N (sets train.device; a new run only)")
+    t.add_argument("--tensorboard", metavar="DIR", help="also write each epoch's figures there for TensorBoard")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     add("presets", cmd_presets, "list the built-in presets")

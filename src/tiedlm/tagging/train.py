@@ -135,9 +135,13 @@ class TaggerTask(Task):
         return meta | {"epoch": meta["epoch"] + 1, "best_score": meta.get("best_dev"), "updates": 0}
 
 
-def train_tagger(cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print) -> dict:
+def train_tagger(
+    cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print, tensorboard: str = ""
+) -> dict:
     """Train (or continue) a tagger in ``run_dir``; returns the summary written to ``summary.json``."""
-    return run(TaggerTask(cfg), run_dir, resume=resume, progress=progress, log=log)
+    task = TaggerTask(cfg)
+    task.tensorboard = tensorboard
+    return run(task, run_dir, resume=resume, progress=progress, log=log)
 
 
 def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, list[str]]:

@@ -88,6 +88,7 @@ class Task(ABC):
 
     title = "training"  # names the run in messages: "tagger training"
     kind = "lm"  # which run a folder holds (RunDir.task): a folder of another kind is not resumed by this task
+    tensorboard = ""  # a folder that also gets each epoch's figures as TensorBoard scalars ("": none)
     command = "tiedlm train"  # the command that resumes it, without --resume
     higher_is_better = False  # the validation score's direction
     model: torch.nn.Module
@@ -324,6 +325,21 @@ def _epoch(task: Task, files: RunDir, p: Progress, stop: StopRequest, progress: 
                 f.write(json.dumps(record) + "\n")
         task.save(files, p)
     log(task.epoch_line(record, seconds) + time_left(task.epochs - epoch, wall))
+    if task.is_main and task.tensorboard:
+        write_scalars(task.tensorboard, record)
+
+
+def write_scalars(folder: str, record: dict) -> None:
+    """An epoch's numeric figures (its metrics line) as TensorBoard scalars at step ``epoch``, through PyTorch's
+    ``SummaryWriter`` (the ``tensorboard`` package, ``pip install 'tiedlm[tensorboard]'``): one event file an
+    epoch, so a stopped run leaves no writer open."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    epoch = record["epoch"]
+    with SummaryWriter(folder, filename_suffix=f".epoch{epoch}") as writer:
+        for key, value in record.items():
+            if key != "epoch" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                writer.add_scalar(key, value, epoch)
 
 
 def time_left(epochs: int, epoch_seconds: float) -> str:

@@ -615,8 +615,10 @@ def train(
     progress: bool = True,
     log=print,
     budget_windows: int | None = None,
+    tensorboard: str = "",
 ) -> dict:
-    """Train (or resume) a run in ``out_dir``; returns the summary. Raises :class:`Interrupted` on Ctrl-C."""
+    """Train (or resume) a run in ``out_dir``; returns the summary. Raises :class:`Interrupted` on Ctrl-C.
+    ``tensorboard``: a folder that also gets each epoch's figures as TensorBoard scalars."""
     out_dir = Path(out_dir)
     if not resume:
         refuse_committed(out_dir)
@@ -631,6 +633,7 @@ def train(
                 f"{out_dir} already holds a run; resume it with --resume {out_dir} or choose another --out"
             )
         trainer = Trainer(cfg, out_dir, command=command, progress=progress, log=log)
+        trainer.tensorboard = tensorboard
         try:
             trainer.setup(resume)  # bad data or settings: the lock leaves no empty run folder behind
             if resume:

@@ -191,10 +191,12 @@ class TranslationTask(Task):
 
 
 def train_translator(
-    cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print
+    cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print, tensorboard: str = ""
 ) -> dict:
     """Train (or continue) a translator in ``run_dir``; returns the summary written to ``summary.json``."""
-    return run(TranslationTask(cfg), run_dir, resume=resume, progress=progress, log=log)
+    task = TranslationTask(cfg)
+    task.tensorboard = tensorboard
+    return run(task, run_dir, resume=resume, progress=progress, log=log)
 
 
 def translate_ids(
