@@ -56,6 +56,16 @@ def _lm(tmp_path) -> Case:
     return Case(cfg, lambda c, run, resume: trainer.train(c, run, resume=resume, **QUIET), trainer, "window_loss")
 
 
+def _transformer_lm(tmp_path) -> Case:
+    """The Transformer LM with a DRILL output layer: AdamW, warm-up, its memory of embeddings as carried state."""
+    from tiedlm.config import Config
+    from tiedlm.train import trainer
+
+    tiny = [*tiny_overrides(write_tiny_corpus(tmp_path / "corpus")), "model.encoder.layers=1"]
+    cfg = Config.load("ptb-transformer-drill").with_overrides(tiny)
+    return Case(cfg, lambda c, run, resume: trainer.train(c, run, resume=resume, **QUIET), trainer, "window_loss")
+
+
 def _tagger(tmp_path) -> Case:
     from tiedlm.tagging import TaggerConfig
     from tiedlm.tagging import train as tagging
@@ -107,6 +117,7 @@ def _translator(tmp_path) -> Case:
 
 QUIET = {"progress": False, "log": lambda *a: None}
 TASKS = {"language model": _lm, "tagger": _tagger, "translator": _translator}
+RESUMED = {**TASKS, "Transformer LM": _transformer_lm}  # every kind of run the thread-count test resumes
 
 
 def _same_metrics(a: Path, b: Path) -> None:
@@ -173,7 +184,7 @@ def test_a_real_sigterm_in_a_step_stops_with_a_checkpoint_and_the_resumed_run_is
         ), err
 
 
-@pytest.mark.parametrize("task", list(TASKS))
+@pytest.mark.parametrize("task", list(RESUMED))
 def test_a_resume_keeps_the_thread_count_its_run_started_with_however_busy_the_machine_is(task, tmp_path, monkeypatch):
     """``threads = 0`` takes the cores other processes leave free when a run starts. The run records the count it
     resolved; resumed from its folder's config while another process holds a core (the free-core probe now says
@@ -184,7 +195,7 @@ def test_a_resume_keeps_the_thread_count_its_run_started_with_however_busy_the_m
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     busy = {"cores": 0.0}
     monkeypatch.setattr(runtime, "busy_cores", lambda interval=0.2: busy["cores"])
-    case = TASKS[task](tmp_path)
+    case = RESUMED[task](tmp_path)
     straight = case.train(tmp_path / "straight", False, "train.threads=2")
 
     real, calls, used = getattr(case.module, case.loss), {"n": 0}, set()
