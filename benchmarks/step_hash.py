@@ -3,8 +3,8 @@
 Each (source tree, thread count) pair runs in a fresh process: it builds the preset's model in fp32 (vocabulary
 10,000, PTB's), takes ``--steps`` steps of the trainer's own training step
 (:func:`tiedlm.reproduce.estimate.lm_training_step`: forward and loss of a window with the state carried, backward,
-SGD) on seeded random ids, and prints the SHA-256 of the weights, with the host's numerics fingerprint
-(:func:`tiedlm.runtime.numerics_fingerprint`). Equal hashes: the two settings train that model identically here.
+SGD) on seeded random ids, and prints the SHA-256 of the weights, with the host's numerics hash
+(:func:`tiedlm.runtime.numerics_hash`). Equal hashes: the two settings train that model identically here.
 ``--src`` takes other checkouts' ``src`` folders (``git worktree add /tmp/old COMMIT``), so that a change of code
 can be told from a change of host or of thread count when two runs of one config drift apart.
 
@@ -42,11 +42,11 @@ def child(preset: str, threads: int, steps: int) -> str:
     digest = hashlib.sha256()
     for _, tensor in sorted(model.state_dict().items()):
         digest.update(tensor.detach().contiguous().numpy().tobytes())
-    try:  # a tree older than the fingerprint (2026-11-27) has none
-        from tiedlm.runtime import numerics_fingerprint
+    try:  # a tree older than the numerics hash has none
+        from tiedlm.runtime import numerics_hash
     except ImportError:
         return f"weights {digest.hexdigest()[:16]} | numerics (not in this tree)"
-    return f"weights {digest.hexdigest()[:16]} | numerics {numerics_fingerprint()}"
+    return f"weights {digest.hexdigest()[:16]} | numerics {numerics_hash()}"
 
 
 def main() -> int:

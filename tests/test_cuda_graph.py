@@ -78,7 +78,7 @@ def test_graphed_run_resumes_exactly(tiny_corpus, tmp_path):
     wa, wb = _weights(tmp_path / "full"), _weights(tmp_path / "part")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     # every epoch and the summary say the run trained on this GPU (runtime.host_record)
-    where = {"machine": torch.cuda.get_device_name(), "numerics": runtime.numerics_fingerprint("cuda")}
+    where = {"machine": torch.cuda.get_device_name(), "numerics": runtime.numerics_hash("cuda")}
     for record in [*read_metrics(tmp_path / "part"), s_res]:
         recorded = {k: record.get(k) for k in ("machine", "numerics", "native_kernels")}
         assert recorded == {**where, "native_kernels": None}

@@ -54,23 +54,23 @@ def test_hardware_names_the_cpu_and_its_vector_unit():
     assert what.startswith(runtime.cpu_model()) and what.endswith(torch.backends.cpu.get_cpu_capability())
 
 
-def test_numerics_fingerprint_repeats_and_sees_one_ulp():
-    """The same kernels on the same host give the same fingerprint in a fresh process; one kernel rounding one
+def test_numerics_hash_repeats_and_sees_one_ulp():
+    """The same kernels on the same host give the same numerics hash in a fresh process; one kernel rounding one
     ulp differently (what another CPU model's blocking or another library build does) changes it."""
-    here = runtime.numerics_fingerprint("cpu")
+    here = runtime.numerics_hash("cpu")
     threads = torch.get_num_threads()
     code = f"import torch; torch.set_num_threads({threads}); from tiedlm import runtime as r; "
-    code += "print(r.numerics_fingerprint())"
+    code += "print(r.numerics_hash())"
     fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert len(here) == 16 and here == fresh
 
     tanh = torch.tanh
     try:  # tanh one ulp up, towards +inf, everywhere
         torch.tanh = lambda x: torch.nextafter(tanh(x), torch.full_like(x, float("inf")))
-        shifted = runtime._fingerprint.__wrapped__("cpu", torch.get_num_threads())
+        shifted = runtime._numerics_hash.__wrapped__("cpu", torch.get_num_threads())
     finally:
         torch.tanh = tanh
-    assert shifted != runtime._fingerprint.__wrapped__("cpu", torch.get_num_threads()) == here
+    assert shifted != runtime._numerics_hash.__wrapped__("cpu", torch.get_num_threads()) == here
 
 
 def test_the_record_says_whether_the_cpp_kernels_trained(monkeypatch):
@@ -83,13 +83,13 @@ def test_the_record_says_whether_the_cpp_kernels_trained(monkeypatch):
 
 
 @cuda
-def test_a_gpu_is_recorded_by_name_with_a_fingerprint_that_repeats():
-    """On a GPU the record is the GPU's name and the fingerprint of its kernels (no C++ kernels: they are the CPU's),
-    and a fresh process on the same GPU computes the same fingerprint (cuBLAS picks the same kernels for the same
+def test_a_gpu_is_recorded_by_name_with_a_numerics_hash_that_repeats():
+    """On a GPU the record is the GPU's name and the numerics hash of its kernels (no C++ kernels: they are the CPU's),
+    and a fresh process on the same GPU computes the same hash (cuBLAS picks the same kernels for the same
     shapes), so two runs on one GPU model can be told to repeat to the bit."""
     dev = torch.device("cuda")
     record = runtime.host_record(dev)
-    assert record == {"machine": torch.cuda.get_device_name(dev), "numerics": runtime.numerics_fingerprint(dev)}
-    code = "from tiedlm import runtime as r; print(r.numerics_fingerprint('cuda'))"
+    assert record == {"machine": torch.cuda.get_device_name(dev), "numerics": runtime.numerics_hash(dev)}
+    code = "from tiedlm import runtime as r; print(r.numerics_hash('cuda'))"
     fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert len(fresh) == 16 and fresh == record["numerics"]

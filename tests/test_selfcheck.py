@@ -37,7 +37,7 @@ def test_quick_cpu_selfcheck_passes_and_covers_every_encoder(tmp_path, shared_da
     base = checks["AWD-LSTM step vs reference-style baseline"]
     assert base["ratio"] > 0 and base["extra"]["baseline_tokens_per_s"] > 0
     assert record["device"].startswith("cpu:") and record["corpus"].startswith("PTB")
-    # the header names the checks' thread count (not the process's default) and the host's numerics fingerprint
+    # the header names the checks' thread count (not the process's default) and the host's numerics hash
     assert ", 1 thread, " in record["device"] and re.search(r", numerics [0-9a-f]{16} \|", record["device"])
     assert "selfcheck result: 9 of 9 checks passed, 0 failed" in proc.stdout
 

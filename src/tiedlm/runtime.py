@@ -62,10 +62,10 @@ def hardware(device: torch.device) -> str:
 
 def host_record(device: torch.device) -> dict:
     """What a run's records say of where it trained (each metrics line, each summary): ``machine``
-    (:func:`hardware`), ``numerics`` (:func:`numerics_fingerprint`) and, on a CPU, ``native_kernels``: whether
+    (:func:`hardware`), ``numerics`` (:func:`numerics_hash`) and, on a CPU, ``native_kernels``: whether
     the process had tiedlm's C++ kernels (:mod:`tiedlm.native`; without a compiler the Python code that stands in
     for them gives the same numbers to rounding, not to the bit)."""
-    record = {"machine": hardware(device), "numerics": numerics_fingerprint(device)}
+    record = {"machine": hardware(device), "numerics": numerics_hash(device)}
     if device.type == "cpu":
         from . import native
 
@@ -73,18 +73,18 @@ def host_record(device: torch.device) -> dict:
     return record
 
 
-def numerics_fingerprint(device: torch.device | str = "cpu") -> str:
+def numerics_hash(device: torch.device | str = "cpu") -> str:
     """A hash of what this device's kernels compute for fixed inputs, in the shapes a word-level LM trains with
     (fp32): the output layer's matmul over a 10k vocabulary and its transposed (gradient) form, an LSTM's gate
     matmul, log-softmax, sigmoid and tanh, at the threads set now. Two hosts (CPU models, library builds, thread
-    counts) with the same fingerprint run these kernels to the same bits, so a run trained again there should
-    repeat its numbers to the last digit; where the fingerprints differ, numbers that drift apart may be the
+    counts) with the same hash run these kernels to the same bits, so a run trained again there should
+    repeat its numbers to the last digit; where the hashes differ, numbers that drift apart may be the
     kernels' rounding, not a bug. About 0.1-0.3 s on a CPU, once per process and thread count; 16 hex digits."""
-    return _fingerprint(str(torch.device(device)), torch.get_num_threads())
+    return _numerics_hash(str(torch.device(device)), torch.get_num_threads())
 
 
 @functools.cache
-def _fingerprint(device: str, threads: int) -> str:
+def _numerics_hash(device: str, threads: int) -> str:
     import hashlib
 
     g = torch.Generator().manual_seed(0)

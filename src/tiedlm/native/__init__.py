@@ -46,7 +46,7 @@ def sources_key(sources: list[Path] = SOURCES, flags: list[str] | None = None, t
     """A short hash of the kernels' source files (where they are and what they hold), the compiler flags and the
     torch installation they link against (``torch_dir``; default: this process's).
 
-    Two checkouts on one machine (a second clone, a ``git worktree``) each get a build folder of their own: the
+    Two checkouts on one machine (two clones of the repository) each get a build folder of their own: the
     build (ninja's) names its sources by absolute path, so two checkouts sharing one folder would relink each
     other's build at every start. So do two virtual environments over one checkout (each links its own torch).
     An edited source gets a new folder too, instead of rebuilding over the old one."""

@@ -1,6 +1,6 @@
 """Train a table's runs: start the missing ones and resume the interrupted ones, ``jobs`` at a time.
 
-Stopping the queue stops its runs cleanly. Each run is a ``tiedlm train`` child in a session of its own, so a
+Stopping the queue stops its runs cleanly. Each run is a ``tiedlm train`` child in a process group of its own, so a
 signal reaches it from here only, and once: Ctrl-C at the terminal, or SIGTERM to ``tiedlm reproduce``, starts
 no further run and passes SIGTERM on to the running ones, which write a checkpoint at their next step and exit
 130; a second signal is passed on too, and stops them at once on their last checkpoint, as ``tiedlm train``

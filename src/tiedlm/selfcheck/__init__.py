@@ -22,7 +22,7 @@ import torch
 from .. import __version__
 from ..config import Config
 from ..errors import DataError, TiedlmError, UsageError
-from ..runtime import cpu_model, numerics_fingerprint, set_threads
+from ..runtime import cpu_model, numerics_hash, set_threads
 from .checks import Check, baseline_check, gpu_tests_check, resume_check, sizes_for, train_check
 
 __all__ = ["Check", "MODELS", "describe_device", "format_report", "run_selfcheck"]
@@ -54,7 +54,7 @@ def describe_device(device: torch.device) -> str:
         n = torch.get_num_threads()
         what = f"{cpu_model()}, {cores} cores, {n} thread{'s' * (n != 1)}, "
         what += f"vector unit {torch.backends.cpu.get_cpu_capability()}"
-    what += f", numerics {numerics_fingerprint(device)}"  # hosts with one fingerprint should repeat a run to the bit
+    what += f", numerics {numerics_hash(device)}"  # hosts with one hash should repeat a run to the bit
     return f"{device.type}: {what} | torch {torch.__version__} | tiedlm {__version__}"
 
 
@@ -107,7 +107,7 @@ def run_selfcheck(
     with tempfile.TemporaryDirectory(prefix="tiedlm-selfcheck-") as tmp:
         root = Path(tmp)
         data, corpus = _corpus(data_dir, root / "corpus")
-        if dev.type == "cpu":  # the checks' thread count, so that the header names it (and its fingerprint)
+        if dev.type == "cpu":  # the checks' thread count, so that the header names it (and its numerics hash)
             set_threads(threads)
         header = {"device": describe_device(dev), "corpus": corpus, "quick": quick, "tiedlm": __version__}
         log(header["device"])
