@@ -15,8 +15,8 @@ def cmd_evaluate(args) -> int:
     from ..run import load_run
     from ..runtime import run_precision, set_threads
 
-    recorded = _recorded_work_threads(args)  # a dynamic evaluation resumed in its --work folder keeps its own
-    args.threads_used = set_threads(args.threads if args.threads is not None else recorded)
+    args.threads_recorded = _recorded_work_threads(args)  # a dynamic evaluation resumed in --work keeps its own
+    args.threads_used = set_threads(args.threads if args.threads is not None else args.threads_recorded)
     if args.text:
         return _score_text(args)
     if args.per_sentence:
@@ -157,10 +157,10 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
             "grid": [args.grid, args.grid_lrs, args.grid_lambdas, args.grid_tokens],
         }
         claim_work_folder(work, identity)
-        from ..evaluation.dynamic_run import record_threads, recorded_threads
+        from ..evaluation.dynamic_run import record_threads
         from ..runtime import resumed_threads_note
 
-        if note := resumed_threads_note(recorded_threads(work), args.threads):
+        if note := resumed_threads_note(args.threads_recorded, args.threads):
             progress_log(args)(f"tiedlm: {note}")
         record_threads(work, args.threads_used)
     grid = Grid(tuple(args.grid_lrs or ()), tuple(args.grid_lambdas or ()), args.grid_tokens) if args.grid else None

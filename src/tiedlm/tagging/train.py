@@ -139,9 +139,7 @@ def train_tagger(
     cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print, tensorboard: str = ""
 ) -> dict:
     """Train (or continue) a tagger in ``run_dir``; returns the summary written to ``summary.json``."""
-    task = TaggerTask(cfg)
-    task.tensorboard = tensorboard
-    return run(task, run_dir, resume=resume, progress=progress, log=log)
+    return run(TaggerTask(cfg), run_dir, resume=resume, progress=progress, log=log, tensorboard=tensorboard)
 
 
 def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, list[str]]:

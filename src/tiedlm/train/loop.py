@@ -211,12 +211,16 @@ class TrainingInterrupted(RunInterrupted):
         self.run_dir, self.epoch, self.batch, self.saved = run_dir, epoch, batch, saved
 
 
-def run(task: Task, run_dir: str | Path, resume: bool = False, progress: bool = True, log=print) -> dict:
+def run(
+    task: Task, run_dir: str | Path, resume: bool = False, progress: bool = True, log=print, tensorboard: str = ""
+) -> dict:
     """Train (or continue) ``task`` in ``run_dir``; returns the summary written to ``summary.json``.
+    ``tensorboard``: a folder that also gets each epoch's figures as TensorBoard scalars.
 
     Raises :class:`TrainingInterrupted` on SIGINT/SIGTERM (after writing the checkpoint), :class:`UsageError`
     for a folder that cannot take this run, :class:`TiedlmError` for a run that diverged."""
     run_dir = Path(run_dir)
+    task.tensorboard = tensorboard
     if not resume:
         refuse_committed(run_dir)  # committed results are never overwritten
     created = not run_dir.exists()

@@ -194,9 +194,7 @@ def train_translator(
     cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print, tensorboard: str = ""
 ) -> dict:
     """Train (or continue) a translator in ``run_dir``; returns the summary written to ``summary.json``."""
-    task = TranslationTask(cfg)
-    task.tensorboard = tensorboard
-    return run(task, run_dir, resume=resume, progress=progress, log=log)
+    return run(TranslationTask(cfg), run_dir, resume=resume, progress=progress, log=log, tensorboard=tensorboard)
 
 
 def translate_ids(
