@@ -93,3 +93,26 @@ def write_tiny_treebank(folder: Path, sentences: int = 8) -> Path:
     for split in ("train", "dev", "test"):
         (folder / f"xx_mine-ud-{split}.conllu").write_text(rows * sentences)
     return folder
+
+
+TINY_HF = {
+    "gpt2": {"model_type": "gpt2", "n_embd": 16, "n_layer": 2, "n_head": 2, "n_positions": 64},
+    "llama": {
+        "model_type": "llama",
+        "hidden_size": 16,
+        "intermediate_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 64,
+    },
+}
+
+
+def write_tiny_hf_config(folder: Path, arch: str = "llama") -> Path:
+    """A tiny Hugging Face config.json (width 16, 2 blocks) of ``arch`` (gpt2 | llama), written in ``folder``."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(TINY_HF[arch]))
+    return folder / "config.json"

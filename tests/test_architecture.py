@@ -30,6 +30,7 @@ LAYERS = [
     ("models", ["tiedlm.models"]),  # each with its own typed config (models.config: the [model] table)
     ("config", ["tiedlm.config", "tiedlm.optimizers"]),  # the run: [data] [model] [loss] [train]
     ("losses", ["tiedlm.losses"]),
+    ("hf", ["tiedlm.hf"]),  # the output layers and the augmented loss on Hugging Face causal LMs
     ("evaluation", ["tiedlm.evaluation"]),  # perplexity over a split (the trainer validates with it), dynamic eval
     ("train", ["tiedlm.train", "tiedlm.tagging", "tiedlm.translation"]),
     ("analysis", ["tiedlm.inference", "tiedlm.run", "tiedlm.analysis", "tiedlm.selfcheck"]),

@@ -48,6 +48,10 @@ def test_all_presets_load_and_validate():
             assert c.model.encoder.name == "transformer" and c.model.output.name == n.split("-")[2]
             assert c.train.optimizer.name == "adam" and c.model.embedding_size % c.model.encoder.heads == 0
             continue
+        if "-llama-" in n:  # a Hugging Face Llama body from the shipped config: d is its hidden size
+            assert c.model.encoder.name == "hf" and c.model.output.name == n.split("-")[2]
+            assert c.model.embedding_size == c.model.encoder.hf_sizes()["hidden"] == 256
+            continue
         if n == "ptb-small-real-bias":  # our deviation: ptb-small-real plus a learnable output bias, ỹ fixed
             base = Config.load("ptb-small-real")
             base.model.output.bias, base.loss.target_grad = True, False

@@ -18,7 +18,7 @@ from tiedlm.interrupts import RunInterrupted
 from tiedlm.train.checkpoint import load_checkpoint, save_checkpoint
 from tiedlm.train.loop import Progress
 
-from conftest import tiny_overrides, write_tiny_corpus, write_tiny_parallel
+from conftest import tiny_overrides, write_tiny_corpus, write_tiny_hf_config, write_tiny_parallel
 
 
 def _treebank(folder: Path) -> Path:
@@ -63,6 +63,18 @@ def _transformer_lm(tmp_path) -> Case:
 
     tiny = [*tiny_overrides(write_tiny_corpus(tmp_path / "corpus")), "model.encoder.layers=1"]
     cfg = Config.load("ptb-transformer-drill").with_overrides(tiny)
+    return Case(cfg, lambda c, run, resume: trainer.train(c, run, resume=resume, **QUIET), trainer, "window_loss")
+
+
+def _hf_lm(tmp_path) -> Case:
+    """A Hugging Face Llama body as the encoder (model.encoder = "hf"), tiedlm's DRILL output layer."""
+    pytest.importorskip("transformers")
+    from tiedlm.config import Config
+    from tiedlm.train import trainer
+
+    corpus, config = write_tiny_corpus(tmp_path / "corpus"), write_tiny_hf_config(tmp_path / "llama")
+    tiny = [o for o in tiny_overrides(corpus, **{"train.lr": "0.003"}) if not o.startswith("model.hidden_size")]
+    cfg = Config.load("ptb-llama-drill").with_overrides([*tiny, f"model.encoder.config={config}"])
     return Case(cfg, lambda c, run, resume: trainer.train(c, run, resume=resume, **QUIET), trainer, "window_loss")
 
 
@@ -117,7 +129,8 @@ def _translator(tmp_path) -> Case:
 
 QUIET = {"progress": False, "log": lambda *a: None}
 TASKS = {"language model": _lm, "tagger": _tagger, "translator": _translator}
-RESUMED = {**TASKS, "Transformer LM": _transformer_lm}  # every kind of run the thread-count test resumes
+# every kind of run the thread-count test resumes
+RESUMED = {**TASKS, "Transformer LM": _transformer_lm, "Hugging Face LM": _hf_lm}
 
 
 def _same_metrics(a: Path, b: Path) -> None:

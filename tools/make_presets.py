@@ -251,6 +251,54 @@ seed = 1
 """
 
 
+LLAMA_OUTPUTS = {
+    "tied": '[model.output]\nname = "tied"\nbias = true',
+    "drill": '[model.output]\nname = "drill"\ndepth = 2\nactivation = "sigmoid"\ndropout = 0.3\nvariational = true\n'
+    "residual_embedding = true\ninit_range = 0.1",
+}
+
+
+def llama_preset(output: str) -> str:
+    """A small Llama-shaped Hugging Face body (model.encoder = "hf", the shipped config llama-ptb) on PTB."""
+    head = f"ptb-llama-{output}: a small Llama-shaped Hugging Face model"
+    return f"""# {head} (model.encoder = "hf") + {output} output layer on ptb
+# The body is transformers' LlamaModel from the shipped config llama-ptb (4 blocks, d = 256, SwiGLU FFN 688,
+# 4 heads, RoPE, RMSNorm); tiedlm's embedding, output layer and losses. Each 64-token window also attends to
+# the 32 tokens before it (model.encoder.memory). AdamW, linear warm-up, per-epoch decay. Needs tiedlm[hf].
+
+[data]
+name = "ptb"
+
+[model]
+embedding_size = 256  # the HF config's hidden size decides
+init_range = 0.1
+
+[model.encoder]
+name = "hf"
+config = "llama-ptb"
+dropout = 0.3
+memory = 32
+
+{LLAMA_OUTPUTS[output]}
+
+[train]
+epochs = 4
+batch_size = 32
+eval_batch_size = 10
+bptt = 64
+lr = 1e-3
+warmup_steps = 200
+lr_decay = 0.7
+decay_start = 3
+clip = 1.0
+loss_reduction = "mean"
+seed = 1
+
+[train.optimizer]
+name = "adam"
+"""
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for old in OUT.glob("*.toml"):
@@ -278,6 +326,9 @@ def main() -> None:
         n += 1
     for corpus_key, output in [("ptb", o) for o in TRANSFORMER_OUTPUTS] + [("wt2", "tied"), ("wt2", "drill")]:
         (OUT / f"{corpus_key}-transformer-{output}.toml").write_text(transformer_preset(corpus_key, output))
+        n += 1
+    for output in LLAMA_OUTPUTS:
+        (OUT / f"ptb-llama-{output}.toml").write_text(llama_preset(output))
         n += 1
     print(f"wrote {n} presets to {OUT}")
 

@@ -26,7 +26,7 @@ def variant_name(augmented: bool, output: str) -> str:
 
 def paper_row(cfg) -> dict | None:
     """The paper's Table 1/2 row for a run's config: same corpus, size (by hidden units) and variant."""
-    size = SIZES.get(cfg.model.encoder.hidden_size)
+    size = SIZES.get(getattr(cfg.model.encoder, "hidden_size", None))
     model = variant_name(cfg.loss.augmented, cfg.model.output.name)
     for row in paper_results()["results"]:
         if row["data"] == cfg.data.name and row["size"] == size and row["model"] == model:

@@ -115,7 +115,8 @@ def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:
         cfg, s, m = r["config"], r["summary"], r["metrics"]
         paper = paper_row(cfg) or {}
         e = cfg.model.encoder
-        model = f"{e.layers}x{e.hidden_size} {variant_name(cfg.loss.augmented, cfg.model.output.name)}"
+        shape = f"{e.layers}x{e.hidden_size}" if hasattr(e, "layers") else e.name  # an HF body: "hf"
+        model = f"{shape} {variant_name(cfg.loss.augmented, cfg.model.output.name)}"
         total = s["parameters"]["total"] if s else _count_parameters(r["dir"], cfg)
         params = f"{total / 1e6:.2f}M" if total else "–"
         best = min((e["valid_ppl"] for e in m), default=None)

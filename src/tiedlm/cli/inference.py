@@ -331,7 +331,7 @@ def cmd_info(args) -> int:
         sparse = f", every layer predefined-sparse at the parameters of a {e.sparse_fraction:.3g}x narrower dense stack"
     density = f" (sparse, density {m.embedding_density:g})" if m.embedding_density < 1 else ""
     desc = (
-        f"{e.layers}x{e.hidden_size} {e.name.upper()}{sparse}, embedding {m.embedding_size}{density}, "
+        f"{e.summary()}{sparse}, embedding {m.embedding_size}{density}, "
         f"output {m.output.name}{tied if m.output.name == 'tied' else ''}, augmented loss "
         f"{'on (tau %g, gamma %g)' % (cfg.loss.tau, cfg.loss.gamma) if cfg.loss.augmented else 'off'}"
     )

@@ -141,7 +141,7 @@ def cmd_presets(args) -> int:
             {
                 "name": name,
                 "data": c.data.name,
-                "hidden": e.hidden_size,
+                "hidden": getattr(e, "hidden_size", c.model.embedding_size),  # an HF body: its width
                 "output": c.model.output.name,
                 "augmented": c.loss.augmented,
                 "dropout": e.dropout,

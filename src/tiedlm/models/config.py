@@ -62,7 +62,7 @@ class ModelConfig:
     init_range: float = 0.1  # uniform initialisation in ±init_range
     dropout_embedding: float = 0.0  # word types dropped from the embedding (AWD dropoute); not with vd-lstm
     embedding_density: float = 1.0  # fraction of trainable embedding entries (frequency-based, §4.1); 1 = dense
-    # the encoder: a table [model.encoder] with name = vd-lstm | awd-lstm | transformer and that encoder's own
+    # the encoder: a table [model.encoder] with name = vd-lstm | awd-lstm | transformer | hf and that encoder's own
     # keys (`tiedlm list` shows them)
     encoder: ComponentConfig = field(default_factory=VDLSTMConfig)
     # the output layer (Pappas & Henderson 2019): a table [model.output] with name = full | tied | bilinear | dual
@@ -74,6 +74,7 @@ class ModelConfig:
         for key, registry in COMPONENTS.items():
             if isinstance(getattr(self, key), (str, dict)):
                 setattr(self, key, registry.config(getattr(self, key), "ModelConfig"))
+        self.embedding_size = self.encoder.embedding_size(self.embedding_size)
 
     # ----- (de)serialisation ----------------------------------------------------------------
     @classmethod
@@ -85,6 +86,7 @@ class ModelConfig:
                 setattr(cfg, key, COMPONENTS[key].config(value, origin, default=getattr(cfg, key).name))
             else:
                 assign_typed(cfg, "model", key, value, origin)
+        cfg.embedding_size = cfg.encoder.embedding_size(cfg.embedding_size)  # an HF config fixes d
         return cfg
 
     def to_dict(self) -> dict[str, Any]:

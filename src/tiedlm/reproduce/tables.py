@@ -28,7 +28,7 @@ SEEDED = re.compile(r"^(?P<row>.+)-seed(?P<seed>\d+)$")  # run ROW-seedN: row RO
 
 # The budget rows train in fp32 on every machine: where the CPU has bf16 (AVX512-BF16), "auto" would train in
 # bf16 there, and a table whose rows were trained on different machines would then compare precisions as well
-# as models (the tagger has no precision setting)
+# as models (the tagger has no precision setting); a row whose `set` names train.precision keeps its own
 BUDGET_PRECISION = "train.precision=fp32"
 ROW_KEYS = {"name", "preset", "set", "seeds", "paper_valid", "paper_test", "note", "same_as", "scales", "gpu_epoch_s"}
 TABLE_KEYS = {"title", "source", "task", "bands_baseline", "pairs", "row"}
@@ -76,8 +76,8 @@ class Table:
 def _runs_of_row(row: dict, task: str, scale: str) -> list[tuple[int, RunSpec]]:
     """(seed index, run) for each seed of one ``[[row]]`` at ``scale``."""
     sets = tuple(row.get("set", ()))
-    if scale == "budget" and task != "tag":
-        sets = (BUDGET_PRECISION, *sets)
+    if scale == "budget" and task != "tag" and not any(s.startswith("train.precision=") for s in sets):
+        sets = (BUDGET_PRECISION, *sets)  # unless the row names its precision itself
     seeds = row.get("seeds") or [None]
     runs = []
     for i, seed in enumerate(seeds):

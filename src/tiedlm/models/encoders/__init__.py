@@ -1,4 +1,5 @@
-"""The encoders h_t = f(x_t, h_{t-1}): VD-LSTM, AWD-LSTM and the Transformer, each config registered in ``ENCODERS``.
+"""The encoders h_t = f(x_t, h_{t-1}): VD-LSTM, AWD-LSTM, the Transformer and a Hugging Face body, each config
+registered in ``ENCODERS``.
 
 :mod:`.configs` holds the typed configs (torch-free); the encoders are imported on first use, so that
 ``from tiedlm.models.encoders import ENCODERS`` (config reading, ``tiedlm presets``) does not import torch.
@@ -9,7 +10,7 @@ class (a subclass of :class:`.base.Encoder`) in a new module here, its config re
 
 from importlib import import_module
 
-from .configs import ENCODERS, AWDLSTMConfig, EncoderConfig, TransformerConfig, VDLSTMConfig
+from .configs import ENCODERS, AWDLSTMConfig, EncoderConfig, HFConfig, StackConfig, TransformerConfig, VDLSTMConfig
 
 _LAZY = {
     "VDLSTM": "vd_lstm",
@@ -19,7 +20,16 @@ _LAZY = {
     "build_encoder": "base",
 }
 
-__all__ = ["ENCODERS", "AWDLSTMConfig", "EncoderConfig", "TransformerConfig", "VDLSTMConfig", *_LAZY]
+__all__ = [
+    "ENCODERS",
+    "AWDLSTMConfig",
+    "EncoderConfig",
+    "HFConfig",
+    "StackConfig",
+    "TransformerConfig",
+    "VDLSTMConfig",
+    *_LAZY,
+]
 
 
 def __getattr__(name: str):

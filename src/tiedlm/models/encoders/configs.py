@@ -19,11 +19,7 @@ POSITIONS = ("sinusoidal", "learned")
 
 @dataclass
 class EncoderConfig(ComponentConfig):
-    """Base of the encoders' configs: the keys every encoder has."""
-
-    hidden_size: int = 200  # LSTM units per layer; transformer: the feed-forward inner size
-    layers: int = 2  # LSTM layers; transformer: blocks
-    dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015); awd-lstm: on the output
+    """Base of the encoders' configs: what an encoder declares about itself (no keys of its own)."""
 
     output_size_key: ClassVar[str] = "encoder.hidden_size"  # the [model] key that sets h_t's size (for messages)
     # whether its training step is captured in a CUDA graph (tiedlm.train.cuda_graph): "verified" (a GPU has
@@ -33,24 +29,48 @@ class EncoderConfig(ComponentConfig):
     # whether the encoder keeps its last layer's outputs for AR/TAR (loss.ar, loss.tar; Merity et al. §4.6)
     activation_regularization: ClassVar[bool] = False
 
-    def validate(self, key: str) -> None:
-        self.check(self.hidden_size >= 1, key, "hidden_size", "an integer >= 1")
-        self.check(self.layers >= 1, key, "layers", "an integer >= 1")
-        self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
-
     def check_run(self, train) -> None:
         """Refuse settings of the run (``train``: its ``[train]`` table) this encoder cannot work with."""
 
     def output_size(self, embedding_size: int, output) -> int:
         """Size of h_t that reaches the output layer (``output``: the output layer's config)."""
-        return self.hidden_size
+        raise NotImplementedError
+
+    def summary(self) -> str:
+        """A few words naming the encoder and its shape, for `tiedlm info`."""
+        return self.name.upper()
+
+    def embedding_size(self, asked: int) -> int:
+        """The embedding size d the encoder takes: ``asked`` (``model.embedding_size``), unless the encoder's
+        own definition fixes it (a Hugging Face config's hidden size)."""
+        return asked
 
     def check_model(self, embedding_size: int, dropout_embedding: float) -> None:
         """Checks against the rest of [model] (one-line UsageError); none by default."""
 
 
 @dataclass
-class LSTMConfig(EncoderConfig):
+class StackConfig(EncoderConfig):
+    """Keys of the encoders tiedlm builds as a stack of layers (the LSTMs, the Transformer)."""
+
+    hidden_size: int = 200  # LSTM units per layer; transformer: the feed-forward inner size
+    layers: int = 2  # LSTM layers; transformer: blocks
+    dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015); awd-lstm: on the output
+
+    def validate(self, key: str) -> None:
+        self.check(self.hidden_size >= 1, key, "hidden_size", "an integer >= 1")
+        self.check(self.layers >= 1, key, "layers", "an integer >= 1")
+        self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
+
+    def output_size(self, embedding_size: int, output) -> int:
+        return self.hidden_size
+
+    def summary(self) -> str:
+        return f"{self.layers}x{self.hidden_size} {self.name.upper()}"
+
+
+@dataclass
+class LSTMConfig(StackConfig):
     """Keys of both LSTM encoders: input dropout and predefined sparseness (Demeester et al. 2018)."""
 
     # one mask per sequence on the embeddings fed to the first layer (AWD dropouti; VD: Gal's p_x)
@@ -136,7 +156,7 @@ class AWDLSTMConfig(LSTMConfig):
 
 @ENCODERS.register("transformer", builds="tiedlm.models.encoders.transformer:CausalTransformer")
 @dataclass
-class TransformerConfig(EncoderConfig):
+class TransformerConfig(StackConfig):
     """Transformer: pre-norm causal self-attention blocks; d_model is model.embedding_size (Vaswani et al. 2017)."""
 
     cuda_graph_reason: ClassVar[str] = (
@@ -172,3 +192,55 @@ class TransformerConfig(EncoderConfig):
         self.check(self.heads >= 1, key, "heads", "an integer >= 1")
         self.check(self.positions in POSITIONS, key, "positions", "one of: " + ", ".join(POSITIONS))
         self.check(self.memory >= 0, key, "memory", "an integer >= 0")
+
+
+@ENCODERS.register("hf", builds="tiedlm.models.encoders.hf:HFEncoder")
+@dataclass
+class HFConfig(EncoderConfig):
+    """A Hugging Face transformers architecture (Llama, GPT-2, Qwen, Mistral, …) built from its config.json.
+
+    The HF model body (``AutoModel.from_config``: its blocks and final norm, random weights) maps the LM's own
+    embeddings x_t to h_t; its token table is not used. The embedding size d is the HF config's hidden size, so a
+    preset's ``model.embedding_size`` gives way to it; the vocabulary is the corpus's. Needs ``tiedlm[hf]``.
+    """
+
+    output_size_key: ClassVar[str] = "encoder.config's hidden size"
+    cuda_graph_reason: ClassVar[str] = "a Hugging Face model's step is not declared capturable"
+
+    # a config.json, a model folder holding one, or a config shipped with tiedlm (src/tiedlm/presets/hf: llama-ptb)
+    config: str = ""
+    dropout: float = 0.0  # dropout on the HF model's input x_t and output h_t (its own dropouts are its config's)
+    memory: int = 0  # earlier tokens of the stream re-read in front of each window (0: windows independent)
+
+    def validate(self, key: str) -> None:
+        self.check(bool(self.config), key, "config", "a config.json, a model folder or a shipped config's name")
+        self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
+        self.check(self.memory >= 0, key, "memory", "an integer >= 0")
+        self.hf_sizes(key)
+
+    def hf_sizes(self, key: str = "model.encoder") -> dict[str, int]:
+        """``hidden`` (d) and ``positions`` (the longest sequence, 0: no limit) read from the HF config.json
+        without importing transformers (reading a run's config stays instant)."""
+        from .hf_config import read_sizes
+
+        return read_sizes(self.config, f"{key}.config")
+
+    def embedding_size(self, asked: int) -> int:
+        return self.hf_sizes()["hidden"]
+
+    def summary(self) -> str:
+        from .hf_config import read_config
+
+        raw = read_config(self.config)
+        return f"Hugging Face {raw['model_type']} body ({self.config})"
+
+    def output_size(self, embedding_size: int, output) -> int:
+        return self.hf_sizes()["hidden"]
+
+    def check_run(self, train) -> None:
+        limit = self.hf_sizes()["positions"]
+        if limit and self.memory + 2 * train.bptt > limit:
+            raise UsageError(
+                f"model.encoder.memory + 2 * train.bptt = {self.memory + 2 * train.bptt} is not allowed; expected "
+                f"<= the {limit} positions of model.encoder.config (lower train.bptt or model.encoder.memory)"
+            )

@@ -57,7 +57,11 @@ class OutputLayer(nn.Module):
             if not self._reused:
                 self._reused.append(self.encode_labels())
             labels = self._reused[0]
-        return F.linear(self.encode_context(h), labels, self.bias), labels
+        return self.score(h, labels), labels
+
+    def score(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """logits = g_in(h) · labelsᵀ + b (eq. 7) for a label table ``labels`` = g_out(E) computed before."""
+        return F.linear(self.encode_context(h), labels, self.bias)
 
     @contextmanager
     def labels_reused(self) -> Iterator[None]:
