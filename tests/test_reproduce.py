@@ -642,19 +642,26 @@ def test_published_bands_grow_with_the_runs_but_never_change_a_published_figure(
 
 def test_budget_rows_train_in_fp32_on_any_machine_and_paper_rows_keep_auto():
     """A CPU with bf16 (AVX512-BF16) would train "auto" budget rows in bf16 and others in fp32: the rows of one
-    table, trained on different machines, must not differ in precision. The tagger has no precision setting."""
+    table, trained on different machines, must not differ in precision. The tagger has no precision setting. A
+    row that names its precision (hf-llama-lm's bf16) keeps it, and so do all rows of its table."""
     for t in rp.TABLES.values():
+        precisions = set()
         for spec in t.runs["budget"]:
             cfg = rp.run_config(spec, [])
             if spec.task == "tag":
                 assert not hasattr(cfg, "precision") and not hasattr(getattr(cfg, "train", None), "precision")
                 continue
+            own = [o for o in spec.overrides if o.startswith("train.precision=")]
             precision = cfg.train.precision
-            assert precision == "fp32", (t.name, spec.name)
-            assert "--set train.precision=fp32" in rp.rerun_command(spec, [])
+            precisions.add(precision)
+            assert precision == (own[-1].split("=")[1] if own else "fp32"), (t.name, spec.name)
+            assert f"--set train.precision={precision}" in rp.rerun_command(spec, [])
+            assert rp.rerun_command(spec, []).count("train.precision") == 1
+        assert len(precisions) <= 1, (t.name, precisions)
         for spec in t.runs.get("paper", ()):
             if spec.task == "lm" and not any(o.startswith("train.precision=") for o in spec.overrides):
                 assert rp.run_config(spec, []).train.precision == "auto", (t.name, spec.name)
+    assert rp.run_config(rp.table("hf-llama-lm").runs["budget"][0], []).train.precision == "bf16"
 
 
 def test_a_run_another_process_trains_is_skipped_not_started_twice(tmp_path):
