@@ -139,7 +139,8 @@ def main() -> None:
         vocab = SHAPES[shape]["vocab_size"]
         ids = torch.randint(0, vocab, (args.batch, args.length), device=args.device)
         prompt = torch.randint(0, vocab, (1, 16), device=args.device)
-        train = interleaved_medians({h: train_step(m.train(), ids, args.device) for h, m in models.items()}, args.blocks)
+        steps = {h: train_step(m.train(), ids, args.device) for h, m in models.items()}
+        train = interleaved_medians(steps, args.blocks)
         variants = {h: generate(m.eval(), prompt, args.new_tokens, args.device, False) for h, m in models.items()}
         variants[f"{drill}-per-token"] = generate(models[drill], prompt, args.new_tokens, args.device, True)
         with torch.no_grad():

@@ -48,6 +48,16 @@ translator = TransformerTranslator(tcfg, 40, 40)
 assert type(translator.output).__name__ == "ScaledTiedOutput" and translator.output.scale.item() == 3.0
 states = translator(torch.randint(3, 40, (2, 5)), torch.randint(3, 40, (2, 4)))
 assert translator.output(states)[0].shape == (2, 4, 40)
+
+# a class that is not an Encoder is refused when registered, with one line naming the fix
+from tiedlm.errors import UsageError
+
+try:
+    ENCODERS.register("plain-gru", builds=torch.nn.GRU)(GRUConfig)
+    raise AssertionError("nn.GRU was registered as an encoder")
+except UsageError as e:
+    assert "'GRU', which is not a tiedlm.models.encoders.Encoder: subclass Encoder" in str(e), e
+    assert "\\n" not in str(e) and "plain-gru" not in ENCODERS.names() and GRUConfig.name == "gru"
 print("ok")
 """
 

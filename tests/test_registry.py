@@ -281,7 +281,8 @@ def test_the_optimizer_built_is_the_one_named():
 
 
 def test_an_encoder_is_an_encoder_and_its_capabilities_are_declared_not_named(tmp_path):
-    """Building a registered class that is not an Encoder is one line naming the fix; what an encoder or an
+    """Registering a class that is not an Encoder (an OutputLayer) is one line naming the fix, and so is building
+    a "module:Class" that is not one; what an encoder or an
     optimiser can do (AR/TAR, CUDA graphs, the iterate average) comes from its config class, not its name."""
     from dataclasses import dataclass
     from typing import ClassVar
@@ -289,15 +290,16 @@ def test_an_encoder_is_an_encoder_and_its_capabilities_are_declared_not_named(tm
     from torch import nn
 
     from tiedlm.models.encoders import ENCODERS, EncoderConfig, build_encoder
+    from tiedlm.models.outputs import OUTPUTS
+    from tiedlm.models.outputs.configs import FullConfig
     from tiedlm.optimizers import OPTIMIZERS
 
     class NotAnEncoder(nn.Module):
         pass
 
-    @ENCODERS.register("not-an-encoder-test", builds=NotAnEncoder)
     @dataclass
     class NotConfig(EncoderConfig):
-        """A registered class that is not an Encoder."""
+        """A class that is not an Encoder, registered."""
 
     @ENCODERS.register("keeps-activations-test", builds="tiedlm.models.encoders.awd_lstm:AWDLSTM")
     @dataclass
@@ -306,9 +308,17 @@ def test_an_encoder_is_an_encoder_and_its_capabilities_are_declared_not_named(tm
 
         activation_regularization: ClassVar[bool] = True
 
-    try:
-        with pytest.raises(UsageError, match="which is not a tiedlm.models.encoders.Encoder: subclass Encoder"):
+    try:  # a class is refused when registered; a "module:Class" when first built (configs load without torch)
+        refused = r"which is not a tiedlm.models.encoders.Encoder: subclass Encoder \(CONTRIBUTING.md, 'Adding an"
+        with pytest.raises(UsageError, match="encoder 'not-an-encoder-test' is registered to build .*NotAnEncoder"):
+            ENCODERS.register("not-an-encoder-test", builds=NotAnEncoder)(NotConfig)
+        assert "not-an-encoder-test" not in ENCODERS.names()
+        ENCODERS.register("not-an-encoder-test", builds="torch.nn:Linear")(NotConfig)
+        with pytest.raises(UsageError, match=refused):
             build_encoder(NotConfig(), 8, 8)
+        with pytest.raises(UsageError, match=r"'Linear', which is not a tiedlm.models.outputs.OutputLayer: subclass"):
+            OUTPUTS.register("not-an-output-test", builds=nn.Linear)(FullConfig)
+        assert "not-an-output-test" not in OUTPUTS.names() and FullConfig.name == "full"
         awd = Config.load("ptb-awd-tied-budget")
         renamed = awd.with_overrides(["model.encoder=keeps-activations-test"])
         assert renamed.loss.ar == 2.0 and type(renamed.model.encoder).activation_regularization

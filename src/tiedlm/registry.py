@@ -41,18 +41,25 @@ class ComponentConfig:
         return {"name": self.name, **dataclasses.asdict(self)}
 
 
+def _import(path: str) -> Any:
+    """The object named by "package.module:Name"."""
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str
     config: type[ComponentConfig]
     builds: str | type  # "package.module:Class", imported on first use, or the class itself
+    registry: "Registry | None" = None
 
     @property
     def cls(self) -> type:
-        if isinstance(self.builds, type):
-            return self.builds
-        module, _, attr = self.builds.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        cls = self.builds if isinstance(self.builds, type) else _import(self.builds)
+        if self.registry is not None:
+            self.registry.check_class(self.name, cls)
+        return cls
 
     @property
     def summary(self) -> str:
@@ -75,19 +82,37 @@ def resumable_fields(cls) -> list[str]:
 class Registry:
     """Named components of one kind (e.g. output layers), each with its config dataclass."""
 
-    def __init__(self, kind: str, key: str):
+    def __init__(self, kind: str, key: str, base: str = "", guide: str = ""):
         self.kind, self.key = kind, key  # e.g. "output layer", "model.output" (the config key it is chosen by)
+        # "module:Class" every registered class must subclass (imported when a class is checked), and where
+        # CONTRIBUTING.md says how to write one
+        self.base, self.guide = base, guide
         self._entries: dict[str, Entry] = {}
+
+    def check_class(self, name: str, cls: Any) -> None:
+        """A one-line UsageError unless ``cls`` subclasses the registry's base class."""
+        if not self.base:
+            return
+        base = _import(self.base)
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise UsageError(
+                f"{self.kind} {name!r} is registered to build {getattr(cls, '__qualname__', cls)!r}, which is not a "
+                f"{base.__module__.rsplit('.', 1)[0]}.{base.__name__}: subclass {base.__name__}"
+                + (f" (CONTRIBUTING.md, {self.guide!r})" if self.guide else "")
+            )
 
     def register(self, name: str, builds: str | type) -> Callable[[type[ComponentConfig]], type[ComponentConfig]]:
         """Decorator of a component's config dataclass; ``builds`` is "module:Class" of the component (imported
-        when first used, so that configs load without torch) or the class itself (a component of your own)."""
+        when first used, so that configs load without torch, and checked then) or the class itself (a component
+        of your own, checked now: a class that does not subclass the registry's base is refused here)."""
 
         def add(config: type[ComponentConfig]) -> type[ComponentConfig]:
             if name in self._entries:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
+            if not isinstance(builds, str):
+                self.check_class(name, builds)
             config.name = name
-            self._entries[name] = Entry(name, config, builds)
+            self._entries[name] = Entry(name, config, builds, self)
             return config
 
         return add

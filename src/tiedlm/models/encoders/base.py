@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ...errors import UsageError
 from .configs import ENCODERS, EncoderConfig
 
 
@@ -48,10 +47,4 @@ def build_encoder(cfg: EncoderConfig, input_size: int, output_size: int) -> Enco
     ``output_size`` is the size of h_t the output layer needs (AWD-LSTM sizes its last layer by it; the
     VD-LSTM and the Transformer have theirs from ``hidden_size`` and ``input_size``).
     """
-    cls = ENCODERS[cfg.name].cls
-    if not (isinstance(cls, type) and issubclass(cls, Encoder)):
-        raise UsageError(
-            f"encoder {cfg.name!r} is registered to build {getattr(cls, '__qualname__', cls)!r}, which is not a "
-            "tiedlm.models.encoders.Encoder: subclass Encoder (CONTRIBUTING.md, 'Add an encoder')"
-        )
-    return cls.from_config(cfg, input_size, output_size)
+    return ENCODERS[cfg.name].cls.from_config(cfg, input_size, output_size)  # .cls: checked to be an Encoder

@@ -13,7 +13,12 @@ from typing import ClassVar
 from ...errors import UsageError
 from ...registry import ComponentConfig, Registry
 
-ENCODERS = Registry("encoder", "model.encoder")
+ENCODERS = Registry(
+    "encoder",
+    "model.encoder",
+    base="tiedlm.models.encoders.base:Encoder",
+    guide="Adding an output layer or an encoder",
+)
 POSITIONS = ("sinusoidal", "learned")
 
 

@@ -11,7 +11,12 @@ from typing import ClassVar
 
 from ...registry import ComponentConfig, Registry
 
-OUTPUTS = Registry("output layer", "model.output")
+OUTPUTS = Registry(
+    "output layer",
+    "model.output",
+    base="tiedlm.models.outputs.base:OutputLayer",
+    guide="Adding an output layer or an encoder",
+)
 ACTIVATIONS = ("sigmoid", "relu", "tanh", "identity")
 
 
