@@ -240,6 +240,8 @@ def test_bad_combinations_are_one_line_errors():
     twice = hf.with_output_layer(causal_lm("llama"), "tied")
     with pytest.raises(UsageError, match="already has a tiedlm output layer"):
         hf.with_output_layer(twice, "drill")
+    with pytest.raises(UsageError, match="resize the model's embeddings first, then call with_output_layer"):
+        twice.resize_token_embeddings(VOCAB + 8)
     with pytest.raises(UsageError, match="expected a transformers PreTrainedModel, got Linear"):
         hf.with_output_layer(nn.Linear(2, 2), "tied")
 

@@ -128,11 +128,15 @@ def _model_class(base: type, config_cls: type) -> type:
             _attach(self, config.tiedlm_output).layer.reset_parameters()
             self.loss_type = self.loss_type or "ForCausalLM"
 
-        _MODELS[base] = type(
-            f"TiedLM{base.__name__}",
-            (base,),
-            {"__init__": __init__, "config_class": config_cls, "_tied_weights_keys": {}, "__module__": __name__},
-        )
+        def resize_token_embeddings(self, *args, **kwargs):
+            raise UsageError(
+                "resize_token_embeddings: a tiedlm output layer is sized to the vocabulary it was built on; resize "
+                "the model's embeddings first, then call with_output_layer"
+            )
+
+        members = {"__init__": __init__, "resize_token_embeddings": resize_token_embeddings}
+        members |= {"config_class": config_cls, "_tied_weights_keys": {}, "__module__": __name__}
+        _MODELS[base] = type(f"TiedLM{base.__name__}", (base,), members)
         AutoModelForCausalLM.register(config_cls, _MODELS[base], exist_ok=True)
     return _MODELS[base]
 
