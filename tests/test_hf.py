@@ -314,3 +314,32 @@ def test_the_whole_pipeline_runs_on_a_hf_body_from_the_cli(tmp_path, capsys):
     assert main(["analyze", "bands", *map(str, runs), "--split", "valid", "--out", str(tmp_path / "bands")]) == 0
     assert main(["report", *map(str, runs), "--out", str(tmp_path / "report")]) == 0
     assert "hf" in (tmp_path / "report" / "report.md").read_text()
+
+
+OTHER_ARCHS = {
+    "qwen2": {},
+    "qwen3": {"head_dim": 8},
+    "mistral": {},
+    "gemma": {"head_dim": 8},
+    "gpt_neox": {"num_key_value_heads": None},  # its head is embed_out, not lm_head
+    "opt": {"ffn_dim": 64, "word_embed_proj_dim": 32, "num_key_value_heads": None},
+}
+
+
+@pytest.mark.parametrize("arch", list(OTHER_ARCHS))
+def test_other_architectures_take_drill_generate_and_round_trip(arch, tmp_path):
+    small = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
+    keys = {k: v for k, v in {**small, "num_key_value_heads": 2, **OTHER_ARCHS[arch]}.items() if v is not None}
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(arch, **keys, vocab_size=VOCAB, pad_token_id=0)
+    model = hf.with_output_layer(transformers.AutoModelForCausalLM.from_config(config), "drill", depth=2).eval()
+    assert isinstance(model.get_output_embeddings(), hf.OutputHead)
+    x = tokens(1, 6)
+    with torch.no_grad():
+        logits = model(input_ids=x).logits
+        out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=4, do_sample=False)
+        assert torch.equal(out[:, 6], logits[:, -1].argmax(-1))
+    model.save_pretrained(tmp_path)
+    again = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert torch.equal(again(input_ids=x).logits, logits)
