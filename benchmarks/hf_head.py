@@ -79,7 +79,7 @@ def generate(model, prompt: torch.Tensor, new: int, device: str, per_token: bool
     head = model.get_output_embeddings()
 
     def run():
-        kept = head._labels  # the cached variant's g(E), which the per-token variant must not replace
+        kept = getattr(head, "_labels", None)  # the cached variant's g(E): the per-token variant must not replace it
         if per_token:  # every call a new weight version: g(E) again at each generated token
             head._version = lambda: object()
         model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new, min_new_tokens=new)
