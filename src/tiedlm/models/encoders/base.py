@@ -41,6 +41,25 @@ class Encoder(nn.Module):
         raise NotImplementedError
 
 
+class MemoryEncoder(Encoder):
+    """An encoder whose carried state is the last ``memory`` input embeddings of the stream (detached between
+    windows like an LSTM state), re-read in front of each window (the Transformer, a Hugging Face body)."""
+
+    memory: int = 0
+    d_model: int = 0
+
+    def init_state(self, batch: int, like: torch.Tensor):
+        """No earlier tokens: an empty (B, 0, d) memory."""
+        return [(like.new_zeros(batch, 0, self.d_model, dtype=torch.float32),)]
+
+    def with_memory(self, x: torch.Tensor, state) -> tuple[torch.Tensor, int, list]:
+        """x (T,B,d) -> the sequence to read (B, M+T, d) (the memory, then the window), M, and the next state."""
+        past = state[0][0].to(x.dtype)
+        seq = torch.cat([past, x.transpose(0, 1)], dim=1)
+        keep = seq[:, seq.size(1) - min(self.memory, seq.size(1)) :] if self.memory else seq[:, :0]
+        return seq, past.size(1), [(keep.float(),)]
+
+
 def build_encoder(cfg: EncoderConfig, input_size: int, output_size: int) -> Encoder:
     """The encoder registered as ``cfg.name`` over inputs of ``input_size`` (the embedding size).
 

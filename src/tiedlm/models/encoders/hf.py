@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from ...errors import UsageError
-from .base import Encoder
+from .base import MemoryEncoder
 from .configs import HFConfig
 from .hf_config import read_config
 
@@ -44,7 +44,7 @@ def body_config(source: str):
     return config
 
 
-class HFEncoder(Encoder):
+class HFEncoder(MemoryEncoder):
     """h = HF body(x) over the memory and the window; dropout ``dropout`` on x_t and on h_t."""
 
     init_everything_uniform = False  # the body keeps Hugging Face's initialisation; the embedding ±init_range
@@ -53,7 +53,7 @@ class HFEncoder(Encoder):
         super().__init__()
         transformers = import_transformers()
         self.body = transformers.AutoModel.from_config(config)
-        self.output_size = self.d = config.get_text_config().hidden_size
+        self.output_size = self.d_model = config.get_text_config().hidden_size
         self.memory = memory
         self.drop = nn.Dropout(dropout)
 
@@ -64,14 +64,8 @@ class HFEncoder(Encoder):
     def reset_parameters(self) -> None:
         """Nothing to do: the body was initialised by Hugging Face's rule when built (from the run's seed)."""
 
-    def init_state(self, batch: int, like: torch.Tensor):
-        """No earlier tokens: an empty (B, 0, d) memory."""
-        return [(like.new_zeros(batch, 0, self.d, dtype=torch.float32),)]
-
     def forward(self, x: torch.Tensor, state):
         """x (T,B,d) embeddings -> h (T,B,d) and the new state (the last ``memory`` inputs, (B,M,d))."""
-        past = state[0][0].to(x.dtype)
-        seq = torch.cat([past, x.transpose(0, 1)], dim=1)  # (B, M+T, d)
-        keep = seq[:, seq.size(1) - min(self.memory, seq.size(1)) :] if self.memory else seq[:, :0]
-        h = self.body(inputs_embeds=self.drop(seq)).last_hidden_state[:, past.size(1) :]
-        return self.drop(h).transpose(0, 1), [(keep.float(),)]
+        seq, past, state = self.with_memory(x, state)
+        h = self.body(inputs_embeds=self.drop(seq)).last_hidden_state[:, past:]
+        return self.drop(h).transpose(0, 1), state

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .base import Encoder
+from .base import MemoryEncoder
 from .configs import TransformerConfig
 
 POSITIONS = ("sinusoidal", "learned")
@@ -187,7 +187,7 @@ def positional_encoding(kind: str, d_model: int, max_positions: int) -> nn.Modul
     raise ValueError(f"unknown positions {kind!r}; expected one of {', '.join(POSITIONS)}")
 
 
-class CausalTransformer(Encoder):
+class CausalTransformer(MemoryEncoder):
     """Decoder-only LM encoder: x_t → h_t with causal self-attention over the window and the memory.
 
     Attention weights are not dropped (see :class:`TransformerBlock`). Input embeddings are scaled by √d
@@ -234,17 +234,10 @@ class CausalTransformer(Encoder):
             block.reset_parameters()
         self.norm.reset_parameters()
 
-    def init_state(self, batch: int, like: torch.Tensor):
-        """No earlier tokens: an empty (B, 0, d) memory."""
-        return [(like.new_zeros(batch, 0, self.d_model, dtype=torch.float32),)]
-
     def forward(self, x: torch.Tensor, state):
         """x (T,B,d) embeddings -> h (T,B,d) and the new state (the last ``memory`` inputs, (B,M,d))."""
-        past = state[0][0].to(x.dtype)
-        seq = torch.cat([past, x.transpose(0, 1)], dim=1)  # (B, M+T, d)
-        keep = seq[:, seq.size(1) - min(self.memory, seq.size(1)) :] if self.memory else seq[:, :0]
+        seq, past, state = self.with_memory(x, state)
         h = self.drop(seq * math.sqrt(self.d_model) + self.positions(seq.size(1), 0, seq))
         for block in self.blocks:
             h = block(h, causal=True)
-        h = self.norm(h[:, past.size(1) :])
-        return h.transpose(0, 1), [(keep.float(),)]
+        return self.norm(h[:, past:]).transpose(0, 1), state
