@@ -65,22 +65,23 @@ def with_output_layer(model: PreTrainedModel, name: str, **keys) -> PreTrainedMo
             f"({model.config.tiedlm_output}); start again from the model without one"
         )
     cfg = OUTPUTS.config({"name": name, **keys}, origin="with_output_layer")
-    head = _attach(model, cfg.to_dict())
-    config_cls = _config_class(type(model.config))
+    _attach(model, cfg)
+    base_config = type(model.config)
+    config_cls = _config_class(base_config)
     model_cls = _model_class(type(model), config_cls)
     model.config.__class__ = config_cls
-    model.config.tiedlm_base = config_cls.__mro__[1].model_type
+    model.config.tiedlm_base = base_config.model_type
     model.config.tiedlm_output = cfg.to_dict()
     model.config.tie_word_embeddings = False  # E is shared by reference inside the layer, never copied
     if hasattr(model, "all_tied_weights_keys"):
         model.all_tied_weights_keys = {}
     model.__class__ = model_cls
-    head.layer.reset_parameters()
     return model
 
 
-def _attach(model: PreTrainedModel, table: dict) -> OutputHead:
-    """Build the layer of ``table`` on the model's input embeddings and set it as its ``lm_head``."""
+def _attach(model: PreTrainedModel, cfg) -> OutputHead:
+    """Build the output layer of ``cfg`` (a validated ``[model.output]`` config) on the model's input embeddings,
+    initialise it by its own rule and set it as the model's LM head."""
     kind = type(model).__name__
     old = model.get_output_embeddings()
     if old is None:
@@ -88,7 +89,6 @@ def _attach(model: PreTrainedModel, table: dict) -> OutputHead:
     embedding = model.get_input_embeddings()
     if not isinstance(embedding, nn.Embedding):
         raise UsageError(f"with_output_layer: {kind} has no input embedding table (nn.Embedding) to build on")
-    cfg = OUTPUTS.config(dict(table), origin="with_output_layer")
     hidden = old.in_features if isinstance(old, nn.Linear) else model.config.get_text_config().hidden_size
     d = embedding.embedding_dim
     if cfg.needs_embedding_size and hidden != d:
@@ -98,6 +98,7 @@ def _attach(model: PreTrainedModel, table: dict) -> OutputHead:
         )
     weight = embedding.weight
     layer = build_output(cfg, embedding, hidden).to(device=weight.device, dtype=weight.dtype)
+    layer.reset_parameters()
     head = OutputHead(layer)
     model.set_output_embeddings(head)
     return head
@@ -110,8 +111,6 @@ _MODELS: dict[type, type] = {}
 def _config_class(base: type) -> type:
     """``TiedLM<Base>``: the architecture's config class, saved as model_type "tiedlm" (made once per class)."""
     if base not in _CONFIGS:
-        if base.model_type == MODEL_TYPE:
-            return base
         _CONFIGS[base] = type(f"TiedLM{base.__name__}", (base,), {"model_type": MODEL_TYPE, "__module__": __name__})
     return _CONFIGS[base]
 
@@ -119,13 +118,11 @@ def _config_class(base: type) -> type:
 def _model_class(base: type, config_cls: type) -> type:
     """``TiedLM<Base>``: the causal LM whose ``__init__`` puts the output layer of ``config.tiedlm_output`` in
     place of ``lm_head``; registered with ``AutoModelForCausalLM`` for ``config_cls`` (made once per class)."""
-    if base in _MODELS.values():
-        return base
     if base not in _MODELS:
 
         def __init__(self, config):
             base.__init__(self, config)
-            _attach(self, config.tiedlm_output).layer.reset_parameters()
+            _attach(self, OUTPUTS.config(dict(config.tiedlm_output), origin="tiedlm_output"))
             self.loss_type = self.loss_type or "ForCausalLM"
 
         def resize_token_embeddings(self, *args, **kwargs):
@@ -152,7 +149,7 @@ class TiedLMConfig(PreTrainedConfig):
         config_dict = dict(config_dict)
         config_dict.pop("model_type", None)
         base_type = config_dict.get("tiedlm_base")
-        if base_type not in CONFIG_MAPPING:
+        if base_type == MODEL_TYPE or base_type not in CONFIG_MAPPING:
             raise UsageError(f"a tiedlm config needs tiedlm_base, a transformers model type; got {base_type!r}")
         base = CONFIG_MAPPING[base_type]
         config_cls = _config_class(base)
