@@ -31,20 +31,22 @@ MEASURE = r"""
 import json, sys, time
 from tiedlm.config import Config
 from tiedlm.errors import RunInterrupted
-from tiedlm.train import Trainer
+from tiedlm.tasks.lm.task import LanguageModelTask
+from tiedlm.train import Run
 preset, threads, windows, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 cfg = Config.load(preset).with_overrides([f"train.threads={threads}", "train.device=cpu", "train.precision=fp32"])
-tr = Trainer(cfg, out, progress=False, log=lambda *a: None)
-tr.setup(False)
-def run(n):
-    try:
-        tr.fit(n)
-    except RunInterrupted:
-        pass
-run(2)
-tokens, seconds = tr.sums["tokens"], tr.sums["time"]
-run(windows)
-print(json.dumps({"threads": tr.threads, "tokens_per_s": (tr.sums["tokens"] - tokens) / (tr.sums["time"] - seconds)}))
+with Run(LanguageModelTask(cfg), out, progress=False, log=lambda *a: None) as r:
+    def run(n):
+        try:
+            r.fit(n)
+        except RunInterrupted:
+            pass
+    run(2)
+    p = r.progress
+    tokens, seconds = p.sums["count"], p.epoch_seconds
+    run(windows)
+    rate = (p.sums["count"] - tokens) / (p.epoch_seconds - seconds)
+print(json.dumps({"threads": r.task.threads, "tokens_per_s": rate}))
 """
 
 # name: (train.threads, OMP_WAIT_POLICY or None for OpenMP's default, "all": every core of the affinity mask)

@@ -2,9 +2,9 @@
 
 For each model size it builds the preset's run (``ptb-{size}-real`` unless ``--preset-pattern`` says
 otherwise), trains ``--warm`` windows (which include the graph's capture), then times ``--windows`` more
-with the trainer's own loop (``Trainer.fit`` with a window budget; the per-window loss read-back
+with the trainer's own loop (the harness's ``Run.fit`` with a window budget; the per-window loss read-back
 synchronises, so the loop time is the GPU's). ``train.cuda_graph = off`` is the eager step,
-``on`` the captured one (:mod:`tiedlm.train.cuda_graph`; ``auto`` would leave the REAL presets' ``target_grad``
+``on`` the captured one (:mod:`tiedlm.tasks.lm.cuda_graph`; ``auto`` would leave the REAL presets' ``target_grad``
 eager). Prints tokens/s, the ratio and the peak
 GPU memory of each, under a line (and in ``--json``) with the date, commit, device and command.
 
@@ -24,30 +24,33 @@ import torch
 
 def measure(preset: str, mode: str, warm: int, windows: int, extra: list[str]) -> dict:
     from tiedlm.config import Config
-    from tiedlm.train import Interrupted, Trainer
+    from tiedlm.errors import RunInterrupted
+    from tiedlm.tasks.lm.task import LanguageModelTask
+    from tiedlm.train import Run
 
     cfg = Config.load(preset).with_overrides([f"train.cuda_graph={mode}", "train.device=cuda", *extra])
     with tempfile.TemporaryDirectory() as tmp:
-        tr = Trainer(cfg, Path(tmp) / "run", progress=False, log=lambda *a: None)
-        tr.setup(False)
+        r = Run(LanguageModelTask(cfg), Path(tmp) / "run", progress=False, log=lambda *a: None).__enter__()
+        tr, p = r.task, r.progress
         torch.cuda.reset_peak_memory_stats()
         for budget in (warm, windows):
-            t0, n0, ce0 = tr.sums["time"], tr.sums["tokens"], tr.sums["ce"]
+            t0, n0, ce0 = p.epoch_seconds, p.sums.get("count", 0), p.sums.get("loss", 0.0)
             try:
-                tr.fit(budget_windows=budget)
-            except Interrupted:
+                r.fit(budget)
+            except RunInterrupted:
                 pass
-        rate = (tr.sums["tokens"] - n0) / (tr.sums["time"] - t0)
+        r.__exit__(None, None, None)
+        rate = (p.sums["count"] - n0) / (p.epoch_seconds - t0)
         return {
             "preset": preset,
             "cuda_graph": mode,
             "tokens_per_s": rate,
             "precision": tr.precision,
-            "graph_used": tr.graphed is not None,
+            "graph_used": bool(tr.graphs and tr.graphs.by_length),
             # graphs captured (one per window length for the AWD-LSTM family), and the timed windows' training
             # perplexity: eager and graphed runs should learn alike (their dropout masks differ)
             "graphs": len(tr.graphs.by_length) if tr.graphs is not None else 0,
-            "train_ppl": math.exp((tr.sums["ce"] - ce0) / (tr.sums["tokens"] - n0)),
+            "train_ppl": math.exp((p.sums["loss"] - ce0) / (p.sums["count"] - n0)),
             "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20,
         }
 

@@ -116,3 +116,28 @@ def write_tiny_hf_config(folder: Path, arch: str = "llama") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(TINY_HF[arch]))
     return folder / "config.json"
+
+
+class LMRun:
+    """A quiet language-model run on the harness, set up at once (``tiedlm.train.Run`` entered) so that a test can
+    reach into ``task`` before training; :meth:`fit` trains (``budget``: stop after that many windows) and leaves
+    the run (its lock released) whether it finishes or stops."""
+
+    def __init__(self, cfg, path, resume: bool = False):
+        from tiedlm.tasks.lm.task import LanguageModelTask
+        from tiedlm.train import Run
+
+        self.run = Run(LanguageModelTask(cfg), path, resume, progress=False, log=lambda *a, **k: None).__enter__()
+        self.task, self.progress, self.files = self.run.task, self.run.progress, self.run.files
+
+    def fit(self, budget: int | None = None) -> dict:
+        try:
+            return self.run.fit(budget)
+        finally:
+            self.run.__exit__(None, None, None)
+
+
+def read_metrics(run: Path) -> list[dict]:
+    from tiedlm.run_dir import RunDir
+
+    return RunDir(run).read_metrics()

@@ -58,7 +58,7 @@ def test_bad_input_is_a_usage_error():
 
 
 def test_subspace_model_output_init_range():
-    from tiedlm.analysis.subspace_experiment import SubspaceExperimentConfig, build_model
+    from tiedlm.tasks.subspace.experiment import SubspaceExperimentConfig, build_model
 
     zero = build_model(50, 0, SubspaceExperimentConfig(hidden_size=8, layers=1, output_init_range=0.0))
     assert not zero.output.weight.any() and not zero.output.bias.any()
@@ -73,7 +73,7 @@ def test_subspace_model_output_init_range():
 def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path):
     import csv
 
-    from tiedlm.analysis.subspace_experiment import SubspaceExperimentConfig, run_experiment
+    from tiedlm.tasks.subspace.experiment import SubspaceExperimentConfig, run_experiment
 
     cfg = SubspaceExperimentConfig(
         runs=2,
@@ -107,7 +107,7 @@ def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path
 
 
 def test_subspace_settings_key_does_not_depend_on_int_or_float_spelling():
-    from tiedlm.analysis.subspace_experiment import SubspaceExperimentConfig
+    from tiedlm.tasks.subspace.experiment import SubspaceExperimentConfig
 
     assert (
         SubspaceExperimentConfig(lr=1, output_init_range=-1).settings()
@@ -117,7 +117,7 @@ def test_subspace_settings_key_does_not_depend_on_int_or_float_spelling():
 
 
 def test_random_subspace_distance_matches_sampled_subspaces():
-    from tiedlm.analysis.subspace_experiment import random_subspace_distance
+    from tiedlm.tasks.subspace.experiment import random_subspace_distance
 
     rng = np.random.default_rng(0)
     sampled = [subspace_distance(rng.standard_normal((400, 30)), rng.standard_normal((400, 30))) for _ in range(20)]
@@ -133,7 +133,7 @@ def test_a_subspace_run_is_a_task_of_the_one_loop_and_a_sigterm_in_it_resumes_ex
     import os
     import signal
 
-    import tiedlm.analysis.subspace_experiment as se
+    import tiedlm.tasks.subspace.experiment as se
     from tiedlm.errors import RunInterrupted
 
     cfg = se.SubspaceExperimentConfig(hidden_size=12, layers=2, epochs=3, batch_size=4, bptt=10, slice_words=600)

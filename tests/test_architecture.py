@@ -32,7 +32,7 @@ LAYERS = [
     ("losses", ["tiedlm.losses"]),
     ("hf", ["tiedlm.hf"]),  # the output layers and the augmented loss on Hugging Face causal LMs
     ("evaluation", ["tiedlm.evaluation"]),  # perplexity over a split (the trainer validates with it), dynamic eval
-    ("train", ["tiedlm.train", "tiedlm.tagging", "tiedlm.translation"]),
+    ("train", ["tiedlm.train", "tiedlm.tasks.tagging", "tiedlm.tasks.translation"]),
     ("analysis", ["tiedlm.inference", "tiedlm.run", "tiedlm.analysis", "tiedlm.selfcheck"]),
     ("cli", ["tiedlm.reproduce", "tiedlm.cli", "tiedlm.__main__"]),
 ]

@@ -8,14 +8,13 @@ from torch import nn
 
 from tiedlm.config import Config
 from tiedlm.data.batching import variable_window_lengths
+from tiedlm.errors import RunInterrupted
 from tiedlm.losses import activation_regularization
 from tiedlm.models import AWDLSTM, embedding_dropout, locked_dropout
 from tiedlm.models.encoders.lstm_layer import VDLSTMLayer
-from tiedlm.train import Interrupted, Trainer
 from tiedlm.train.checkpoint import load_checkpoint
-from tiedlm.train.trainer import read_metrics
 
-from conftest import tiny_overrides
+from conftest import LMRun, read_metrics, tiny_overrides
 
 
 def test_weight_drop_masks_w_hh_per_pass_without_replacing_the_parameter():
@@ -84,14 +83,15 @@ def _awd_cfg(corpus, **extra):
 
 
 def test_nt_asgd_triggers_averaging_and_validates_the_average(tiny_corpus, tmp_path):
-    tr = Trainer(_awd_cfg(tiny_corpus), tmp_path / "run", progress=False, log=lambda *a: None)
-    tr.setup(False)
-    nt = tr.nt_asgd
+    tr = LMRun(_awd_cfg(tiny_corpus), tmp_path / "run")
+    nt = tr.task.nt_asgd
     for epoch, loss in ((1, 5.0), (2, 5.5)):
-        nt.check(loss, epoch, finetuning=False, model=tr.model)
+        nt.check(loss, epoch, finetuning=False, model=tr.task.model)
     assert nt.averaged is None
-    nt.check(6.0, 3, finetuning=False, model=tr.model)  # worse than the best from more than nonmono = 1 epochs back
-    assert nt.averaged is not None and tr.eval_model is nt.averaged.module
+    nt.check(
+        6.0, 3, finetuning=False, model=tr.task.model
+    )  # worse than the best from more than nonmono = 1 epochs back
+    assert nt.averaged is not None and tr.task.eval_weights() is nt.averaged.module
     tr.fit()  # averaging through training, then the finetune stage
     best, _ = load_checkpoint(tmp_path / "run" / "checkpoints" / "best.safetensors")
     last, _ = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.safetensors")
@@ -102,18 +102,14 @@ def test_nt_asgd_triggers_averaging_and_validates_the_average(tiny_corpus, tmp_p
 
 def test_awd_resume_mid_finetune_reproduces_uninterrupted_run(tiny_corpus, tmp_path):
     cfg = _awd_cfg(tiny_corpus)
-    quiet = dict(progress=False, log=lambda *a: None)
-    full = Trainer(cfg, tmp_path / "full", **quiet)
-    full.setup(False)
+    full = LMRun(cfg, tmp_path / "full")
     s_full = full.fit()
-    part = Trainer(cfg, tmp_path / "part", **quiet)
-    part.setup(False)
+    part = LMRun(cfg, tmp_path / "part")
     n1, n2 = _windows_per_epoch(part, 2)
-    with pytest.raises(Interrupted):
-        part.fit(budget_windows=n1 + n2 + 3)
-    assert part.epoch == 3 and part.nt_asgd.averaging  # inside the finetune stage
-    resumed = Trainer(cfg, tmp_path / "part", **quiet)
-    resumed.setup(True)
+    with pytest.raises(RunInterrupted):
+        part.fit(n1 + n2 + 3)
+    assert part.progress.epoch == 3 and part.task.nt_asgd.averaging  # inside the finetune stage
+    resumed = LMRun(cfg, tmp_path / "part", resume=True)
     s_res = resumed.fit()
     ma, mb = read_metrics(tmp_path / "full"), read_metrics(tmp_path / "part")
     assert [(m["train_ppl"], m["valid_ppl"]) for m in ma] == [(m["train_ppl"], m["valid_ppl"]) for m in mb]
@@ -130,8 +126,7 @@ def test_metrics_record_nt_asgd_stages_as_algorithm_1_triggers_them(tiny_corpus,
     from tiedlm.analysis.report import plot_curves, stage_start
 
     cfg = _awd_cfg(tiny_corpus, **{"train.epochs": "6", "train.finetune_epochs": "3"})
-    tr = Trainer(cfg, tmp_path / "run", progress=False, log=lambda *a: None)
-    tr.setup(False)
+    tr = LMRun(cfg, tmp_path / "run")
     tr.fit()
     metrics = read_metrics(tmp_path / "run")
     losses, n = [math.log(m["valid_ppl"]) for m in metrics], 1
@@ -155,15 +150,14 @@ def _stall_cfg(corpus):
 
 def _windows_per_epoch(trainer, epochs: int) -> list[int]:
     """How many BPTT windows each of the first ``epochs`` epochs trains (its seeded variable lengths)."""
-    steps, t = trainer.train_data.size(0) - 1, trainer.cfg.train
-    return [len(variable_window_lengths(steps, t.bptt, seed=t.seed * 100_003 + e)) for e in range(1, epochs + 1)]
+    return [len(trainer.task.batches(e)) for e in range(1, epochs + 1)]
 
 
 def test_stop_on_stall_ends_the_averaged_stage_when_the_average_stalls():
     """``train.optimizer.stop_on_stall``: Alg. 1's non-monotone test applied again to the average's own validations
     (those from the first averaged epoch on) ends the averaged stage; without it the stage runs on (the reference's
     main.py), and the epoch survives a checkpoint."""
-    from tiedlm.train.nt_asgd import NTASGD
+    from tiedlm.tasks.lm.nt_asgd import NTASGD
 
     model = nn.Linear(2, 2)
     losses = [5.0, 5.5, 6.0, 4.0, 3.9, 3.95, 4.1, 3.0]  # trigger at 3 (6.0 > 5.0); the average: 4.0, 3.9, 3.95, 4.1
@@ -186,9 +180,7 @@ def test_stop_on_stall_starts_the_finetune_after_the_stall_and_resumes_exactly(t
     average stalls (the rule written out on the recorded valid perplexities), ``finetune`` after it, for at most
     ``finetune_epochs``; a run stopped inside the finetune and resumed gives the same records and test."""
     cfg = _stall_cfg(tiny_corpus)
-    quiet = dict(progress=False, log=lambda *a: None)
-    full = Trainer(cfg, tmp_path / "full", **quiet)
-    full.setup(False)
+    full = LMRun(cfg, tmp_path / "full")
     s_full = full.fit()
     metrics = read_metrics(tmp_path / "full")
     losses, n = [math.log(m["valid_ppl"]) for m in metrics], 1
@@ -202,21 +194,19 @@ def test_stop_on_stall_starts_the_finetune_after_the_stall_and_resumes_exactly(t
     assert stall < 14  # the average stalls well inside train.epochs here (at epoch 6 with these settings)
     stages = [m["stage"] for m in metrics]
     assert stages == ["sgd"] * trigger + ["averaged"] * (stall - trigger) + ["finetune"] * (len(metrics) - stall)
-    assert stall < len(metrics) <= stall + 3 and full.main_epochs == stall
+    assert stall < len(metrics) <= stall + 3 and full.task.main_epochs == stall
     # finished by its stops: a resume says so in one line, and how to train on
     from tiedlm.cli import main
 
     assert main(["train", "--resume", str(tmp_path / "full")]) == 2
     assert "NT-ASGD's non-monotone stop ended it after" in capsys.readouterr().err
 
-    part = Trainer(cfg, tmp_path / "part", **quiet)
-    part.setup(False)
+    part = LMRun(cfg, tmp_path / "part")
     windows = _windows_per_epoch(part, 14)
-    with pytest.raises(Interrupted):
-        part.fit(budget_windows=sum(windows[:stall]) + 2)  # inside the first finetune epoch
-    resumed = Trainer(cfg, tmp_path / "part", **quiet)
-    resumed.setup(True)
-    assert resumed.main_epochs == stall
+    with pytest.raises(RunInterrupted):
+        part.fit(sum(windows[:stall]) + 2)  # inside the first finetune epoch
+    resumed = LMRun(cfg, tmp_path / "part", resume=True)
+    assert resumed.task.main_epochs == stall
     s_res = resumed.fit()
     same = ("train_ppl", "valid_ppl", "stage", "lr")
     assert [[m[k] for k in same] for m in read_metrics(tmp_path / "part")] == [[m[k] for k in same] for m in metrics]
@@ -227,26 +217,22 @@ def test_stop_on_stall_applies_to_a_run_checkpointed_before_it_was_kept(tiny_cor
     """A run whose checkpoint predates ``averaged_from`` (stopped while averaging) and is resumed under
     ``stop_on_stall`` finds where its average began from its records' stages, and stalls where an uninterrupted
     run does."""
-    from tiedlm.train.nt_asgd import NTASGD
+    from tiedlm.tasks.lm.nt_asgd import NTASGD
 
     cfg = _stall_cfg(tiny_corpus)
-    quiet = dict(progress=False, log=lambda *a: None)
-    full = Trainer(cfg, tmp_path / "full", **quiet)
-    full.setup(False)
+    full = LMRun(cfg, tmp_path / "full")
     full.fit()
     stages = [m["stage"] for m in read_metrics(tmp_path / "full")]
     averaging_from = stages.index("averaged") + 1
 
-    part = Trainer(cfg, tmp_path / "part", **quiet)
-    part.setup(False)
+    part = LMRun(cfg, tmp_path / "part")
     windows = _windows_per_epoch(part, 14)
     current = NTASGD.meta
     with monkeypatch.context() as m:  # the checkpoint as the code before averaged_from wrote it
         m.setattr(NTASGD, "meta", lambda self: {k: current(self)[k] for k in ("valid_history", "stopped")})
-        with pytest.raises(Interrupted):
-            part.fit(budget_windows=sum(windows[:averaging_from]) + 2)  # inside the second averaged epoch
-    resumed = Trainer(cfg, tmp_path / "part", **quiet)
-    resumed.setup(True)
-    assert resumed.nt_asgd.averaging and resumed.nt_asgd.averaged_from == averaging_from - 1
+        with pytest.raises(RunInterrupted):
+            part.fit(sum(windows[:averaging_from]) + 2)  # inside the second averaged epoch
+    resumed = LMRun(cfg, tmp_path / "part", resume=True)
+    assert resumed.task.nt_asgd.averaging and resumed.task.nt_asgd.averaged_from == averaging_from - 1
     resumed.fit()
     assert [m["stage"] for m in read_metrics(tmp_path / "part")] == stages

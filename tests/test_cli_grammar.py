@@ -7,8 +7,8 @@ import tomllib
 
 from tiedlm.cli import main
 from tiedlm.errors import UsageError
-from tiedlm.tagging import TaggerConfig
-from tiedlm.translation import TranslationConfig
+from tiedlm.tasks.tagging import TaggerConfig
+from tiedlm.tasks.translation import TranslationConfig
 
 
 def _treebank(folder):

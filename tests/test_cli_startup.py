@@ -35,15 +35,14 @@ def test_light_commands_do_not_import_torch(argv):
 
 
 def test_the_kernels_are_built_before_the_first_epoch(tiny_corpus, tmp_path, monkeypatch):
-    """Trainer.setup builds (or loads) the native kernels, so epoch 1's clock never includes a compilation."""
+    """The language model's setup builds (or loads) the native kernels: epoch 1's clock never includes a compilation."""
     from tiedlm import native
     from tiedlm.config import Config
-    from tiedlm.train import Trainer
 
-    from conftest import tiny_overrides
+    from conftest import LMRun, tiny_overrides
 
     calls = []
     monkeypatch.setattr(native, "available", lambda: calls.append(1) or False)
     cfg = Config.load("ptb-small-vd").with_overrides(tiny_overrides(tiny_corpus))
-    Trainer(cfg, tmp_path / "run", progress=False, log=lambda *a: None).setup(False)
+    LMRun(cfg, tmp_path / "run").run.__exit__(None, None, None)
     assert calls == [1]

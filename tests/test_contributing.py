@@ -39,7 +39,7 @@ assert losses[-1] < losses[0], losses
 assert model.output.scale.item() != 2.0  # s is learned
 
 # the same new layer in the translator: its name and its own keys, as in the LM's [model.output] table
-from tiedlm.translation import TransformerTranslator, TranslationConfig
+from tiedlm.tasks.translation import TransformerTranslator, TranslationConfig
 
 small = {"d_model": 16, "ffn_size": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1}
 tcfg = TranslationConfig.from_dict({"model": small})

@@ -1,4 +1,4 @@
-"""The CUDA-graph training step (tiedlm.train.cuda_graph): it trains as the eager loop does, a resumed run
+"""The CUDA-graph training step (tiedlm.tasks.lm.cuda_graph): it trains as the eager loop does, a resumed run
 replays the same steps, a non-finite step is undone, and runs it cannot capture say why. Needs a CUDA GPU
 for all but the last test (CI has none; run them where one is: `python -m pytest tests/test_cuda_graph.py`)."""
 
@@ -9,12 +9,11 @@ import torch
 
 from tiedlm import runtime
 from tiedlm.config import Config
-from tiedlm.errors import TiedlmError
-from tiedlm.train import Interrupted, Trainer, load_checkpoint
-from tiedlm.train.cuda_graph import GraphedStep, unsupported_reason
-from tiedlm.train.trainer import read_metrics
+from tiedlm.errors import RunInterrupted, TiedlmError
+from tiedlm.tasks.lm.cuda_graph import GraphedStep, unsupported_reason
+from tiedlm.train import load_checkpoint
 
-from conftest import tiny_overrides
+from conftest import LMRun, read_metrics, tiny_overrides
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -27,8 +26,7 @@ def _cfg(corpus, preset="ptb-small-real", **extra):
 
 
 def _fit(cfg, out, budget=None):
-    tr = Trainer(cfg, out, progress=False, log=lambda *a: None)
-    tr.setup(False)
+    tr = LMRun(cfg, out)
     return tr, tr.fit(budget)
 
 
@@ -63,13 +61,11 @@ def test_graphed_training_matches_eager(tiny_corpus, tmp_path, preset, precision
 def test_graphed_run_resumes_exactly(tiny_corpus, tmp_path):
     cfg = _cfg(tiny_corpus, **{"train.epochs": "3"})
     _, s_full = _fit(cfg, tmp_path / "full")
-    part = Trainer(cfg, tmp_path / "part", progress=False, log=lambda *a: None)
-    part.setup(False)
-    windows_per_epoch = (part.train_data.size(0) - 1 + 7) // 8
-    with pytest.raises(Interrupted):
-        part.fit(budget_windows=windows_per_epoch + 3)  # stops inside epoch 2, after graphed steps
-    resumed = Trainer(cfg, tmp_path / "part", progress=False, log=lambda *a: None)
-    resumed.setup(True)
+    part = LMRun(cfg, tmp_path / "part")
+    windows_per_epoch = (part.task.train_data.size(0) - 1 + 7) // 8
+    with pytest.raises(RunInterrupted):
+        part.fit(windows_per_epoch + 3)  # stops inside epoch 2, after graphed steps
+    resumed = LMRun(cfg, tmp_path / "part", resume=True)
     s_res = resumed.fit()
     assert [m["valid_ppl"] for m in read_metrics(tmp_path / "full")] == [
         m["valid_ppl"] for m in read_metrics(tmp_path / "part")
@@ -86,35 +82,37 @@ def test_graphed_run_resumes_exactly(tiny_corpus, tmp_path):
 
 @cuda
 def test_non_finite_graphed_step_is_undone(tiny_corpus, tmp_path):
-    tr = Trainer(_cfg(tiny_corpus), tmp_path / "run", progress=False, log=lambda *a: None)
-    tr.setup(False)
-    x, y = tr.train_data[:8], tr.train_data[1:9]
-    state = tr.model.init_state(x.size(1))
-    step = GraphedStep(tr.model, tr.loss_fn, tr.cfg, x, y, state, tr.precision)
+    tr = LMRun(_cfg(tiny_corpus), tmp_path / "run")
+    x, y = tr.task.train_data[:8], tr.task.train_data[1:9]
+    state = tr.task.model.init_state(x.size(1))
+    step = GraphedStep(tr.task.model, tr.task.loss_fn, tr.task.cfg, x, y, state, tr.task.precision)
     ce, _, finite, state = step.step(x, y, state, 1.0)
     assert finite and math.isfinite(ce.item())
     bad_word = int(x[0, 0])
     with torch.no_grad():
-        tr.model.embedding.weight[bad_word] = float("inf")
-    before = [p.detach().clone() for p in tr.model.parameters()]
+        tr.task.model.embedding.weight[bad_word] = float("inf")
+    before = [p.detach().clone() for p in tr.task.model.parameters()]
     state_before = [tuple(t.clone() for t in s) for s in state]
     _, _, finite, state = step.step(x, y, state, 1.0)
     assert not finite
     assert all(
         torch.equal(a, b) or torch.equal(a.isinf(), b.isinf()) and torch.equal(a[a.isfinite()], b[b.isfinite()])
-        for a, b in zip(before, tr.model.parameters())
+        for a, b in zip(before, tr.task.model.parameters())
     )
     assert all(torch.equal(a, b) for s0, s1 in zip(state_before, state) for a, b in zip(s0, s1))
 
 
 @cuda
 def test_graphed_divergence_stops_without_checkpoint(tiny_corpus, tmp_path):
-    tr = Trainer(_cfg(tiny_corpus, **{"train.epochs": "1"}), tmp_path / "run", progress=False, log=lambda *a: None)
-    tr.setup(False)
-    tr.loss_fn = lambda logits, y, emb, bias: (logits.float().sum() * float("inf"), logits.float().sum().detach(), None)
+    tr = LMRun(_cfg(tiny_corpus, **{"train.epochs": "1"}), tmp_path / "run")
+    tr.task.loss_fn = lambda logits, y, emb, bias: (
+        logits.float().sum() * float("inf"),
+        logits.float().sum().detach(),
+        None,
+    )
     with pytest.raises(TiedlmError, match="diverged"):
         tr.fit()
-    assert tr.graphed is not None and not (tmp_path / "run" / "checkpoints").exists()
+    assert tr.task.graphs is not None and not (tmp_path / "run" / "checkpoints").exists()
 
 
 def _awd(corpus, **extra):
@@ -131,19 +129,18 @@ def test_graphed_awd_step_draws_the_eager_masks_and_fresh_ones_each_replay(tiny_
     from one generator state, the replay's loss is the eager forward's; the next replay draws new masks."""
     from tiedlm.train.step import window_loss
 
-    tr = Trainer(_awd(tiny_corpus), tmp_path / "run", progress=False, log=lambda *a: None)
-    tr.setup(False)
-    tr.model.train()
-    x, y = tr.train_data[:10], tr.train_data[1:11]
-    state = tr.model.init_state(x.size(1))
-    step = GraphedStep(tr.model, tr.loss_fn, tr.cfg, x, y, state, tr.precision)
+    tr = LMRun(_awd(tiny_corpus), tmp_path / "run")
+    tr.task.model.train()
+    x, y = tr.task.train_data[:10], tr.task.train_data[1:11]
+    state = tr.task.model.init_state(x.size(1))
+    step = GraphedStep(tr.task.model, tr.task.loss_fn, tr.task.cfg, x, y, state, tr.task.precision)
     s = torch.cuda.get_rng_state()
     ce1 = step.step(x, y, state, 0.0)[0].item()  # lr 0: the weights stay
     ce2 = step.step(x, y, state, 0.0)[0].item()
     torch.cuda.set_rng_state(s)
     ce3 = step.step(x, y, state, 0.0)[0].item()
     torch.cuda.set_rng_state(s)
-    _, ce_eager, _, _ = window_loss(tr.model, tr.loss_fn, x, y, state, tr.precision, ar=2.0, tar=1.0)
+    _, ce_eager, _, _ = window_loss(tr.task.model, tr.task.loss_fn, x, y, state, tr.task.precision, ar=2.0, tar=1.0)
     assert ce1 != ce2 and ce3 == ce1
     assert ce_eager.item() == pytest.approx(ce1, rel=1e-5)
 
@@ -155,20 +152,19 @@ def test_graphed_awd_run_with_nt_asgd_averaging_resumes_exactly(tiny_corpus, tmp
     cfg = _awd(tiny_corpus, **{"train.epochs": "2"})
 
     def trainer(out, resume=False):
-        tr = Trainer(cfg, out, progress=False, log=lambda *a: None)
-        tr.setup(resume)
+        tr = LMRun(cfg, out, resume)
         if not resume:
-            tr.nt_asgd.start_averaging(tr.model)  # averaging from the first step
+            tr.task.nt_asgd.start_averaging(tr.task.model)  # averaging from the first step
         return tr
 
     straight = trainer(tmp_path / "full")
     straight.fit()
-    assert straight.graphs is not None and len(straight.graphs.by_length) > 1
+    assert straight.task.graphs is not None and len(straight.task.graphs.by_length) > 1
     part = trainer(tmp_path / "part")
-    with pytest.raises(Interrupted):
-        part.fit(budget_windows=len(part.window_lengths()) + 3)  # stops inside epoch 2
+    with pytest.raises(RunInterrupted):
+        part.fit(len(part.task.batches(1)) + 3)  # stops inside epoch 2
     resumed = trainer(tmp_path / "part", resume=True)
-    assert resumed.nt_asgd.averaging
+    assert resumed.task.nt_asgd.averaging
     resumed.fit()
     a, _ = load_checkpoint(tmp_path / "full" / "checkpoints" / "last.safetensors")
     b, _ = load_checkpoint(tmp_path / "part" / "checkpoints" / "last.safetensors")
@@ -226,24 +222,25 @@ def test_the_captured_computation_is_the_eager_step_on_the_cpu(tiny_corpus, tmp_
     cfg = Config.load(preset).with_overrides(
         tiny_overrides(tiny_corpus, **{"train.weight_decay": "0.01", "train.clip": "0.5", **extra})
     )
-    tr = Trainer(cfg, tmp_path / "run", progress=False, log=lambda *a: None)
-    tr.setup(False)
-    x, y = tr.train_data[:8], tr.train_data[1:9]
-    tr.state = tr.model.init_state(x.size(1))
-    start = {k: v.clone() for k, v in tr.model.state_dict().items()}
+    tr = LMRun(cfg, tmp_path / "run")
+    x, y = tr.task.train_data[:8], tr.task.train_data[1:9]
+    tr.task.state = tr.task.model.init_state(x.size(1))
+    start = {k: v.clone() for k, v in tr.task.model.state_dict().items()}
     torch.manual_seed(5)
-    ce_eager, aug_eager, finite, _ = tr._eager_step(x, y, 0.7, [p for p in tr.model.parameters() if p.requires_grad])
-    eager = {k: v.clone() for k, v in tr.model.state_dict().items()}
+    ce_eager, aug_eager, finite, _ = tr.task._eager_step(
+        x, y, 0.7, [p for p in tr.task.model.parameters() if p.requires_grad]
+    )
+    eager = {k: v.clone() for k, v in tr.task.model.state_dict().items()}
     assert finite and any(not torch.equal(start[k], eager[k]) for k in start)
 
-    tr.model.load_state_dict(start)
+    tr.task.model.load_state_dict(start)
     graph = GraphedStep.__new__(GraphedStep)  # the captured computation without a graph (no CUDA here)
-    graph.model, graph.loss_fn, graph.precision = tr.model, tr.loss_fn, "fp32"
+    graph.model, graph.loss_fn, graph.precision = tr.task.model, tr.task.loss_fn, "fp32"
     graph.ar, graph.tar = cfg.loss.ar, cfg.loss.tar
     summed = cfg.train.loss_reduction == "sum_over_time"
     graph.clip, graph.weight_decay, graph.time_scale = 0.5, 0.01, float(y.size(0)) if summed else 1.0
-    graph.params = [p for p in tr.model.parameters() if p.requires_grad]
-    graph.x, graph.y, graph.state, graph.lr = x, y, tr.model.init_state(x.size(1)), torch.tensor(0.7)
+    graph.params = [p for p in tr.task.model.parameters() if p.requires_grad]
+    graph.x, graph.y, graph.state, graph.lr = x, y, tr.task.model.init_state(x.size(1)), torch.tensor(0.7)
     graph.backup = [p.detach().clone() for p in graph.params]
     torch.manual_seed(5)
     ce_graph, aug_graph, finite_graph, _ = graph._step()
@@ -251,15 +248,15 @@ def test_the_captured_computation_is_the_eager_step_on_the_cpu(tiny_corpus, tmp_
     assert (aug_graph is None) == (aug_eager is None) == (not cfg.loss.augmented)
     if cfg.loss.augmented:
         assert torch.equal(aug_graph, aug_eager)
-    for k, v in tr.model.state_dict().items():
+    for k, v in tr.task.model.state_dict().items():
         assert torch.allclose(v, eager[k], rtol=1e-6, atol=1e-7), k
-    assert all(torch.equal(b, start[k]) for b, k in zip(graph.backup, [n for n, _ in tr.model.named_parameters()]))
+    assert all(torch.equal(b, start[k]) for b, k in zip(graph.backup, [n for n, _ in tr.task.model.named_parameters()]))
 
 
 def test_variable_windows_get_one_graph_per_length_sharing_a_pool_and_the_weight_backup(monkeypatch):
     """GraphedSteps (the AWD-LSTM's variable windows): a graph is captured the first time a length comes and
     replayed after; every graph gets the same memory pool and the same backup of the weights."""
-    from tiedlm.train import cuda_graph
+    from tiedlm.tasks.lm import cuda_graph
 
     made = []
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from tiedlm.config import Config
-from tiedlm.train import load_checkpoint, train
+from tiedlm.tasks.lm.task import LanguageModelTask
+from tiedlm.train import load_checkpoint, run
 
 from conftest import tiny_overrides
 
@@ -45,8 +46,8 @@ def test_two_ranks_match_one_process_and_stay_identical(tiny_corpus, tmp_path):
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     summary = json.loads(ddp.stdout)  # printed once (rank 0 only)
     assert summary["distributed"] == {"world_size": 2, "global_batch_size": 4, "max_parameter_spread": 0.0}
-    single = train(
-        Config.load("ptb-small-re").with_overrides(_overrides(tiny_corpus)),
+    single = run(
+        LanguageModelTask(Config.load("ptb-small-re").with_overrides(_overrides(tiny_corpus))),
         tmp_path / "one",
         progress=False,
         log=lambda *a: None,

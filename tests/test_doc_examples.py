@@ -26,15 +26,18 @@ def test_the_pages_have_python_examples():
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     from tiedlm.config import Config
-    from tiedlm.train import Interrupted, Trainer
+    from tiedlm.errors import RunInterrupted
+    from tiedlm.tasks.lm.task import LanguageModelTask
+    from tiedlm.train import run as run_task
 
     folder = tmp_path_factory.mktemp("docs")
     run = folder / "runs" / "ptb-small-real"
     sets = ["train.epochs=1", "train.threads=1", "train.device=cpu", "train.precision=fp32"]
-    tr = Trainer(Config.load("ptb-small-real").with_overrides(sets), run, progress=False, log=lambda *a: None)
-    tr.setup(False)
-    with pytest.raises(Interrupted):
-        tr.fit(2)  # two windows: a run folder with its config, vocabulary and a last checkpoint
+    task = LanguageModelTask(Config.load("ptb-small-real").with_overrides(sets))
+    with pytest.raises(RunInterrupted):
+        run_task(
+            task, run, progress=False, log=lambda *a: None, budget=2
+        )  # two windows: a run folder with its config, vocabulary and a last checkpoint
     return folder
 
 

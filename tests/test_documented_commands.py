@@ -10,8 +10,8 @@ import pytest
 from tiedlm import reproduce as rp
 from tiedlm.cli.main import build_parser
 from tiedlm.config import Config
-from tiedlm.tagging import TaggerConfig
-from tiedlm.translation import TranslationConfig
+from tiedlm.tasks.tagging import TaggerConfig
+from tiedlm.tasks.translation import TranslationConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -15,13 +15,12 @@ import torch
 from tiedlm import interrupts, runtime
 from tiedlm.cli import main
 from tiedlm.config import Config
-from tiedlm.errors import TiedlmError
+from tiedlm.errors import RunInterrupted, TiedlmError
 from tiedlm.run import load_run
-from tiedlm.train import Interrupted, Trainer, load_checkpoint
+from tiedlm.train import load_checkpoint
 from tiedlm.train.checkpoint import save_checkpoint
-from tiedlm.train.trainer import read_metrics
 
-from conftest import tiny_overrides
+from conftest import LMRun, read_metrics, tiny_overrides
 
 
 def _train(corpus, out, *extra, preset="ptb-small-real"):
@@ -128,21 +127,18 @@ def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path, pr
     """The carried state (LSTM h/c or the Transformer's memory) and Adam's moments survive a resume; so does a
     checkpoint written before the one checkpoint schema (every earlier run folder resumes)."""
     cfg = _cfg(tiny_corpus, preset, **{"train.epochs": "3", "model.dropout": "0.3", **extra})
-    full = Trainer(cfg, tmp_path / "full", progress=False, log=lambda *a: None)
-    full.setup(False)
+    full = LMRun(cfg, tmp_path / "full")
     s_full = full.fit()
 
-    part = Trainer(cfg, tmp_path / "part", progress=False, log=lambda *a: None)
-    part.setup(False)
-    windows_per_epoch = (part.train_data.size(0) - 1 + 7) // 8
-    with pytest.raises(Interrupted):
-        part.fit(budget_windows=windows_per_epoch + 3)  # stops inside epoch 2
+    part = LMRun(cfg, tmp_path / "part")
+    windows_per_epoch = (part.task.train_data.size(0) - 1 + 7) // 8
+    with pytest.raises(RunInterrupted):
+        part.fit(windows_per_epoch + 3)  # stops inside epoch 2
     _, meta = _weights(tmp_path / "part")
     assert meta["epoch"] == 2 and meta["batch"] == 3  # the one schema's position (Progress)
     if old:
         _as_written_before_the_one_schema(tmp_path / "part" / "checkpoints" / "last.safetensors")
-    resumed = Trainer(cfg, tmp_path / "part", progress=False, log=lambda *a: None)
-    resumed.setup(True)
+    resumed = LMRun(cfg, tmp_path / "part", resume=True)
     s_res = resumed.fit()
 
     for a, b in zip(read_metrics(tmp_path / "full"), read_metrics(tmp_path / "part")):
@@ -186,15 +182,14 @@ def test_a_real_signal_anywhere_then_resume_is_bit_identical(tiny_corpus, tmp_pa
     """SIGTERM or SIGINT delivered inside a training step, inside the epoch-end validation or inside the final
     evaluation: the run stops with a consistent checkpoint and the resumed run ends bit-identical."""
     cfg = _cfg(tiny_corpus, "ptb-small-vd", **{"train.epochs": "3", "model.dropout": "0.3"})
-    whole = Trainer(cfg, tmp_path / "whole", progress=False, log=lambda *a: None)
-    whole.setup(False)
+    whole = LMRun(cfg, tmp_path / "whole")
     counter = {"n": 0}
-    real = whole.model.forward
-    whole.model.forward = lambda *a, **kw: (counter.__setitem__("n", counter["n"] + 1), real(*a, **kw))[1]
+    real = whole.task.model.forward
+    whole.task.model.forward = lambda *a, **kw: (counter.__setitem__("n", counter["n"] + 1), real(*a, **kw))[1]
     whole.fit()
     expected = _outcome(tmp_path / "whole")
     total = counter["n"]
-    windows = (whole.train_data.size(0) - 1 + 7) // 8
+    windows = (whole.task.train_data.size(0) - 1 + 7) // 8
     valid_windows = total // 3 - windows  # forward calls per epoch's validation (approximately; final eval is more)
     points = sorted(
         {
@@ -213,14 +208,12 @@ def test_a_real_signal_anywhere_then_resume_is_bit_identical(tiny_corpus, tmp_pa
     for k, backward in cases:
         sig = signal.SIGINT if k % 2 else signal.SIGTERM
         run = tmp_path / f"split{k}{'b' if backward else 'f'}"
-        part = Trainer(cfg, run, progress=False, log=lambda *a: None)
-        part.setup(False)
-        _signal_at(part, k, sig, backward)
-        with pytest.raises(Interrupted):
+        part = LMRun(cfg, run)
+        _signal_at(part.task, k, sig, backward)
+        with pytest.raises(RunInterrupted):
             part.fit()
         assert not (run / "summary.json").exists()
-        resumed = Trainer(cfg, run, progress=False, log=lambda *a: None)
-        resumed.setup(True)
+        resumed = LMRun(cfg, run, resume=True)
         resumed.fit()
         got = _outcome(run)
         assert got[0] == expected[0] and got[1] == expected[1], (k, backward)
@@ -236,9 +229,8 @@ def test_a_second_signal_stops_at_once_and_writes_nothing_but_a_repeat_of_the_fi
     scheduler signalling every process while ``tiedlm reproduce`` passes its own on) are one request."""
     monkeypatch.setattr(interrupts, "SAME_REQUEST_S", 0.2)
     cfg = _cfg(tiny_corpus, "ptb-small-vd", **{"train.epochs": "2"})
-    tr = Trainer(cfg, tmp_path / "run", progress=False, log=lambda *a: None)
-    tr.setup(False)
-    real, calls = tr.model.forward, {"n": 0}
+    tr = LMRun(cfg, tmp_path / "run")
+    real, calls = tr.task.model.forward, {"n": 0}
 
     def forward(*a, **kw):
         calls["n"] += 1
@@ -248,8 +240,8 @@ def test_a_second_signal_stops_at_once_and_writes_nothing_but_a_repeat_of_the_fi
             os.kill(os.getpid(), signal.SIGTERM)  # apart, the second one raises here
         return real(*a, **kw)
 
-    tr.model.forward = forward
-    with pytest.raises(Interrupted, match="second signal" if apart else r"\(checkpoint written\)"):
+    tr.task.model.forward = forward
+    with pytest.raises(RunInterrupted, match="second signal" if apart else r"\(checkpoint written\)"):
         tr.fit()
     assert (tmp_path / "run" / "checkpoints" / "last.safetensors").exists() is not apart
 
@@ -310,32 +302,29 @@ def test_signal_to_a_real_process_then_resume_matches_an_uninterrupted_run(tiny_
 
 def test_non_finite_loss_is_skipped_and_never_saved(tiny_corpus, tmp_path):
     cfg = _cfg(tiny_corpus, **{"train.epochs": "1"})
-    tr = Trainer(cfg, tmp_path / "run", progress=False, log=lambda *a: None)
-    tr.setup(False)
-    real, calls = tr.loss_fn, {"n": 0}
+    tr = LMRun(cfg, tmp_path / "run")
+    real, calls = tr.task.loss_fn, {"n": 0}
 
     def flaky(logits, y, emb, bias):
         calls["n"] += 1
         total, ce, aug = real(logits, y, emb, bias)
         return (total * float("nan"), ce, aug) if calls["n"] == 3 else (total, ce, aug)
 
-    tr.loss_fn = flaky
+    tr.task.loss_fn = flaky
     tr.fit()
     m = read_metrics(tmp_path / "run")[0]
     assert m["skipped_steps"] == 1 and math.isfinite(m["train_ppl"])
     assert all(torch.isfinite(v).all() for v in _weights(tmp_path / "run")[0].values())
 
-    tr2 = Trainer(cfg, tmp_path / "run2", progress=False, log=lambda *a: None)
-    tr2.setup(False)
-    tr2.loss_fn = lambda logits, y, emb, bias: (logits.sum() * float("inf"), logits.sum().detach(), None)
+    tr2 = LMRun(cfg, tmp_path / "run2")
+    tr2.task.loss_fn = lambda logits, y, emb, bias: (logits.sum() * float("inf"), logits.sum().detach(), None)
     with pytest.raises(TiedlmError, match="diverged"):
         tr2.fit()
     assert not (tmp_path / "run2" / "checkpoints").exists()
 
 
 def _train_ppls(cfg, out):
-    tr = Trainer(cfg, out, progress=False, log=lambda *a: None)
-    tr.setup(False)
+    tr = LMRun(cfg, out)
     tr.fit()
     return [m["train_ppl"] for m in read_metrics(out)]
 
@@ -403,7 +392,7 @@ def test_error_paths_are_one_line(tiny_corpus, tmp_path, capsys, monkeypatch):
     got, err = _cli(["generate", str(run), "--temperature", "0"], capsys)
     assert got == 2 and "expected a finite number > 0" in err
     got, err = _cli(["train", "ptb-small-real", "--out", str(run)], capsys)
-    assert got == 2 and "already holds a run" in err
+    assert got == 2 and "already holds a language model run" in err
     got, err = _cli(["train", "--resume", str(run)], capsys)
     assert got == 2 and "is finished: it trained 1 epochs" in err
 
@@ -520,9 +509,8 @@ def test_init_from_starts_from_another_runs_final_weights(tiny_corpus, tmp_path,
     assert _train(tiny_corpus, tmp_path / "first") == 0
     first, _ = _weights(tmp_path / "first")
     cfg = _cfg(tiny_corpus, **{"train.init_from": str(tmp_path / "first")})
-    tr = Trainer(cfg, tmp_path / "second", progress=False, log=lambda *a: None)
-    tr.setup(False)
-    start = {f"model.{k}": v for k, v in tr.model.state_dict().items()}
+    tr = LMRun(cfg, tmp_path / "second")
+    start = {f"model.{k}": v for k, v in tr.task.model.state_dict().items()}
     assert start.keys() == first.keys() and all(torch.equal(start[k], first[k]) for k in first)
     assert (tmp_path / "second" / "vocab.txt").read_text() == (tmp_path / "first" / "vocab.txt").read_text()
     s = tr.fit()

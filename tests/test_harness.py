@@ -15,6 +15,7 @@ import torch
 
 from tiedlm.errors import TiedlmError, UsageError
 from tiedlm.interrupts import RunInterrupted
+from tiedlm.train import loop
 from tiedlm.train.checkpoint import load_checkpoint, save_checkpoint
 from tiedlm.train.loop import Progress
 
@@ -48,39 +49,51 @@ class Case:
         return self.fit(self.cfg.with_overrides(list(overrides)), run, resume)
 
 
+def _train_lm(cfg, run: Path, resume: bool) -> dict:
+    from tiedlm.tasks.lm.task import LanguageModelTask
+
+    return loop.run(LanguageModelTask(cfg), run, resume, **QUIET)
+
+
 def _lm(tmp_path) -> Case:
     from tiedlm.config import Config
-    from tiedlm.train import trainer
+    from tiedlm.tasks.lm import task as trainer
 
     cfg = Config.load("ptb-small-re").with_overrides(tiny_overrides(write_tiny_corpus(tmp_path / "corpus")))
-    return Case(cfg, lambda c, run, resume: trainer.train(c, run, resume=resume, **QUIET), trainer, "window_loss")
+    return Case(
+        cfg, lambda c, run, resume: loop.run(trainer.LanguageModelTask(c), run, resume, **QUIET), trainer, "window_loss"
+    )
 
 
 def _transformer_lm(tmp_path) -> Case:
     """The Transformer LM with a DRILL output layer: AdamW, warm-up, its memory of embeddings as carried state."""
     from tiedlm.config import Config
-    from tiedlm.train import trainer
+    from tiedlm.tasks.lm import task as trainer
 
     tiny = [*tiny_overrides(write_tiny_corpus(tmp_path / "corpus")), "model.encoder.layers=1"]
     cfg = Config.load("ptb-transformer-drill").with_overrides(tiny)
-    return Case(cfg, lambda c, run, resume: trainer.train(c, run, resume=resume, **QUIET), trainer, "window_loss")
+    return Case(
+        cfg, lambda c, run, resume: loop.run(trainer.LanguageModelTask(c), run, resume, **QUIET), trainer, "window_loss"
+    )
 
 
 def _hf_lm(tmp_path) -> Case:
     """A Hugging Face Llama body as the encoder (model.encoder = "hf"), tiedlm's DRILL output layer."""
     pytest.importorskip("transformers")
     from tiedlm.config import Config
-    from tiedlm.train import trainer
+    from tiedlm.tasks.lm import task as trainer
 
     corpus, config = write_tiny_corpus(tmp_path / "corpus"), write_tiny_hf_config(tmp_path / "llama")
     tiny = [o for o in tiny_overrides(corpus, **{"train.lr": "0.003"}) if not o.startswith("model.hidden_size")]
     cfg = Config.load("ptb-llama-drill").with_overrides([*tiny, f"model.encoder.config={config}"])
-    return Case(cfg, lambda c, run, resume: trainer.train(c, run, resume=resume, **QUIET), trainer, "window_loss")
+    return Case(
+        cfg, lambda c, run, resume: loop.run(trainer.LanguageModelTask(c), run, resume, **QUIET), trainer, "window_loss"
+    )
 
 
 def _tagger(tmp_path) -> Case:
-    from tiedlm.tagging import TaggerConfig
-    from tiedlm.tagging import train as tagging
+    from tiedlm.tasks.tagging import TaggerConfig
+    from tiedlm.tasks.tagging import task as tagging
 
     cfg = TaggerConfig.from_dict(
         dict(
@@ -99,8 +112,8 @@ def _tagger(tmp_path) -> Case:
 
 
 def _translator(tmp_path) -> Case:
-    from tiedlm.translation import TranslationConfig
-    from tiedlm.translation import train as translation
+    from tiedlm.tasks.translation import TranslationConfig
+    from tiedlm.tasks.translation import task as translation
 
     cfg = TranslationConfig.from_dict(
         dict(
@@ -333,7 +346,7 @@ def test_checkpoints_of_the_tasks_own_loops_from_before_the_harness_resume(task,
 
 
 def test_a_non_finite_validation_score_stops_the_run_and_keeps_the_last_checkpoint(tmp_path, monkeypatch):
-    from tiedlm.tagging import train as tagging
+    from tiedlm.tasks.tagging import task as tagging
 
     case = _tagger(tmp_path)
     monkeypatch.setattr(tagging, "accuracy", lambda *a, **k: float("nan"))

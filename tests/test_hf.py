@@ -261,11 +261,12 @@ def test_any_preset_trains_on_a_hf_body_whose_config_sets_the_sizes(arch, tmp_pa
     """`--set model.encoder=hf --set model.encoder.config=CONFIG`: the embedding size comes from the HF config
     (16, whatever the preset says), the vocabulary from the corpus; it trains and evaluates like any LM."""
     from tiedlm.config import Config
-    from tiedlm.train import trainer
+    from tiedlm.tasks.lm.task import LanguageModelTask
+    from tiedlm.train import run
 
     cfg = Config.load("ptb-transformer-drill").with_overrides(hf_overrides(tmp_path, arch, "train.epochs=1"))
     assert cfg.model.embedding_size == 16 and cfg.model.encoder.name == "hf"
-    summary = trainer.train(cfg, tmp_path / "run", progress=False, log=lambda *a: None)
+    summary = run(LanguageModelTask(cfg), tmp_path / "run", progress=False, log=lambda *a: None)
     assert summary["test_ppl"] < 120  # below a uniform guess over the 121 words
     saved = Config.for_run(tmp_path / "run", True, [])
     assert saved.model.encoder.config == cfg.model.encoder.config

@@ -11,12 +11,12 @@ from tiedlm.config import ModelConfig
 from tiedlm.losses import LanguageModelLoss
 from tiedlm.models import OUTPUTS, LanguageModel
 from tiedlm.models.encoders.state import detach_state
-from tiedlm.tagging import BiLSTMTagger, TaggerConfig
-from tiedlm.translation import TranslationConfig
-from tiedlm.translation.config import translator_output
-from tiedlm.translation.data import BOS, EOS, PAD
-from tiedlm.translation.model import TransformerTranslator
-from tiedlm.translation.train import translation_loss
+from tiedlm.tasks.tagging import BiLSTMTagger, TaggerConfig
+from tiedlm.tasks.translation import TranslationConfig
+from tiedlm.tasks.translation.config import translator_output
+from tiedlm.tasks.translation.data import BOS, EOS, PAD
+from tiedlm.tasks.translation.model import TransformerTranslator
+from tiedlm.tasks.translation.task import translation_loss
 
 
 def transformer_lm_steps(output: str, n: int = 4) -> list[float]:

@@ -106,7 +106,7 @@ ADDED_SINCE = {("train", "device"), ("train", "max_nonfinite")}
 def test_committed_old_run_folders_load():
     """Results committed before the [model.output] table (flat keys, every layer's defaults listed) still load."""
     from tiedlm.reproduce import TABLES, run_config
-    from tiedlm.translation.config import TranslationConfig
+    from tiedlm.tasks.translation.config import TranslationConfig
 
     files = sorted((ROOT / "results").rglob("config.toml"))
     assert files
@@ -119,7 +119,7 @@ def test_committed_old_run_folders_load():
             kind = TranslationConfig if outside else type(run_config(spec, []))
             loaded = tomllib.loads(kind.load_run(path.parent).to_toml())
             if isinstance(raw["model"].get("output"), str):  # a translator's flat output keys: now its table
-                from tiedlm.translation.config import LEGACY_OUTPUT_KEYS as FLAT
+                from tiedlm.tasks.translation.config import LEGACY_OUTPUT_KEYS as FLAT
 
                 table, flat = loaded["model"]["output"], raw["model"]
                 assert table["name"] == flat.pop("output"), path
@@ -217,30 +217,25 @@ def test_an_interrupted_run_with_an_old_flat_config_resumes_exactly(tiny_corpus,
     the converted config, to the numbers of an uninterrupted run."""
     import tomli_w
 
-    from tiedlm.train import Interrupted, Trainer
-    from tiedlm.train.trainer import read_metrics
+    from tiedlm.errors import RunInterrupted
 
-    from conftest import tiny_overrides
+    from conftest import LMRun, read_metrics, tiny_overrides
 
     cfg = Config.load("ptb-small-re").with_overrides(
         tiny_overrides(tiny_corpus, **{"train.epochs": "2", "model.output": "drill", "model.output.depth": "2"})
     )
-    quiet = dict(progress=False, log=lambda *a: None)
-    full = Trainer(cfg, tmp_path / "full", **quiet)
-    full.setup(False)
+    full = LMRun(cfg, tmp_path / "full")
     s_full = full.fit()
-    part = Trainer(cfg, tmp_path / "part", **quiet)
-    part.setup(False)
-    with pytest.raises(Interrupted):
-        part.fit(budget_windows=5)
+    part = LMRun(cfg, tmp_path / "part")
+    with pytest.raises(RunInterrupted):
+        part.fit(5)
     raw = cfg.to_dict()  # the old flat form, every key of every component listed, as old runs wrote it
     model = {k: v for k, v in raw["model"].items() if k not in ("encoder", "output")}
     model |= {k: v for k, v in raw["model"]["encoder"].items() if k != "name"} | {"encoder": "vd-lstm"}
     model |= {"output": "drill", "drill_depth": 2, "tied_bias": False, "joint_size": 0, "weight_drop": 0.0}
     raw["model"] = model
     (tmp_path / "part" / "config.toml").write_text(tomli_w.dumps(raw))
-    resumed = Trainer(Config.load(tmp_path / "part" / "config.toml"), tmp_path / "part", **quiet)
-    resumed.setup(True)
+    resumed = LMRun(Config.load(tmp_path / "part" / "config.toml"), tmp_path / "part", resume=True)
     s_res = resumed.fit()
     assert [m["valid_ppl"] for m in read_metrics(tmp_path / "full")] == [
         m["valid_ppl"] for m in read_metrics(tmp_path / "part")
@@ -270,7 +265,7 @@ def test_optimizer_table_and_its_old_flat_keys():
 def test_the_optimizer_built_is_the_one_named():
     import torch
 
-    from tiedlm.train.nt_asgd import make_optimizer
+    from tiedlm.train.optimizers import make_optimizer
 
     params = [torch.nn.Parameter(torch.zeros(2))]
     adam = Config.load("ptb-small-vd").with_overrides(["train.optimizer=adam", "train.optimizer.beta2=0.999"])

@@ -491,7 +491,7 @@ def test_dry_run_estimates_tagger_and_translator_runs_from_timed_batches(tmp_pat
     assert len(plan["runs"]) == 27 and all(r["estimated_s"] > 0 for r in plan["runs"])  # 9 runs, 3 seeds
     assert plan["estimated_s"] == pytest.approx(sum(r["estimated_s"] for r in plan["runs"]), abs=0.01)
 
-    from tiedlm.translation import TranslationConfig
+    from tiedlm.tasks.translation import TranslationConfig
 
     seen = []
     monkeypatch.setattr(rp.estimate, "_seconds_per_token", lambda step, batches, steps: seen.append(steps) or 1e-3)
@@ -506,7 +506,7 @@ def test_dry_run_estimates_tagger_and_translator_runs_from_timed_batches(tmp_pat
 
 
 def _subword_ids(cfg, tmp_path):
-    from tiedlm.translation.data import load_parallel_corpus
+    from tiedlm.tasks.translation.data import load_parallel_corpus
 
     corpus = load_parallel_corpus(cfg, tmp_path / "spm", train_vocab=True)
     return [t for _, t in corpus.ids["train"]]

@@ -65,10 +65,10 @@ def test_a_second_process_cannot_train_in_a_held_run_folder(tiny_corpus, tmp_pat
     `tiedlm train` (new or resumed), `tag train` and `translate train` there stop with a one-line error and
     change nothing; once the holder dies (even by SIGKILL, which runs no clean-up) the run resumes."""
     from tiedlm.cli import main
-    from tiedlm.tagging import TaggerConfig
-    from tiedlm.tagging.train import train_tagger
-    from tiedlm.translation import TranslationConfig
-    from tiedlm.translation.train import train_translator
+    from tiedlm.tasks.tagging import TaggerConfig
+    from tiedlm.tasks.tagging.task import train_tagger
+    from tiedlm.tasks.translation import TranslationConfig
+    from tiedlm.tasks.translation.task import train_translator
 
     from conftest import tiny_overrides
 

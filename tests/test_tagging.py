@@ -7,8 +7,8 @@ import torch
 
 from tiedlm.cli import main
 from tiedlm.errors import UsageError
-from tiedlm.tagging import TaggerConfig, evaluate_tagger, load_tagging_corpus, read_conllu, train_tagger
-from tiedlm.tagging.data import build_vocabulary
+from tiedlm.tasks.tagging import TaggerConfig, evaluate_tagger, load_tagging_corpus, read_conllu, train_tagger
+from tiedlm.tasks.tagging.data import build_vocabulary
 
 
 @pytest.fixture
@@ -119,7 +119,7 @@ def test_tag_cli_train_evaluate_and_errors(ewt, tmp_path, capsys):
 
 def test_own_treebank_folder_is_read_without_checksum(tmp_path):
     from tiedlm.errors import DataError
-    from tiedlm.tagging.data import own_treebank_files
+    from tiedlm.tasks.tagging.data import own_treebank_files
 
     row = "1\tdogs\tdog\tNOUN\t_\t_\t0\troot\t_\t_\n2\tbark\tbark\tVERB\t_\t_\t1\tdep\t_\t_\n\n"
     for split in ("train", "dev", "test"):

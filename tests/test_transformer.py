@@ -14,9 +14,9 @@ from tiedlm.config import Config
 from tiedlm.errors import UsageError
 from tiedlm.models import ENCODERS, OUTPUTS, LanguageModel
 from tiedlm.models.encoders.transformer import Attention, CausalTransformer
-from tiedlm.translation import TransformerTranslator, TranslationConfig, beam_search, greedy_search
-from tiedlm.translation.config import translator_output
-from tiedlm.translation.data import BOS, EOS, PAD
+from tiedlm.tasks.translation import TransformerTranslator, TranslationConfig, beam_search, greedy_search
+from tiedlm.tasks.translation.config import translator_output
+from tiedlm.tasks.translation.data import BOS, EOS, PAD
 
 from conftest import write_tiny_parallel
 
@@ -224,7 +224,7 @@ def test_translator_honours_train_device(tmp_path, capsys):
 @pytest.mark.slow
 def test_train_save_load_translate_round_trip(tmp_path):
     """A tiny word-for-word task: train, resume from an interrupted epoch, evaluate, translate via the CLI."""
-    from tiedlm.translation import evaluate_translator, load_translator, train_translator, translate_lines
+    from tiedlm.tasks.translation import evaluate_translator, load_translator, train_translator, translate_lines
 
     folder = write_tiny_parallel(tmp_path)
     cfg = TranslationConfig.from_dict(
@@ -280,7 +280,7 @@ def test_train_save_load_translate_round_trip(tmp_path):
 def test_augmented_loss_reaches_transformer_lm_and_translator():
     """The AL term is added for both Transformer models and its gradient reaches the shared embedding."""
     from tiedlm.losses import AugmentedLoss, LanguageModelLoss
-    from tiedlm.translation.train import translation_loss
+    from tiedlm.tasks.translation.task import translation_loss
 
     torch.manual_seed(0)
     lm = LanguageModel(lm_config("drill").model, 30)
@@ -301,7 +301,7 @@ def test_own_en_de_data_and_vocab_size_messages(tmp_path):
     """Your own en-de folder: --data (own_data) reads it as it is; without it, the Multi30k checksum error says
     to use --data. A vocab_size below the text's characters says to raise it, not to lower it."""
     from tiedlm.errors import DataError
-    from tiedlm.translation.data import SubwordVocab, resolve_parallel_dir
+    from tiedlm.tasks.translation.data import SubwordVocab, resolve_parallel_dir
 
     folder = write_tiny_parallel(tmp_path)
     for split in ("train", "valid", "test"):
@@ -323,7 +323,7 @@ def test_the_translator_takes_any_key_of_its_output_layer_as_the_lm_does(tmp_pat
     it, saved in config.toml and reaching the built layer."""
     import torch
 
-    from tiedlm.translation import TransformerTranslator
+    from tiedlm.tasks.translation import TransformerTranslator
 
     cfg = TranslationConfig.from_dict(
         dict(d_model=16, ffn_size=32, heads=2, encoder_layers=1, decoder_layers=1)

@@ -142,10 +142,10 @@ def test_tag_and_translate_train_refuse_a_folder_of_committed_results(tmp_path, 
 def test_every_task_takes_the_non_finite_limit_as_a_setting():
     """train.max_nonfinite was the LM's only; the tagger, the translator and the subspace experiment had a
     literal 10."""
-    from tiedlm.analysis.subspace_config import SubspaceExperimentConfig
     from tiedlm.errors import UsageError
-    from tiedlm.tagging import TaggerConfig
-    from tiedlm.translation import TranslationConfig
+    from tiedlm.tasks.subspace.config import SubspaceExperimentConfig
+    from tiedlm.tasks.tagging import TaggerConfig
+    from tiedlm.tasks.translation import TranslationConfig
 
     for config in (TaggerConfig, TranslationConfig):
         assert config().with_overrides(["train.max_nonfinite=3"]).train.max_nonfinite == 3

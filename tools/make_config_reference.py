@@ -80,8 +80,8 @@ def components(registry) -> list[str]:
 def page() -> str:
     sys.path.insert(0, str(ROOT / "src"))
     from tiedlm.config import Config
-    from tiedlm.tagging.config import TaggerConfig
-    from tiedlm.translation.config import TranslationConfig
+    from tiedlm.tasks.tagging.config import TaggerConfig
+    from tiedlm.tasks.translation.config import TranslationConfig
 
     out = [
         "# Every setting, generated from the typed configs",

@@ -308,7 +308,7 @@ class TrainConfig:
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto | cpu | cuda
     # auto: on a GPU, capture the training step once per window length as a CUDA graph and replay it
-    # (tiedlm.train.cuda_graph) where the encoder's capture has been checked on a GPU, else eager; on: also
+    # (tiedlm.tasks.lm.cuda_graph) where the encoder's capture has been checked on a GPU, else eager; on: also
     # capture an encoder declared capturable but not yet run on a GPU (none today); off: eager
     cuda_graph: str = resumable("auto")
     eval_batch_size: int = 10  # streams for validation (test: batch 1, the papers' protocol)

@@ -1,7 +1,7 @@
 """The optimisers' typed configs, one registered dataclass each (``[train.optimizer]`` in a run's TOML).
 
 Torch-free, like the encoders' and output layers' configs; each names the function that builds the optimiser
-(:mod:`tiedlm.train.nt_asgd`). ``lr``, ``weight_decay`` and the schedule stay in ``[train]``: every optimiser
+(:mod:`tiedlm.train.optimizers`). ``lr``, ``weight_decay`` and the schedule stay in ``[train]``: every optimiser
 has them. Runs written before the table (``optimizer = "nt-asgd"``, ``nonmono``, ``finetune_epochs`` flat in
 ``[train]``) still load (:func:`convert_legacy_train`).
 """
@@ -22,10 +22,10 @@ class OptimizerConfig(ComponentConfig):
     """Base of the optimisers' configs; what an optimiser does is declared here, never decided by its name."""
 
     averages_iterates: ClassVar[bool] = False  # keeps NT-ASGD's average of the iterates (validated and saved)
-    graph_capturable: ClassVar[bool] = False  # its update is the SGD step a CUDA graph captures (train/cuda_graph)
+    graph_capturable: ClassVar[bool] = False  # its update is the SGD step a CUDA graph captures (tasks/lm/cuda_graph)
 
 
-@OPTIMIZERS.register("sgd", builds="tiedlm.train.nt_asgd:sgd")
+@OPTIMIZERS.register("sgd", builds="tiedlm.train.optimizers:sgd")
 @dataclass
 class SGDConfig(OptimizerConfig):
     """SGD (Inan et al.: lr 1 on the loss summed over time, decayed per epoch)."""
@@ -33,7 +33,7 @@ class SGDConfig(OptimizerConfig):
     graph_capturable: ClassVar[bool] = True
 
 
-@OPTIMIZERS.register("nt-asgd", builds="tiedlm.train.nt_asgd:sgd")
+@OPTIMIZERS.register("nt-asgd", builds="tiedlm.train.optimizers:sgd")
 @dataclass
 class NTASGDConfig(OptimizerConfig):
     """NT-ASGD: SGD, then the average of the iterates once validation stalls (Merity et al. 2017, Alg. 1)."""
@@ -52,7 +52,7 @@ class NTASGDConfig(OptimizerConfig):
         self.check(self.finetune_epochs >= 0, key, "finetune_epochs", "an integer >= 0")
 
 
-@OPTIMIZERS.register("adam", builds="tiedlm.train.nt_asgd:adamw")
+@OPTIMIZERS.register("adam", builds="tiedlm.train.optimizers:adamw")
 @dataclass
 class AdamConfig(OptimizerConfig):
     """AdamW (decoupled weight decay), for Transformers with train.warmup_steps (Vaswani et al. §5.3)."""

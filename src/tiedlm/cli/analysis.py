@@ -21,7 +21,7 @@ def _output_folder(folder: str) -> Path:
 
 
 def cmd_experiment_subspace(args) -> int:
-    from ..analysis.subspace_experiment import run_experiment
+    from ..tasks.subspace.experiment import run_experiment
 
     out = Path(args.resume if isinstance(args.resume, str) else args.out)
     cfg = _resumed_experiment(args, out) if args.resume else _new_experiment(args)  # before creating anything
@@ -46,8 +46,8 @@ _SETTINGS = tuple(
 
 def _resumed_experiment(args, out: Path):
     """``--resume [OUT]``: the settings the experiment in OUT was started with; only --threads may change."""
-    from ..analysis.subspace_config import SubspaceExperimentConfig
     from ..errors import UsageError
+    from ..tasks.subspace.config import SubspaceExperimentConfig
 
     new = SubspaceExperimentConfig()
     given = [k for k in _SETTINGS if getattr(args, k) not in (None, getattr(new, k, None), "")]
@@ -71,9 +71,9 @@ def _refuse_another_run(cfg, out: Path) -> None:
     other settings to another experiment's subspace.csv."""
     from dataclasses import asdict
 
-    from ..analysis.subspace_config import SubspaceExperimentConfig
     from ..errors import UsageError
     from ..run_dir import RunDir
+    from ..tasks.subspace.config import SubspaceExperimentConfig
 
     if not (out / "config.toml").is_file():
         if (out / "summary.json").is_file() or RunDir(out).checkpoint("last").is_file():
@@ -93,8 +93,8 @@ def _refuse_another_run(cfg, out: Path) -> None:
 
 
 def _new_experiment(args):
-    from ..analysis.subspace_config import SubspaceExperimentConfig
     from ..errors import UsageError
+    from ..tasks.subspace.config import SubspaceExperimentConfig
 
     cfg = SubspaceExperimentConfig(
         runs=args.runs,
@@ -212,7 +212,7 @@ def register(add, sub_parser_class) -> None:
 
 
 def _register_experiment(add, sub_parser_class) -> None:
-    from ..analysis.subspace_config import SubspaceExperimentConfig
+    from ..tasks.subspace.config import SubspaceExperimentConfig
 
     d = SubspaceExperimentConfig()
     esub = add_group(add, "experiment", "run a paper's experiment end to end", "experiment", sub_parser_class)

@@ -8,7 +8,7 @@ from .common import emit, train_task
 
 
 def cmd_tag_train(args) -> int:
-    from ..tagging import TaggerConfig, train_tagger
+    from ..tasks.tagging import TaggerConfig, train_tagger
 
     run_dir, m = train_task(args, TaggerConfig, train_tagger)
     emit(
@@ -21,10 +21,10 @@ def cmd_tag_train(args) -> int:
 
 
 def cmd_tag_evaluate(args) -> int:
-    from ..tagging import evaluate_tagger
+    from ..tasks.tagging import evaluate_tagger
 
     if args.file:  # another test set: one CoNLL-U file
-        from ..tagging.train import evaluate_tagger_file
+        from ..tasks.tagging.task import evaluate_tagger_file
 
         m = evaluate_tagger_file(Path(args.run), Path(args.file))
         emit(args, m, f"{args.run}: {args.file} accuracy {100 * m['file_accuracy']:.2f}% ({m['tokens']:,} tokens)")

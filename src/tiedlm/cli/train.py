@@ -13,7 +13,8 @@ from .types import THREADS
 
 
 def cmd_train(args) -> int:
-    from ..train import train
+    from ..tasks.lm.task import LanguageModelTask
+    from ..train import run
 
     refuse_empty(args, "out", "data", "data_dir", "resume")
     args.set = device_setting(args)
@@ -25,11 +26,10 @@ def cmd_train(args) -> int:
     if args.resume and main_rank and (note := getattr(args, "threads_note", "")):
         log(f"tiedlm: {note}")
     command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    summary = train(
-        cfg,
+    summary = run(
+        LanguageModelTask(cfg, command),
         run_dir,
         resume=bool(args.resume),
-        command=command,
         progress=not args.no_progress,
         log=log,
         tensorboard=tensorboard_folder(args),

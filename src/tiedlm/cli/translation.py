@@ -12,7 +12,7 @@ from .types import POSITIVE
 
 
 def cmd_translate_train(args) -> int:
-    from ..translation import TranslationConfig, train_translator
+    from ..tasks.translation import TranslationConfig, train_translator
 
     run_dir, m = train_task(args, TranslationConfig, train_translator)
     emit(
@@ -25,10 +25,10 @@ def cmd_translate_train(args) -> int:
 
 
 def cmd_translate_evaluate(args) -> int:
-    from ..translation import evaluate_translator
+    from ..tasks.translation import evaluate_translator
 
     if args.source or args.reference:  # another test set: a source file and its reference translation
-        from ..translation.train import evaluate_translator_files
+        from ..tasks.translation.task import evaluate_translator_files
 
         if not (args.source and args.reference):
             raise UsageError("give both --source FILE and --reference FILE (aligned line by line)")
@@ -45,7 +45,7 @@ def cmd_translate_evaluate(args) -> int:
 
 
 def cmd_translate_translate(args) -> int:
-    from ..translation import load_translator, translate_lines
+    from ..tasks.translation import load_translator, translate_lines
 
     blank = [i + 1 for i, s in enumerate(args.sentence) if not s.strip()]
     if blank:

@@ -17,7 +17,7 @@ in fp32 outlives a chunk. ỹ (eq. 3.7) depends only on the target word, so on t
 
 On a GPU nothing here waits for the device: ỹ is one row per token (finding the distinct targets would
 read them back to the host) and the backward scales by the incoming gradients as tensors, not Python
-numbers, so the whole loss can be captured in a CUDA graph (:mod:`tiedlm.train.cuda_graph`).
+numbers, so the whole loss can be captured in a CUDA graph (:mod:`tiedlm.tasks.lm.cuda_graph`).
 
 With ``target_grad`` (gradients through ỹ into L; the paper is silent on it) the target scores Lᵀ u
 are an input of the function too, and its backward also returns their gradient in closed form, per

@@ -108,9 +108,9 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
     set_threads(threads)
     torch.manual_seed(0)
     if task == "tag":
-        from ..tagging.data import load_tagging_corpus
-        from ..tagging.model import BiLSTMTagger
-        from ..tagging.train import tagging_loss
+        from ..tasks.tagging.data import load_tagging_corpus
+        from ..tasks.tagging.model import BiLSTMTagger
+        from ..tasks.tagging.task import tagging_loss
 
         corpus = load_tagging_corpus(cfg.data.data_dir, cfg.data.min_count, own_data=cfg.data.own_data)
         model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags)).train()
@@ -127,9 +127,9 @@ def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float
         per_token = _seconds_per_token(step, corpus.batches("train", cfg.train.batch_size, shuffle_seed=0), steps)
         return 1.1 * per_token * corpus.tokens("train") * cfg.train.epochs
     from ..runtime import resolve_precision
-    from ..translation.data import load_parallel_corpus
-    from ..translation.model import TransformerTranslator
-    from ..translation.train import translation_loss
+    from ..tasks.translation.data import load_parallel_corpus
+    from ..tasks.translation.model import TransformerTranslator
+    from ..tasks.translation.task import translation_loss
 
     with tempfile.TemporaryDirectory() as folder:
         corpus = load_parallel_corpus(cfg, Path(folder), train_vocab=True)

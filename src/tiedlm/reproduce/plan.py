@@ -81,11 +81,11 @@ def rerun_command(spec: RunSpec, extra: list[str]) -> str:
 def run_config(spec: RunSpec, extra: list[str]):
     """The config a run of ``spec`` trains with (the table's and the caller's overrides applied)."""
     if spec.task == "tag":
-        from ..tagging import TaggerConfig
+        from ..tasks.tagging import TaggerConfig
 
         return TaggerConfig().with_overrides([*spec.overrides, *extra])
     if spec.task == "translate":
-        from ..translation import TranslationConfig
+        from ..tasks.translation import TranslationConfig
 
         return TranslationConfig().with_overrides([*spec.overrides, *extra])
     from ..config import Config

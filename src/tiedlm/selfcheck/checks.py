@@ -1,7 +1,7 @@
 """The checks of ``tiedlm selfcheck``: each trains, resumes or times something for real and says how it went.
 
 - :func:`train_check`: a preset (every encoder with the main output layers and the augmented loss) trains for a
-  few windows through the :class:`~tiedlm.train.trainer.Trainer`, eagerly or from a CUDA graph; it passes when
+  few windows through the :class:`~tiedlm.tasks.lm.task.LanguageModelTask`, eagerly or from a CUDA graph; it passes when
   every step was finite and the median of the readings of a validation slice's perplexity taken through the
   timed windows (three; two with ``--quick`` on a CPU) fell below the untrained model's (one reading can land on
   early SGD's spike). Tokens/s are timed over windows after the first ones (which hold the graph's capture and
@@ -31,7 +31,8 @@ import torch
 from ..config import Config
 from ..errors import RunInterrupted, TiedlmError
 from ..evaluation import evaluate
-from ..train import Trainer, load_checkpoint
+from ..tasks.lm.task import LanguageModelTask
+from ..train import Run, load_checkpoint
 
 
 @dataclass
@@ -95,10 +96,10 @@ def peak_mib(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _budgeted_fit(trainer: Trainer, windows: int) -> None:
+def _budgeted_fit(r: Run, windows: int) -> None:
     """Train ``windows`` more windows (the run stops with a checkpoint, as a window budget does)."""
     try:
-        trainer.fit(windows)
+        r.fit(windows)
     except RunInterrupted:
         return
     raise TiedlmError("the run finished before its window budget: give the check a larger corpus")
@@ -107,14 +108,18 @@ def _budgeted_fit(trainer: Trainer, windows: int) -> None:
 def train_check(name: str, cfg: Config, out: Path, sizes: Sizes) -> Check:
     """Train ``cfg`` for a few windows; pass when every step is finite and the model has learnt something."""
     start = time.perf_counter()
-    tr = Trainer(cfg, out, progress=False, log=lambda *a, **k: None)
-    tr.setup(False)
+    with Run(LanguageModelTask(cfg), out, progress=False, log=lambda *a, **k: None) as r:
+        return _train_check(name, cfg, r, sizes, start)
+
+
+def _train_check(name: str, cfg: Config, r: Run, sizes: Sizes, start: float) -> Check:
+    tr, p = r.task, r.progress
     _peak_reset(tr.device)
     t = cfg.train
     valid = tr.corpus.valid[: sizes.eval_tokens]
     before = evaluate(tr.model, valid, t.eval_batch_size, t.bptt, tr.precision)["ppl"]
-    _budgeted_fit(tr, sizes.warm)
-    tokens0, time0 = tr.sums["tokens"], tr.sums["time"]
+    _budgeted_fit(r, sizes.warm)
+    tokens0, time0 = p.sums.get("count", 0), p.epoch_seconds
     # the slice is read READINGS times through the timed windows (evaluation is outside the timed sums): early
     # SGD at lr 30 can spike for a window or so (on a GPU, 21,212 at one window between 966 and 708 at the
     # readings around it), so one reading can fail a model that trains; the
@@ -122,16 +127,16 @@ def train_check(name: str, cfg: Config, out: Path, sizes: Sizes) -> Check:
     n = min(READINGS, sizes.timed)
     readings = []
     for k in range(n):
-        _budgeted_fit(tr, sizes.timed * (k + 1) // n - sizes.timed * k // n)
-        readings.append(evaluate(tr.eval_model, valid, t.eval_batch_size, t.bptt, tr.precision)["ppl"])
+        _budgeted_fit(r, sizes.timed * (k + 1) // n - sizes.timed * k // n)
+        readings.append(evaluate(tr.eval_weights(), valid, t.eval_batch_size, t.bptt, tr.precision)["ppl"])
     if tr.device.type == "cuda":
         torch.cuda.synchronize(tr.device)
-    speed = (tr.sums["tokens"] - tokens0) / max(tr.sums["time"] - time0, 1e-9)
+    speed = (p.sums.get("count", 0) - tokens0) / max(p.epoch_seconds - time0, 1e-9)
     after = statistics.median(readings)
-    graphed = f"graphed ({len(tr.graphs.by_length)} graphs)" if tr.graphed is not None else "eager"
+    graphed = f"graphed ({len(tr.graphs.by_length)} graphs)" if tr.graphs and tr.graphs.by_length else "eager"
     if tr.device.type == "cuda" and tr.graph_reason is not None and t.cuda_graph != "off":
         graphed += f" (not captured: {tr.graph_reason})"
-    skipped = int(tr.sums["skipped"])
+    skipped = int(p.sums.get("skipped", 0))
     ok = all(math.isfinite(r) for r in readings) and after < before and skipped == 0
     detail = f"{graphed}; valid ppl of {valid.numel():,} tokens {before:,.0f} -> {after:,.1f}"
     if len(readings) > 1:
@@ -145,12 +150,10 @@ def resume_check(cfg: Config, out: Path, sizes: Sizes) -> Check:
     """A real SIGTERM in the middle of a step, a resume, and the weights of the straight run."""
     start = time.perf_counter()
     n, k = sizes.resume_windows, sizes.resume_windows // 2
-    straight = Trainer(cfg, out / "straight", progress=False, log=lambda *a, **kw: None)
-    straight.setup(False)
-    _budgeted_fit(straight, n)
-
-    stopped = Trainer(cfg, out / "stopped", progress=False, log=lambda *a, **kw: None)
-    stopped.setup(False)
+    quiet = {"progress": False, "log": lambda *a, **kw: None}
+    with Run(LanguageModelTask(cfg), out / "straight", **quiet) as straight:
+        _budgeted_fit(straight, n)
+    stopped = LanguageModelTask(cfg)
     calls, step = {"n": 0}, stopped.train_step
 
     def sigterm_in_step(batch, position):
@@ -162,16 +165,16 @@ def resume_check(cfg: Config, out: Path, sizes: Sizes) -> Check:
         return step(batch, position)
 
     stopped.train_step = sigterm_in_step
-    try:
-        stopped.fit()
-        return Check("resume after SIGTERM", False, "the SIGTERM did not stop the run")
-    except RunInterrupted:
-        pass
-    if stopped.window != k:
-        return Check("resume after SIGTERM", False, f"stopped after window {stopped.window}, not {k}")
-    resumed = Trainer(cfg, out / "stopped", progress=False, log=lambda *a, **kw: None)
-    resumed.setup(True)
-    _budgeted_fit(resumed, n - k)
+    with Run(stopped, out / "stopped", **quiet) as part:
+        try:
+            part.fit()
+            return Check("resume after SIGTERM", False, "the SIGTERM did not stop the run")
+        except RunInterrupted:
+            pass
+    if part.progress.batch != k:
+        return Check("resume after SIGTERM", False, f"stopped after window {part.progress.batch}, not {k}")
+    with Run(LanguageModelTask(cfg), out / "stopped", resume=True, **quiet) as resumed:
+        _budgeted_fit(resumed, n - k)
     a, _ = load_checkpoint(straight.files.checkpoint("last"))
     b, _ = load_checkpoint(resumed.files.checkpoint("last"))
     names = [x for x in a if x.startswith("model.")]

@@ -1,6 +1,6 @@
-"""Training: the loop, checkpoints, run directories."""
+"""The harness: the run loop every task trains on, its checkpoints, steps, optimisers and torchrun's ranks."""
 
 from .checkpoint import load_checkpoint, save_checkpoint
-from .trainer import Interrupted, Trainer, train
+from .loop import Run, Task, run
 
-__all__ = ["Trainer", "train", "Interrupted", "load_checkpoint", "save_checkpoint"]
+__all__ = ["Run", "Task", "run", "load_checkpoint", "save_checkpoint"]

@@ -1,12 +1,10 @@
-"""One run loop for every task trained by epochs and kept by its best validation score: the language model
-(:class:`~tiedlm.train.trainer.Trainer`), the POS tagger and the translator. :func:`fit` is the loop,
-:func:`run` the tagger's and translator's whole run around it (the language model's is
-:func:`~tiedlm.train.trainer.train`, which also handles ``torchrun``'s ranks and ``train.init_from``).
+"""The harness: one run loop for every task trained by epochs (the language model, the POS tagger, the translator,
+each point of the subspace experiment; :mod:`tiedlm.tasks`). It knows no task: a task is a :class:`Task`.
 
-- the run folder (:func:`run`, :class:`~tiedlm.run_dir.RunDir`): committed results are refused, one process at a
-  time (its lock), a folder that holds a run is refused without ``--resume``, a finished run is refused with
-  the fix;
-- the loop (:func:`fit`): epochs from the resume position, batches (windows) from the one after the last done,
+- the run (:class:`Run`, :func:`run`): committed results are refused, one process at a time (the folder's lock),
+  a folder that holds a run is refused without ``--resume``, a finished run is refused with the fix; threads,
+  device, precision and torchrun's ranks are resolved once, for any task;
+- the loop (:func:`fit`): epochs from the resume position, batches from the one after the last done,
   a stop between two of them on SIGINT/SIGTERM (:class:`~tiedlm.interrupts.StopRequest`, or a batch budget)
   with a checkpoint, a second signal stops at once, non-finite steps skipped and a run that keeps producing
   them stopped (:class:`~tiedlm.train.step.NonFiniteSteps`, the task's ``max_nonfinite``), a non-finite
@@ -16,15 +14,11 @@
   written together with the checkpoint that counts it (a signal cannot split them), the progress bar, the
   summary written atomically;
 - the checkpoints, one schema for every task: ``checkpoints/last.safetensors`` with the model, the optimizer,
-  the RNG states and :class:`Progress` as its metadata, and what a task adds under its own names
-  (:func:`~tiedlm.train.checkpoint.save_train_state`; the language model adds NT-ASGD's average and its carried
-  state), and ``checkpoints/best.safetensors``, the weights of the best validation
-  (:func:`~tiedlm.train.checkpoint.save_best_weights`; the language model's: the averaged ones).
+  the RNG states, :class:`Progress` as its metadata and the task's :meth:`Task.extra_state`
+  (:func:`~tiedlm.train.checkpoint.save_train_state`), and ``checkpoints/best.safetensors``, the
+  :meth:`Task.eval_weights` of the best validation (:func:`~tiedlm.train.checkpoint.save_best_weights`).
 
-A task (:class:`Task`) gives its data, model and optimizer, one training step, its validation score, its epoch
-record and log line, its divergence advice and its summary, and may override the hooks (the start of an
-epoch, the stop check, what happens after validation, how the best weights and the checkpoint are kept). The
-structure follows torchtune's recipes (one object per task, the loop calling its hooks) and fairseq's
+The structure follows torchtune's recipes (one object per task, the loop calling its hooks) and fairseq's
 ``FairseqTask.train_step``/``valid_step`` split.
 """
 
@@ -34,6 +28,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -41,15 +36,18 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from .. import __version__
 from ..errors import TiedlmError, UsageError
 from ..interrupts import RunInterrupted, StopRequest, StopRequested
 from ..paths import ensure_writable_folder, refuse_committed
 from ..run_dir import TASK_COMMANDS, RunDir, write_json_atomic, write_text_atomic
-from ..runtime import host_record
+from ..runtime import host_record, resolve_device, resolve_precision, set_threads
 from .checkpoint import best_weights, load_train_state, model_state, save_best_weights, save_train_state
+from .distributed import DistributedContext
 from .step import NonFiniteSteps
 
 SCHEMA = "tiedlm.train.loop/1"  # the metadata of a checkpoint written by this harness
@@ -83,20 +81,42 @@ class Progress:
 
 
 class Task(ABC):
-    """One task's part of a run: :func:`run` calls ``setup``, then per epoch ``batches`` and ``train_step`` for
-    each batch, ``validate``, ``epoch_record`` and ``epoch_line``; at the end ``summary`` on the best weights."""
+    """One task's part of a run. :class:`Run` resolves the machine (threads, device, precision, torchrun's ranks)
+    from the task's :meth:`settings` and calls ``setup``; :func:`fit` then calls per epoch ``batches`` and
+    ``train_step`` for each batch, ``validate``, ``epoch_record`` and ``epoch_line``, and at the end ``summary`` on
+    the best weights. The other members are hooks with defaults."""
 
     title = "training"  # names the run in messages: "tagger training"
     kind = "lm"  # which run a folder holds (RunDir.task): a folder of another kind is not resumed by this task
-    tensorboard = ""  # a folder that also gets each epoch's figures as TensorBoard scalars ("": none)
     command = "tiedlm train"  # the command that resumes it, without --resume
+    unit = "batch"  # what one step trains on, in messages
     higher_is_better = False  # the validation score's direction
+    distributed = False  # whether it trains data-parallel under torchrun (one process otherwise)
+    keeps_best = True  # whether the weights of the best validation are kept (and summarised)
+    cfg: Any
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    device: torch.device = torch.device("cpu")  # where it trains: each metrics line names it (runtime.host_record)
     epochs: int
     max_nonfinite: int = 10
-    show_progress: bool = False  # set by run(): whether progress bars are shown (the task's own too)
+    # set by Run before setup: the machine, resolved once for every task
+    threads: int = 1
+    device: torch.device = torch.device("cpu")  # where it trains: each metrics line names it (runtime.host_record)
+    precision: str = "fp32"
+    dist: DistributedContext = DistributedContext()
+    step_model: torch.nn.Module | None = None  # what a step calls: the model, or its DDP wrapper under torchrun
+    tensorboard = ""  # a folder that also gets each epoch's figures as TensorBoard scalars ("": none)
+    show_progress: bool = False  # whether progress bars are shown (the task's own too)
+    stop: StopRequest | None = None  # set by the loop while it trains: a task's long work may call check_stop
+
+    def settings(self):
+        """The settings that hold ``threads``, ``device`` and ``precision`` (those it has), resolved by
+        :class:`Run` and written back, so that a resumed run keeps them however busy the machine is then."""
+        return self.cfg.train
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes the run's files (rank 0 under torchrun)."""
+        return self.dist.is_main
 
     @abstractmethod
     def setup(self, run_dir: Path, resume: bool, log) -> None:
@@ -129,52 +149,51 @@ class Task(ABC):
     @abstractmethod
     def summary(self, progress: Progress, history: list[dict]) -> dict:
         """The run's results (``summary.json``), computed with the best weights loaded into ``self.model``; long
-        work may call ``self.check_stop(self.stop)`` (a stop there ends the run without a summary)."""
+        work may call ``self.check_stop()`` (a stop there ends the run without a summary)."""
 
-    unit = "batch"  # what one step trains on, in messages
-    is_main = True  # whether this process writes the run's metrics and summary (rank 0 under torchrun)
-    stop: StopRequest | None = None  # set by the loop while it trains: a task's long work may call check_stop
-
+    # hooks with defaults
     def running(self, sums: dict) -> dict:
         """The progress bar's running figure of the epoch so far."""
         return {"loss": f"{sums.get('loss', 0.0) / max(sums.get('count', 0), 1):.3f}"}
 
-    # hooks with defaults (the language model's trainer overrides them)
     def start_epoch(self, progress: Progress) -> None:
         """Before epoch ``progress.epoch``'s first batch (also when it resumes in the middle)."""
         self.model.train()
 
-    def check_stop(self, stop: StopRequest) -> None:
-        """Raise :class:`StopRequested` once a signal asked to stop (all ranks together under torchrun)."""
-        stop.check()
+    def check_stop(self, stop: StopRequest | None = None) -> None:
+        """Raise :class:`StopRequested` once a signal asked to stop; under torchrun the ranks decide together, so
+        that all of them stop after the same batch."""
+        stop = stop or self.stop
+        if not self.dist.all_true(not stop.requested):
+            raise StopRequested
 
     def finished_early(self) -> bool:
-        """Whether the run ends before ``epochs`` (NT-ASGD's finetune stage stopping)."""
+        """Whether the run ends before ``epochs`` (NT-ASGD's non-monotone stop)."""
         return False
 
     def after_validation(self, score: float, progress: Progress) -> None:
         """After the epoch's validation and the best weights' update (NT-ASGD's trigger)."""
 
-    def keep_best(self, files: RunDir, progress: Progress) -> None:
-        """At a validation better than every earlier one: write the model's weights as the ``best`` checkpoint
-        (:func:`~tiedlm.train.checkpoint.save_best_weights`)."""
-        if self.is_main:
-            meta = {"epoch": progress.best_epoch, "score": progress.best_score}
-            save_best_weights(files.checkpoint("best"), self.model.state_dict(), meta)
+    def eval_weights(self) -> torch.nn.Module:
+        """The weights that are validated and kept as the best (NT-ASGD's average once it averages)."""
+        return self.model
 
-    def save(self, files: RunDir, progress: Progress) -> None:
-        """Write the resumable checkpoint ``last`` (:func:`~tiedlm.train.checkpoint.save_train_state`: model,
-        optimizer, RNG, ``progress``)."""
-        if self.is_main:
-            save_train_state(files.checkpoint("last"), self.model, self.optimizer, progress.meta())
+    def extra_state(self, progress: Progress) -> tuple[dict[str, torch.Tensor], dict]:
+        """What the task adds to the ``last`` checkpoint: tensors under prefixes of its own and JSON (its
+        ``task`` metadata)."""
+        return {}, {}
 
-    def load_best(self, files: RunDir) -> None:
-        """Put the best weights into the model before the summary."""
-        self.model.load_state_dict(best_weights(files))
+    def load_extra_state(self, tensors: dict[str, torch.Tensor], meta: dict, progress: Progress) -> None:
+        """A resumed run's :meth:`extra_state` (``meta``: the ``task`` metadata, or a checkpoint's whole metadata
+        from before the one schema), after the model, optimizer and RNG were restored."""
 
-    def restore(self, tensors: dict[str, torch.Tensor], meta: dict) -> None:
-        """After a resumed run's checkpoint was loaded into the model, optimizer and RNG: what the task saved of
-        its own (:meth:`save` with ``extra_tensors`` / ``extra_meta``; ``meta["task"]``)."""
+    def convert(self, meta: dict) -> dict:
+        """The metadata of a checkpoint written before this harness, as :class:`Progress` fields."""
+        return meta
+
+    def finished(self, run_dir: Path, done: int) -> str:
+        """Why a finished run (``done`` epochs) has nothing to train, and how to train on."""
+        return f"it trained {done} epochs; to train longer resume with --set train.epochs=N (N > {done})"
 
     def interrupted(self, run_dir: Path, progress: Progress, saved: bool, final: bool = False) -> RunInterrupted:
         """The error a stopped run ends with."""
@@ -190,10 +209,6 @@ class Task(ABC):
         )
         return f"{self.title} diverged: {what}; {fix}"
 
-    def convert(self, meta: dict) -> dict:
-        """The metadata of a checkpoint written before this harness, as :class:`Progress` fields."""
-        return meta
-
 
 class TrainingInterrupted(RunInterrupted):
     """A run stopped by a signal; it resumes exactly with ``--resume``."""
@@ -202,7 +217,7 @@ class TrainingInterrupted(RunInterrupted):
         if final:
             where = "during the final evaluation (resuming runs it again)"
         elif saved:
-            where = f"at epoch {epoch}, batch {batch} (checkpoint written)"
+            where = f"at epoch {epoch}, {task.unit} {batch} (checkpoint written)"
         else:
             where = (
                 "at once by a second signal (nothing written; resuming repeats the batches since the last checkpoint)"
@@ -212,51 +227,128 @@ class TrainingInterrupted(RunInterrupted):
 
 
 def run(
-    task: Task, run_dir: str | Path, resume: bool = False, progress: bool = True, log=print, tensorboard: str = ""
+    task: Task,
+    run_dir: str | Path,
+    resume: bool = False,
+    progress: bool = True,
+    log=print,
+    tensorboard: str = "",
+    budget: int | None = None,
 ) -> dict:
     """Train (or continue) ``task`` in ``run_dir``; returns the summary written to ``summary.json``.
-    ``tensorboard``: a folder that also gets each epoch's figures as TensorBoard scalars.
+    ``tensorboard``: a folder that also gets each epoch's figures as TensorBoard scalars; ``budget``: stop (with a
+    checkpoint, as a signal does) after that many batches.
 
     Raises :class:`TrainingInterrupted` on SIGINT/SIGTERM (after writing the checkpoint), :class:`UsageError`
     for a folder that cannot take this run, :class:`TiedlmError` for a run that diverged."""
-    run_dir = Path(run_dir)
-    task.tensorboard = tensorboard
-    if not resume:
-        refuse_committed(run_dir)  # committed results are never overwritten
-    created = not run_dir.exists()
-    ensure_writable_folder(run_dir, "--resume" if resume else "--out")  # one line, not an OSError mid-setup
-    with RunDir(run_dir).training_lock(created=created):  # one process trains in a folder at a time
-        return _run(task, run_dir, resume, progress, log)
+    with Run(task, run_dir, resume, progress, log, tensorboard) as r:
+        return r.fit(budget)
 
 
-def _run(task: Task, run_dir: Path, resume: bool, progress: bool, log) -> dict:
-    files = RunDir(run_dir)
-    if not resume and files.training_state().exists():
-        again = f"resume it with --resume {run_dir} or " if files.task == task.kind else ""
-        raise UsageError(f"{run_dir} already holds a {TASK_COMMANDS[files.task][0]} run; {again}pick another --out")
-    task.show_progress = progress
-    task.setup(run_dir, resume, log)
-    p = Progress()
-    if resume:
-        tensors, meta = load_train_state(files.training_state(), task.model, task.optimizer)
-        p = Progress.from_meta(meta if meta.get("schema") == SCHEMA else task.convert(meta))
-        task.restore(tensors, meta)
-        if not files.checkpoint("best").is_file() and any(k.startswith("best.") for k in tensors):
+class Run:
+    """A run of ``task`` in ``run_dir``, entered as a context (:func:`run` is the whole of it)::
+
+        with Run(task, "runs/x") as r:   # guards, lock, machine, set-up, and on resume the checkpoint
+            r.fit()                      # the loop, then the summary
+
+    Entering refuses, with one line each, a folder of committed results (without ``resume``), one that cannot be
+    written, one that already holds a run (without ``resume``), another task's run and a finished run; holds the
+    folder's lock (one process trains in a folder at a time; under torchrun rank 0 holds it for all);
+    resolves threads, device, precision and torchrun's ranks from :meth:`Task.settings` (written back, so the saved
+    config holds them); sets the task up and restores a resumed run's checkpoint (:attr:`progress`)."""
+
+    def __init__(self, task: Task, run_dir: str | Path, resume=False, progress=True, log=print, tensorboard=""):
+        self.task, self.path, self.resume, self.show, self.log = task, Path(run_dir), resume, progress, log
+        self.files, task.tensorboard = RunDir(self.path), tensorboard
+
+    def __enter__(self) -> Run:
+        path, resume = self.path, self.resume
+        if not resume:
+            refuse_committed(path)  # committed results are never overwritten
+        created = not path.exists()
+        ensure_writable_folder(path, "--resume" if resume else "--out")  # one line, not an OSError mid-setup
+        rank0 = int(os.environ.get("RANK", "0")) == 0
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self.files.training_lock(created) if rank0 else contextlib.nullcontext())
+            stack.callback(self._release)
+            self.progress = self._start()
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.__exit__(*exc)
+
+    def _release(self) -> None:
+        self.task.step_model = None  # DDP's reducer holds the process group: it goes first
+        self.task.dist.shutdown()
+
+    def _start(self) -> Progress:
+        task, files, path = self.task, self.files, self.path
+        if not self.resume and files.training_state().exists():
+            again = f"resume it with --resume {path} or " if files.task == task.kind else ""
+            raise UsageError(f"{path} already holds a {TASK_COMMANDS[files.task][0]} run; {again}pick another --out")
+        resolve_machine(task, self.log)
+        if not task.is_main:  # one voice: rank 0 logs and shows progress
+            self.show, self.log = False, (lambda *a, **k: None)
+        task.show_progress = self.show
+        self.log(
+            f"tiedlm {__version__} | {task.title} | run {path} | device {task.device} | precision {task.precision} | "
+            f"threads {task.threads}"
+        )
+        task.setup(path, self.resume, self.log)
+        task.step_model = task.model
+        if task.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            task.step_model = DistributedDataParallel(task.model)  # broadcasts rank 0's weights
+        p = self._restore() if self.resume else Progress()
+        if not self.resume and task.is_main:
+            write_text_atomic(files.metrics, "")
+        task.dist.barrier()
+        return p
+
+    def _restore(self) -> Progress:
+        task, files, path = self.task, self.files, self.path
+        tensors, meta = load_train_state(files.training_state(), task.model, task.optimizer, task.dist.rank)
+        ours = meta.get("schema") == SCHEMA
+        p = Progress.from_meta(meta if ours else task.convert(meta))
+        task.load_extra_state(tensors, meta["task"] if ours else meta, p)
+        if task.is_main and not files.checkpoint("best").is_file() and any(k.startswith("best.") for k in tensors):
             # a checkpoint from before the one schema: its best weights (inside it) become the best checkpoint
             save_best_weights(files.checkpoint("best"), model_state(tensors, "best."), {"epoch": p.best_epoch})
-        if p.epoch > task.epochs and files.summary.exists():
-            done = p.epoch - 1
+        done, asked = p.epoch - 1, getattr(task.settings(), "epochs", task.epochs)
+        if (p.epoch > task.epochs or task.finished_early()) and files.summary.exists():
+            raise UsageError(f"{path} is finished: {task.finished(path, done)}")
+        if done > task.epochs:
             raise UsageError(
-                f"{run_dir} is finished: it trained {done} epochs; to train longer resume with "
-                f"--set train.epochs=N (N > {done})"
+                f"{path} has trained {done} epochs already; train.epochs = {asked} cannot undo them: resume with "
+                f"--set train.epochs=N (N >= {done})"
             )
-        # metrics lines of epochs that the checkpoint has not completed go (they are trained again)
-        kept = [r for r in files.read_metrics() if r["epoch"] < p.epoch]
-        write_text_atomic(files.metrics, "".join(json.dumps(r) + "\n" for r in kept))
-        log(f"resuming {run_dir} at epoch {p.epoch}, batch {p.batch}")
-    else:
-        write_text_atomic(files.metrics, "")
-    return fit(task, files, p, progress, log)
+        if task.is_main:  # metrics lines of epochs that the checkpoint has not completed go (they are trained again)
+            kept = [r for r in files.read_metrics() if r["epoch"] < p.epoch]
+            write_text_atomic(files.metrics, "".join(json.dumps(r) + "\n" for r in kept))
+        self.log(f"resuming {path} at epoch {p.epoch}, {task.unit} {p.batch}")
+        return p
+
+    def fit(self, budget: int | None = None) -> dict:
+        """Train to the end (:func:`fit`); ``budget``: stop with a checkpoint after that many batches."""
+        return fit(self.task, self.files, self.progress, self.show, self.log, budget)
+
+
+def resolve_machine(task: Task, log) -> None:
+    """Threads, device, precision and torchrun's ranks of ``task``, from its :meth:`~Task.settings`, which get the
+    resolved values (a resumed run keeps them)."""
+    s = task.settings()
+    task.threads = set_threads(s.threads, log)
+    device = resolve_device(getattr(s, "device", "cpu"))
+    task.dist = DistributedContext.from_environment(device.type)
+    if task.dist.enabled and not task.distributed:
+        raise UsageError(f"{task.title} trains in one process: run `{task.command}` without torchrun")
+    task.device = task.dist.device(device)
+    task.precision = resolve_precision(getattr(s, "precision", "fp32"), task.device)
+    for name, value in (("threads", task.threads), ("device", task.device.type), ("precision", task.precision)):
+        if hasattr(s, name):
+            setattr(s, name, value)
 
 
 def fit(task: Task, files: RunDir, p: Progress, progress: bool, log, budget: int | None = None) -> dict:
@@ -269,12 +361,13 @@ def fit(task: Task, files: RunDir, p: Progress, progress: bool, log, budget: int
             try:
                 _epoch(task, files, p, stop, progress, log)
             except StopRequested:  # between two batches: model, optimizer and position agree
-                task.save(files, p)
+                save(task, files, p)
                 raise task.interrupted(files.path, p, saved=True) from None
             except KeyboardInterrupt:  # a second signal: stop now, write nothing
                 raise task.interrupted(files.path, p, saved=False) from None
         try:
-            task.load_best(files)
+            if task.keeps_best:
+                task.model.load_state_dict(best_weights(files))
             summary = task.summary(p, files.read_metrics())
         except (StopRequested, KeyboardInterrupt):  # the final evaluation is done again on resume
             raise task.interrupted(files.path, p, saved=False, final=True) from None
@@ -317,7 +410,9 @@ def _epoch(task: Task, files: RunDir, p: Progress, stop: StopRequest, progress: 
         raise TiedlmError(task.diverged(what, files.path, checkpoint.is_file()))
     if p.best_score is None or (score > p.best_score if task.higher_is_better else score < p.best_score):
         p.best_score, p.best_epoch = score, epoch
-        task.keep_best(files, p)
+        if task.keeps_best and task.is_main:
+            meta = {"epoch": p.best_epoch, "score": p.best_score}
+            save_best_weights(files.checkpoint("best"), task.eval_weights().state_dict(), meta)
     task.after_validation(score, p)
     # where the epoch trained (a run may resume on another host: see runtime.host_record)
     record = {**task.epoch_record(p, seconds, wall, score), **host_record(task.device)}
@@ -327,10 +422,19 @@ def _epoch(task: Task, files: RunDir, p: Progress, stop: StopRequest, progress: 
         if task.is_main:
             with open(files.metrics, "a") as f:
                 f.write(json.dumps(record) + "\n")
-        task.save(files, p)
+        save(task, files, p)
     log(task.epoch_line(record, seconds) + time_left(task.epochs - epoch, wall))
     if task.is_main and task.tensorboard:
         write_scalars(task.tensorboard, record)
+
+
+def save(task: Task, files: RunDir, p: Progress) -> None:
+    """The resumable checkpoint ``last`` (:func:`~tiedlm.train.checkpoint.save_train_state`: model, optimizer,
+    RNG, ``p``, and the task's :meth:`~Task.extra_state`); under torchrun every rank's RNG state, written by rank 0."""
+    rng = task.dist.gather_rng() if task.dist.enabled else None  # a collective: every rank calls it
+    if task.is_main:
+        tensors, meta = task.extra_state(p)
+        save_train_state(files.checkpoint("last"), task.model, task.optimizer, p.meta(), tensors, meta, rng)
 
 
 def write_scalars(folder: str, record: dict) -> None:

@@ -1,7 +1,7 @@
 """The training step every trainer shares (language model, tagger, translator) and the CUDA graph captures.
 
 - :func:`window_loss`: forward and loss of one language-model window (the eager step and the CUDA graph of
-  :mod:`tiedlm.train.cuda_graph` both call it, so the two cannot compute different losses);
+  :mod:`tiedlm.tasks.lm.cuda_graph` both call it, so the two cannot compute different losses);
 - :func:`backward_and_clip`: backward and global-norm clipping (also shared with the graph);
 - :func:`update`: the eager update around them: no update at all when the loss or the clipped gradient norm
   is not finite, so the last good weights stay (the graph makes the same decision on the device and undoes

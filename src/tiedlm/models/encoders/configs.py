@@ -27,7 +27,7 @@ class EncoderConfig(ComponentConfig):
     """Base of the encoders' configs: what an encoder declares about itself (no keys of its own)."""
 
     output_size_key: ClassVar[str] = "encoder.hidden_size"  # the [model] key that sets h_t's size (for messages)
-    # whether its training step is captured in a CUDA graph (tiedlm.train.cuda_graph): "verified" (a GPU has
+    # whether its training step is captured in a CUDA graph (tiedlm.tasks.lm.cuda_graph): "verified" (a GPU has
     # replayed it; train.cuda_graph = "auto" captures it), "unverified" (only with "on"), or "" (never: why)
     cuda_graph: ClassVar[str] = ""
     cuda_graph_reason: ClassVar[str] = "its step is not declared capturable"

@@ -22,15 +22,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..errors import DataError, UsageError
-from ..evaluation import perplexity
-from ..losses import AugmentedLoss
-from ..losses.fused import at_least_fp32
-from ..run_dir import RunDir, write_text_atomic
-from ..runtime import autocast, host_record, resolve_device, resolve_precision, run_device, set_threads
-from ..train.checkpoint import best_weights
-from ..train.loop import Progress, Task, run
-from ..train.step import update
+from ...errors import DataError, UsageError
+from ...evaluation import perplexity
+from ...losses import AugmentedLoss
+from ...losses.fused import at_least_fp32
+from ...run_dir import RunDir, write_text_atomic
+from ...runtime import autocast, host_record, resolve_precision, run_device
+from ...train.checkpoint import best_weights
+from ...train.loop import Progress, Task, run
+from ...train.step import update
 from .config import TranslationConfig
 from .data import PAD, ParallelCorpus, SubwordVocab, encode_source, load_parallel_corpus
 from .model import TransformerTranslator
@@ -94,14 +94,10 @@ class TranslationTask(Task):
 
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg = self.cfg
-        self.threads = set_threads(cfg.train.threads, log)
-        self.device = resolve_device(cfg.train.device)
-        self.precision = resolve_precision(cfg.train.precision, self.device)
         self.run_dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         self.corpus = load_parallel_corpus(cfg, run_dir, train_vocab=not resume)
         if not resume:
-            cfg.train.threads = self.threads  # kept by a resume, however busy the machine is then
             cfg.save(run_dir)
         torch.manual_seed(cfg.train.seed)
         c = self.corpus
@@ -110,8 +106,7 @@ class TranslationTask(Task):
         self.aug = AugmentedLoss(cfg.loss.tau) if cfg.loss.augmented else None
         counts = self.model.parameter_counts()
         log(
-            f"tiedlm translate | {cfg.data.source_lang}->{cfg.data.target_lang} | device {self.device} | precision "
-            f"{self.precision} | threads {self.threads} | subwords {len(c.source_vocab)}/{len(c.target_vocab)} | "
+            f"{cfg.data.source_lang}->{cfg.data.target_lang} | subwords {len(c.source_vocab)}/{len(c.target_vocab)} | "
             f"output {cfg.model.output.name} | parameters {counts['total']:,}"
         )
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass, field
 
-from ..config import SectionedConfig, _check, device_is_valid
-from ..errors import UsageError
-from ..models.outputs import OUTPUTS
-from ..registry import ComponentConfig, resumable
+from ...config import SectionedConfig, _check, device_is_valid
+from ...errors import UsageError
+from ...models.outputs import OUTPUTS
+from ...registry import ComponentConfig, resumable
 
 # the translator's defaults of the output layers' keys, for whichever layer has them (where they differ from the
 # language model's): Pappas & Henderson's NMT setting for DRILL (2 layers, sigmoid, dropout 0.6 with one mask

@@ -13,8 +13,8 @@ import math
 import torch
 from torch import nn
 
-from ..models.encoders.transformer import TransformerBlock, positional_encoding
-from ..models.outputs import build_output
+from ...models.encoders.transformer import TransformerBlock, positional_encoding
+from ...models.outputs import build_output
 from .config import TranslationConfig
 from .data import PAD
 

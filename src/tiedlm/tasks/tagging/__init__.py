@@ -3,7 +3,7 @@
 from .config import TaggerConfig
 from .data import TaggingCorpus, load_tagging_corpus, read_conllu
 from .model import BiLSTMTagger
-from .train import evaluate_tagger, load_tagger, train_tagger
+from .task import evaluate_tagger, load_tagger, train_tagger
 
 __all__ = [
     "BiLSTMTagger",

@@ -4,7 +4,7 @@ from .config import TranslationConfig
 from .data import ParallelCorpus, SubwordVocab, load_parallel_corpus
 from .model import TransformerTranslator
 from .search import beam_search, greedy_search
-from .train import evaluate_translator, load_translator, train_translator, translate_lines
+from .task import evaluate_translator, load_translator, train_translator, translate_lines
 
 __all__ = [
     "ParallelCorpus",

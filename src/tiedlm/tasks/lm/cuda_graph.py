@@ -36,7 +36,7 @@ import math
 
 import torch
 
-from .step import backward_and_clip, window_loss
+from ...train.step import backward_and_clip, window_loss
 
 
 def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | None:

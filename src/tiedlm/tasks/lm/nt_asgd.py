@@ -1,4 +1,4 @@
-"""NT-ASGD: non-monotonically triggered averaged SGD (Merity et al. 2017, §3, Algorithm 1), and the optimisers.
+"""NT-ASGD: non-monotonically triggered averaged SGD (Merity et al. 2017, §3, Algorithm 1).
 
 Plain SGD until validation has not improved for ``nonmono`` epochs; from then on every step also updates
 the running average of the iterates (``torch.optim.swa_utils.AveragedModel``), and the average is what is
@@ -18,23 +18,6 @@ from typing import Callable
 
 import torch
 from torch import nn
-
-
-def make_optimizer(cfg, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    """The optimiser a ``[train.optimizer]`` config names (:data:`tiedlm.optimizers.OPTIMIZERS`)."""
-    from ..optimizers import OPTIMIZERS
-
-    return OPTIMIZERS[cfg.name].cls(cfg, params, lr, weight_decay)
-
-
-def sgd(cfg, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    """``sgd`` and ``nt-asgd``: SGD (NT-ASGD's averaging is :class:`NTASGD`, beside the optimiser)."""
-    return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
-
-
-def adamw(cfg, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    """``adam``: AdamW, decoupled weight decay (Transformers; Vaswani et al.'s betas by default)."""
-    return torch.optim.AdamW(params, lr=lr, betas=(cfg.beta1, cfg.beta2), weight_decay=weight_decay)
 
 
 class NTASGD:

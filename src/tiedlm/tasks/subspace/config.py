@@ -9,8 +9,8 @@ from pathlib import Path
 import tomli_w
 import tomllib
 
-from ..errors import UsageError
-from ..run_dir import write_text_atomic
+from ...errors import UsageError
+from ...run_dir import write_text_atomic
 
 
 @dataclass

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from ..data.corpus import read_text, resolve_source
-from ..data.sources import TRANSLATION_SOURCES
-from ..errors import DataError, UsageError
-from ..run_dir import RunDir
+from ...data.corpus import read_text, resolve_source
+from ...data.sources import TRANSLATION_SOURCES
+from ...errors import DataError, UsageError
+from ...run_dir import RunDir
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPLITS = ("train", "valid", "test")

@@ -4,7 +4,7 @@ A run directory (:class:`tiedlm.run_dir.RunDir`, the layout of every task) holds
 ``vocab.txt``, ``tags.txt``, ``checkpoints/last.safetensors`` (model, optimizer and RNG state and the position in
 the epoch) and ``checkpoints/best.safetensors`` (the best dev epoch's weights), written atomically, no pickle,
 ``metrics.jsonl`` (one line per epoch) and
-``summary.json``. The run harness (:mod:`tiedlm.train.loop`) does the rest: SIGINT/SIGTERM stop between two
+``summary.json``. The harness (:mod:`tiedlm.train.loop`) does the rest: SIGINT/SIGTERM stop between two
 batches with a checkpoint, ``--resume`` continues from the same batch, non-finite steps are skipped.
 """
 
@@ -15,13 +15,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..data.vocab import Vocabulary
-from ..errors import DataError, UsageError
-from ..run_dir import RunDir, write_text_atomic
-from ..runtime import host_record, resolve_device, run_device, set_threads
-from ..train.checkpoint import best_weights
-from ..train.loop import Progress, Task, run
-from ..train.step import update
+from ...data.vocab import Vocabulary
+from ...errors import DataError, UsageError
+from ...run_dir import RunDir, write_text_atomic
+from ...runtime import host_record, run_device
+from ...train.checkpoint import best_weights
+from ...train.loop import Progress, Task, run
+from ...train.step import update
 from .config import TaggerConfig
 from .data import TaggingCorpus, load_tagging_corpus
 from .model import BiLSTMTagger
@@ -62,8 +62,6 @@ class TaggerTask(Task):
 
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg, files = self.cfg, RunDir(run_dir)
-        self.threads = set_threads(cfg.train.threads, log)
-        self.device = resolve_device(cfg.train.device)
         if resume:
             self.corpus = load_tagging_corpus(
                 cfg.data.data_dir,
@@ -76,7 +74,6 @@ class TaggerTask(Task):
             run_dir.mkdir(parents=True, exist_ok=True)
             self.corpus.vocab.save(files.vocab)
             write_text_atomic(files.tags, "\n".join(self.corpus.tags) + "\n")
-            cfg.train.threads = self.threads  # kept by a resume, however busy the machine is then
             cfg.save(run_dir)
         if cfg.data.max_sentences:
             self.corpus.splits["train"] = self.corpus.splits["train"][: cfg.data.max_sentences]

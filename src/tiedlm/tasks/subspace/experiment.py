@@ -28,20 +28,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import ModelConfig
-from ..data import batchify, bptt_windows, load_corpus
-from ..errors import RunInterrupted, UsageError
-from ..evaluation import stream_logits
-from ..losses import LanguageModelLoss
-from ..models import LanguageModel
-from ..models.encoders.state import detach_state
-from ..run_dir import RunDir
-from ..runtime import autocast, resolve_precision, set_threads
-from ..train.checkpoint import carried_state, save_train_state, state_tensors
-from ..train.loop import Progress, Task, run
-from ..train.step import update
-from .subspace import subspace_distance
-from .subspace_config import SubspaceExperimentConfig
+from ...analysis.subspace import subspace_distance
+from ...config import ModelConfig
+from ...data import batchify, bptt_windows, load_corpus
+from ...errors import RunInterrupted, UsageError
+from ...evaluation import stream_logits
+from ...losses import LanguageModelLoss
+from ...models import LanguageModel
+from ...models.encoders.state import detach_state
+from ...run_dir import RunDir
+from ...runtime import autocast, resolve_precision, set_threads
+from ...train.checkpoint import carried_state, state_tensors
+from ...train.loop import Progress, Task, run
+from ...train.step import update
+from .config import SubspaceExperimentConfig
 
 PAPER_CLAIMS = {"beta0_tau10": 1.0, "beta1_tau10": 0.06}  # Inan et al. §6.2, Figure 1 ("almost 1", "around 0.06")
 CSV_FIELDS = [
@@ -105,11 +105,15 @@ class SubspacePoint(Task):
 
     title, unit, kind = "subspace run", "window", "subspace"
     command = "tiedlm experiment subspace"
+    keeps_best = False  # §6.2 measures the final weights
 
-    def __init__(self, tokens, vocab_size: int, beta: float, tau: float, seed: int, cfg, precision: str, on_epoch=None):
+    def __init__(self, tokens, vocab_size: int, beta: float, tau: float, seed: int, cfg, on_epoch=None):
         self.tokens, self.vocab_size, self.beta, self.tau, self.seed = tokens, vocab_size, beta, tau, seed
-        self.cfg, self.precision, self.on_epoch = cfg, precision, on_epoch
+        self.cfg, self.on_epoch = cfg, on_epoch
         self.epochs, self.max_nonfinite = cfg.epochs, cfg.max_nonfinite
+
+    def settings(self):
+        return self.cfg
 
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg = self.cfg
@@ -157,17 +161,10 @@ class SubspacePoint(Task):
     def epoch_line(self, record: dict, seconds: float) -> str:
         return f"epoch {record['epoch']}: train ppl {record['train_ppl']:.2f}"
 
-    def keep_best(self, files: RunDir, progress: Progress) -> None:
-        """Nothing: §6.2 measures the final weights."""
+    def extra_state(self, progress: Progress) -> tuple[dict, dict]:
+        return state_tensors(self.state), {}
 
-    def load_best(self, files: RunDir) -> None:
-        """Nothing: the summary is of the final weights."""
-
-    def save(self, files: RunDir, progress: Progress) -> None:
-        last = files.checkpoint("last")
-        save_train_state(last, self.model, self.optimizer, progress.meta(), state_tensors(self.state))
-
-    def restore(self, tensors: dict[str, torch.Tensor], meta: dict) -> None:
+    def load_extra_state(self, tensors: dict, meta: dict, progress: Progress) -> None:
         self.state = carried_state(tensors, torch.device("cpu"))
 
     def summary(self, progress: Progress, history: list[dict]) -> dict:
@@ -199,14 +196,13 @@ def train_point(
     tau: float,
     seed: int,
     cfg: SubspaceExperimentConfig,
-    precision: str,
     on_epoch=None,
     folder: Path | None = None,
 ) -> dict:
     """Train one model on ``tokens`` with loss (6.1) (:class:`SubspacePoint` on the training loop, its run
     folder ``folder``: resumed where it holds a stopped run, a temporary one where None) and return its subspace
     distance and final training fit."""
-    task = SubspacePoint(tokens, vocab_size, beta, tau, seed, cfg, precision, on_epoch)
+    task = SubspacePoint(tokens, vocab_size, beta, tau, seed, cfg, on_epoch)
     if folder is None:
         with tempfile.TemporaryDirectory() as tmp:
             return run(task, Path(tmp) / "run", progress=False, log=lambda *a, **k: None)
@@ -285,7 +281,7 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
                 vocab_size = ids.numel()
             bar.set_description(f"beta={beta:g} tau={tau:g} run {r + 1}/{cfg.runs}")
             folder = out / "points" / f"beta={beta:g},tau={tau:g},run={r}"
-            res = train_point(tokens, vocab_size, beta, tau, seed, cfg, precision, lambda: bar.update(1), folder)
+            res = train_point(tokens, vocab_size, beta, tau, seed, cfg, lambda: bar.update(1), folder)
             bar.set_postfix(distance=f"{res['distance']:.3f}", train_ppl=f"{res['train_ppl']:.1f}")
             writer.writerow(
                 {

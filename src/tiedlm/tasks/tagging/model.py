@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..models.sparse_embedding import make_embedding
+from ...models.sparse_embedding import make_embedding
 from .config import TaggerConfig
 
 

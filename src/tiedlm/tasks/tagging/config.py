@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import SectionedConfig, _check, device_is_valid
-from ..registry import resumable
+from ...config import SectionedConfig, _check, device_is_valid
+from ...registry import resumable
 
 
 @dataclass

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import torch
 
-from ..data.corpus import read_text, resolve_source
-from ..data.sources import TAGGING_SOURCES
-from ..data.vocab import UNK, Vocabulary
-from ..errors import DataError, UsageError
+from ...data.corpus import read_text, resolve_source
+from ...data.sources import TAGGING_SOURCES
+from ...data.vocab import UNK, Vocabulary
+from ...errors import DataError, UsageError
 
 Sentence = tuple[list[str], list[str]]  # words, UPOS tags
 SPLITS = ("train", "dev", "test")

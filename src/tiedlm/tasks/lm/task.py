@@ -1,0 +1,385 @@
+"""The language model's task: SGD, lr decay per epoch, global-norm clipping (Inan et al. 2017, §6.1 / App. A),
+and for the AWD-LSTM (Merity et al. 2017): weight decay, AR/TAR, variable-length BPTT windows and
+NT-ASGD — plain SGD until validation stops improving for ``nonmono`` epochs, then averaged SGD (the
+average of the iterates, kept by ``torch.optim.swa_utils.AveragedModel``, is what gets validated and
+saved) to ``train.epochs`` or, with ``stop_on_stall``, until the average stalls by the same test, followed by an
+optional finetune stage that restarts the averaging from the best weights.
+
+A run directory (its layout: :class:`tiedlm.run_dir.RunDir`) holds ``config.toml``, ``vocab.txt``, ``metrics.jsonl``,
+``checkpoints/{last,best}.safetensors`` and, when training ends, ``summary.json``; ``last`` adds to the harness's
+checkpoint the carried state and NT-ASGD's average and history, so that a resumed run reproduces an
+uninterrupted one exactly.
+
+The harness (:mod:`tiedlm.train.loop`) runs it as every task: ``run(LanguageModelTask(cfg), out)``; under
+``torchrun`` it trains data-parallel (:mod:`tiedlm.train.distributed`). On a GPU the step of every window is
+replayed from a CUDA graph where the run allows it (:mod:`.cuda_graph`); :meth:`LanguageModelTask._eager_step` is
+the same step op by op.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from ... import __version__, native
+from ...config import Config
+from ...data import Vocabulary, batchify, load_corpus
+from ...data.batching import fixed_window_lengths, scheduled_windows, variable_window_lengths
+from ...data.corpus import check_split_sizes
+from ...errors import UsageError
+from ...evaluation import evaluate, perplexity
+from ...losses import LanguageModelLoss
+from ...models import LanguageModel
+from ...models.encoders.state import detach_state
+from ...run_dir import RunDir, write_text_atomic
+from ...runtime import host_record
+from ...train.checkpoint import carried_state, load_checkpoint, model_state, state_tensors
+from ...train.loop import SCHEMA, Progress, Task
+from ...train.optimizers import make_optimizer
+from ...train.step import update, window_loss
+from .cuda_graph import GraphedSteps, unsupported_reason
+from .nt_asgd import NTASGD
+
+
+class LanguageModelTask(Task):
+    """The language model's part of a run (:func:`tiedlm.train.loop.run` does the rest): its BPTT windows over
+    the carried state, its step (eager or from a CUDA graph), its validation, NT-ASGD's trigger and average, its
+    summary (valid and test perplexity of the best weights). ``command``: the command line it was started with
+    (kept in the summary)."""
+
+    title, unit, distributed = "training", "window", True
+
+    def __init__(self, cfg: Config, command: str = ""):
+        cfg = copy.deepcopy(cfg)  # resolved by the run; the caller's config is left as it was
+        cfg.data = cfg.data.resolved()  # a folder is saved as an absolute path: the run works from anywhere
+        self.cfg, self.invocation, self.max_nonfinite = cfg, command, cfg.train.max_nonfinite
+        self.state, self.validated_average, self.graphs = None, False, None
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self, run_dir: Path, resume: bool, log) -> None:
+        cfg, self.run_dir, self.log = self.cfg, run_dir, log
+        init = Path(cfg.train.init_from).expanduser() if cfg.train.init_from and not resume else None
+        if resume:
+            vocab = Vocabulary.load(RunDir(run_dir).vocab)
+        elif init is not None:  # the source run's vocabulary, so that its weights line up word for word
+            if not RunDir(init).vocab.is_file():
+                raise UsageError(f"train.init_from = {str(init)!r}: no vocab.txt there; give a tiedlm run directory")
+            vocab = Vocabulary.load(RunDir(init).vocab)
+        else:
+            vocab = None
+        self.corpus = load_corpus(cfg.data.name, cfg.data.data_dir, vocab=vocab)
+        # every split is checked before the first step: a bad valid.txt must not cost a training epoch
+        t = cfg.train
+        check_split_sizes(self.corpus, {"train": t.batch_size, "valid": t.eval_batch_size, "test": t.eval_batch_size})
+        self.vocab = self.corpus.vocab
+        _require_windows(cfg, self.corpus.train.numel(), self.corpus.folder)
+        _require_memory(cfg, len(self.vocab), self.device)  # one line before allocating, not an out-of-memory kill
+        if self.device.type == "cpu":  # build the C++ kernels (once per machine) before any clock starts
+            native.available()
+        torch.manual_seed(t.seed)
+        self.model = LanguageModel(cfg.model, len(self.vocab)).to(self.device)
+        if init is not None:
+            self._init_from(init)
+        self.loss_fn = LanguageModelLoss.from_config(cfg.loss)
+        self.optimizer = make_optimizer(t.optimizer, self.model.parameters(), t.lr, t.weight_decay)
+        # the iterate average of NT-ASGD, once triggered (inert for the other optimisers)
+        opt = t.optimizer
+        averages, nonmono = type(opt).averages_iterates, getattr(opt, "nonmono", 1)
+        self.nt_asgd = NTASGD(averages, nonmono, log, stop_on_stall=getattr(opt, "stop_on_stall", False))
+        self.train_data = self.dist.shard(batchify(self.corpus.train, t.batch_size)).to(self.device)
+        self.graph_reason = unsupported_reason(cfg, self.device, self.dist.enabled)
+        if not resume and self.is_main:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(RunDir(run_dir).config, cfg.to_toml())
+            self.vocab.save(RunDir(run_dir).vocab)
+        log(
+            f"corpus {cfg.data.name}: |V| = {len(self.vocab)}, train {self.corpus.train.numel():,} tokens "
+            f"({self.corpus.folder}) | parameters {self.model.parameter_counts()['total']:,}"
+        )
+        if self.device.type == "cuda":
+            how = "the training step of full windows is captured once and replayed"
+            log(f"CUDA graph: {how if self.graph_reason is None else f'off ({self.graph_reason})'}")
+
+    def _init_from(self, run_dir: Path) -> None:
+        """Load another run's final weights (its last checkpoint) into the fresh model.
+
+        Inan et al. (2017) re-train their small PTB models from their final weights (arXiv footnote 4, ICLR 5).
+        """
+        tensors, meta = load_checkpoint(RunDir(run_dir).checkpoint("last"))
+        try:
+            self.model.load_state_dict(model_state(tensors))
+        except RuntimeError as exc:
+            first = str(exc).strip().splitlines()[1].strip() if "\n" in str(exc) else str(exc)
+            raise UsageError(
+                f"train.init_from = {str(run_dir)!r}: its weights do not fit this model's architecture "
+                f"({first}); use the same model.* settings as that run"
+            ) from None
+        at = Progress.from_meta(meta if meta.get("schema") == SCHEMA else self.convert(meta))
+        done = f"{at.epoch - 1} epochs" + (f" and {at.batch} windows" if at.batch else "")
+        self.log(f"initialised from the weights of {run_dir} after {done}; lr schedule starts afresh")
+
+    # ------------------------------------------------------------------ NT-ASGD
+    @property
+    def main_epochs(self) -> int:
+        """The epochs before the finetune stage: ``train.epochs``, or fewer where the average stalled
+        (``train.optimizer.stop_on_stall``)."""
+        return self.nt_asgd.main_end or self.cfg.train.epochs
+
+    @property
+    def epochs(self) -> int:
+        return self.main_epochs + self.cfg.train.finetune_epochs  # the finetune stage's included
+
+    def eval_weights(self) -> torch.nn.Module:
+        """The weights that are validated and saved: the iterate average once NT-ASGD averages."""
+        return self.nt_asgd.weights(self.model)
+
+    def finished_early(self) -> bool:
+        return self.nt_asgd.stopped
+
+    def after_validation(self, score: float, progress: Progress) -> None:
+        finetuning = progress.epoch > self.main_epochs
+        self.nt_asgd.check(self.valid["loss"], progress.epoch, finetuning=finetuning, model=self.model)
+
+    def finished(self, run_dir: Path, done: int) -> str:
+        if self.nt_asgd.stopped or self.nt_asgd.main_end:
+            return (
+                f"NT-ASGD's non-monotone stop ended it after {done} epochs; to train on from its weights start a new "
+                f"run with --set train.init_from={run_dir}"
+            )
+        return super().finished(run_dir, done)
+
+    # ------------------------------------------------------------------ the loop's hooks
+    def start_epoch(self, progress: Progress) -> None:
+        if progress.epoch == self.main_epochs + 1 and progress.batch == 0:  # the finetune stage: from the best
+            self.model.load_state_dict(model_state(load_checkpoint(RunDir(self.run_dir).checkpoint("best"))[0]))
+            self.nt_asgd.start_finetune(self.model)  # weights, with a fresh average and history
+            self.log(
+                f"finetune: epochs {progress.epoch}-{self.epochs} from the best weights (epoch "
+                f"{progress.best_epoch}), averaging every step"
+            )
+        self.lr = self.cfg.lr_at(progress.epoch)
+        self.model.train()
+        if progress.batch == 0 or self.state is None:  # an epoch starts its streams afresh
+            self.state = self.model.init_state(self.train_data.size(1))  # this rank's streams
+        self.params = list(self.model.parameters())
+
+    def batches(self, epoch: int) -> list:
+        """This epoch's BPTT windows ``(k, x, y)`` over this rank's streams: fixed, or AWD-LSTM's random lengths
+        (seeded by seed and epoch)."""
+        t, steps = self.cfg.train, self.train_data.size(0) - 1
+        if t.variable_bptt:
+            lengths = variable_window_lengths(steps, t.bptt, seed=t.seed * 100_003 + epoch)
+        else:
+            lengths = fixed_window_lengths(steps, t.bptt)
+        return list(scheduled_windows(self.train_data, lengths))
+
+    def train_step(self, batch, progress: Progress) -> tuple[bool, dict]:
+        """One window: the graphed step where the run allows it, else the eager one; a made step carries the
+        state on and updates NT-ASGD's average."""
+        t = self.cfg.train
+        _, x, y = batch
+        lr = self.lr * min(1.0, (progress.updates + 1) / t.warmup_steps) if t.warmup_steps else self.lr
+        if t.variable_bptt:  # variable windows: lr scaled by length / bptt
+            lr *= y.size(0) / t.bptt
+        if self.graph_reason is None and (t.variable_bptt or y.size(0) == t.bptt):
+            if self.graphs is None:  # one graph per window length, each captured on first use
+                self.graphs = GraphedSteps(self.model, self.loss_fn, self.cfg, self.precision)
+            ce, aug, finite, new_state = self.graphs.step(x, y, self.state, lr)
+        else:
+            ce, aug, finite, new_state = self._eager_step(x, y, lr, self.params)
+        if not finite:  # no update was made: the last good weights and state stay
+            return False, {}
+        self.nt_asgd.after_step(self.model)
+        self.state, n = new_state, y.numel()
+        return True, {"loss": ce.item() * n, "count": n, "aug": (aug.item() if aug is not None else 0.0) * n}
+
+    def _eager_step(self, x, y, lr: float, params):
+        """Forward, loss, backward, clipping and the optimizer's update, op by op; returns
+        ``(ce, aug, finite, new_state)``, with no update made when the loss or gradient is not finite."""
+        t, ls = self.cfg.train, self.cfg.loss
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        loss, ce, aug, new_state = window_loss(
+            self.model,
+            self.loss_fn,
+            x,
+            y,
+            detach_state(self.state),
+            self.precision,
+            ar=ls.ar,
+            tar=ls.tar,
+            time_scale=y.size(0) if t.loss_reduction == "sum_over_time" else 1.0,
+            forward=self.step_model,
+        )
+        finite = update(loss, params, self.optimizer, t.clip, self.dist.all_true)
+        return ce, aug, finite, new_state
+
+    def running(self, sums: dict) -> dict:
+        ppl = perplexity(sums.get("loss", 0.0) / max(sums.get("count", 0), 1))
+        return {"ppl": f"{ppl:.1f}", "lr": f"{self.lr:.3g}"}
+
+    def validate(self) -> float:
+        t = self.cfg.train
+        self.validated_average = self.nt_asgd.averaging  # before after_validation can start the average
+        self.valid = evaluate(
+            self.eval_weights(), self.corpus.valid, t.eval_batch_size, t.bptt, self.precision, check=self.check_stop
+        )
+        return self.valid["ppl"]
+
+    def diverged(self, what: str, run_dir: Path, checkpoint_written: bool) -> str:
+        """The message of a run that diverged: what happened, the checkpoint to go back to, and the fix."""
+        last = RunDir(run_dir).checkpoint("last")
+        if last.is_file():
+            where = (
+                f"the last good checkpoint is {last}; lower train.lr or train.clip and resume from it with "
+                f"--resume {run_dir} --set train.lr=..."
+            )
+        else:
+            where = (
+                f"no checkpoint was written yet; start a new run with a lower train.lr (now "
+                f"{self.cfg.train.lr:g}) or train.clip (--set train.lr=...)"
+            )
+        return f"training diverged: {what}; {where}"
+
+    def epoch_record(self, progress: Progress, seconds: float, wall: float, score: float) -> dict:
+        s, n = progress.sums, progress.sums.get("count", 0)
+        stage = "averaged" if self.validated_average else "sgd"  # what this epoch's validation measured
+        return {
+            "epoch": progress.epoch,
+            "lr": self.lr,
+            "train_ppl": perplexity(s.get("loss", 0.0) / max(n, 1)),
+            "train_aug": s.get("aug", 0.0) / max(n, 1) if self.cfg.loss.augmented else None,
+            "valid_ppl": score,
+            "train_tokens": int(n),
+            "skipped_steps": int(s.get("skipped", 0)),
+            "tokens_per_s": n / seconds if seconds else 0.0,
+            "epoch_time_s": seconds,
+            "wall_time_s": progress.seconds + wall,
+            # sgd: the iterate; averaged: NT-ASGD's average (Merity et al. 2017 Alg. 1); finetune: its fresh average
+            "stage": "finetune" if progress.epoch > self.main_epochs else stage,
+        }
+
+    def epoch_line(self, record: dict, seconds: float) -> str:
+        stage = "" if record["stage"] == "sgd" else f" | {record['stage']}"
+        return (
+            f"epoch {record['epoch']:3d}{stage} | lr {record['lr']:.4f} | train ppl {record['train_ppl']:8.2f} | "
+            f"valid ppl {record['valid_ppl']:8.2f} | {record['tokens_per_s']:,.0f} tok/s | "
+            f"{record['epoch_time_s']:.0f} s"
+        )
+
+    # ------------------------------------------------------------------ checkpoints
+    def extra_state(self, progress: Progress) -> tuple[dict, dict]:
+        """NT-ASGD's average and history, and the carried state (none at an epoch's end)."""
+        state = state_tensors(self.state if progress.batch else None)  # cloned: initial states share memory
+        return {**self.nt_asgd.tensors(), **state}, self.nt_asgd.meta()
+
+    def load_extra_state(self, tensors: dict, meta: dict, progress: Progress) -> None:
+        self.nt_asgd.restore(tensors, meta, self.model)
+        self.state = carried_state(tensors, self.device)
+        records = [r for r in RunDir(self.run_dir).read_metrics() if r["epoch"] < progress.epoch]
+        if self.nt_asgd.averaging and self.nt_asgd.averaged_from is None and all("stage" in r for r in records):
+            # a checkpoint from before averaged_from was kept: the average's first entry follows the SGD epochs
+            self.nt_asgd.averaged_from = sum(r["stage"] == "sgd" for r in records)
+
+    def convert(self, meta: dict) -> dict:
+        """A checkpoint of the language model's own loop (before the harness): its names for the position."""
+        sums = meta["sums"]
+        return {
+            "epoch": meta["epoch"],
+            "batch": meta["window"],
+            "updates": meta.get("updates", 0),
+            "sums": {"loss": sums["ce"], "count": sums["tokens"], "aug": sums["aug"], "skipped": sums["skipped"]},
+            "epoch_seconds": sums["time"],
+            "seconds": meta["elapsed"],
+            "best_score": None if math.isinf(meta["best_valid"]) else meta["best_valid"],
+            "best_epoch": meta["best_epoch"],
+        }
+
+    # ------------------------------------------------------------------ end of training
+    def summary(self, progress: Progress, history: list[dict]) -> dict:
+        """Valid and test perplexity of the best weights, and the run's facts."""
+        start, t, check = time.perf_counter(), self.cfg.train, self.check_stop
+        valid = evaluate(self.model, self.corpus.valid, t.eval_batch_size, t.bptt, self.precision, check=check)
+        # test as the papers measure it (Zaremba et al.'s and Merity et al.'s code): one stream, state carried,
+        # every token scored; and as validation is measured (eval_batch_size streams, each started cold)
+        test = evaluate(self.model, self.corpus.test, 1, t.bptt, self.precision, check=check)
+        test_streams = evaluate(self.model, self.corpus.test, t.eval_batch_size, t.bptt, self.precision, check=check)
+        train_time = sum(r["epoch_time_s"] for r in history)
+        train_tokens = sum(r["train_tokens"] for r in history)
+        summary = {
+            "valid_ppl": valid["ppl"],
+            "test_ppl": test["ppl"],
+            "best_epoch": progress.best_epoch,
+            "test_protocol": "batch 1: the test split read as one stream (the papers' protocol)",
+            "test_ppl_streams": test_streams["ppl"],
+            "valid_tokens": valid["tokens"],
+            "test_tokens": test["tokens"],
+            "epochs": len(history),
+            "parameters": self.model.parameter_counts(),
+            "wall_time_s": round(progress.seconds + time.perf_counter() - start, 1),
+            "train_time_s": round(train_time, 1),
+            "tokens_per_s": round(train_tokens / train_time, 1) if train_time else None,
+            "command": self.invocation,
+            "seed": t.seed,
+            "preset_data": self.cfg.data.name,
+            "device": str(self.device),
+            "precision": self.precision,
+            "threads": self.threads,
+            "eval_batch_size": t.eval_batch_size,
+            "versions": {"tiedlm": __version__, "torch": torch.__version__, "python": platform.python_version()},
+            **host_record(self.device),  # where the final evaluation ran; metrics.jsonl: each epoch's
+        }
+        if self.dist.enabled:
+            summary["distributed"] = {
+                "world_size": self.dist.world_size,
+                "global_batch_size": t.batch_size,
+                "max_parameter_spread": self.dist.max_parameter_spread(self.model),
+            }
+        self.log(
+            f"best epoch {progress.best_epoch}: valid ppl {valid['ppl']:.2f} | test ppl {test['ppl']:.2f} | "
+            f"wall time {summary['wall_time_s'] / 60:.1f} min"
+        )
+        return summary
+
+
+def _require_windows(cfg: Config, tokens: int, folder: Path) -> None:
+    """Each training stream must hold more than one window: ``train.bptt`` longer than a stream trained one short
+    window an epoch and said nothing."""
+    per_stream = tokens // cfg.train.batch_size
+    if per_stream <= cfg.train.bptt:
+        raise UsageError(
+            f"train.bptt = {cfg.train.bptt} is longer than each of the {cfg.train.batch_size} training streams of "
+            f"{folder / 'train.txt'} ({per_stream} tokens each); lower train.bptt or train.batch_size"
+        )
+
+
+def _require_memory(cfg: Config, vocab_size: int, device: torch.device) -> None:
+    """A model whose weights, gradients and optimiser state cannot fit in the device's free memory is refused in
+    one line before it is allocated (its size counted on the meta device, which allocates nothing)."""
+    try:
+        with torch.device("meta"):
+            params = sum(p.numel() for p in LanguageModel(cfg.model, vocab_size).parameters())
+    except (RuntimeError, OverflowError):  # a weight larger than any tensor can be
+        raise UsageError(
+            "the model's sizes give a weight larger than a tensor can hold; choose smaller model sizes"
+        ) from None
+    need = params * 4 * 4  # fp32 weights, gradients, and up to two optimiser (or NT-ASGD average) tensors each
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return
+    if need > free:
+        raise UsageError(
+            f"the model has {params:,} parameters: its weights, gradients and optimiser state need about "
+            f"{need / 2**30:,.1f} GiB, more than the {free / 2**30:,.1f} GiB free on the {device.type}; choose "
+            "smaller model sizes"
+        )
