@@ -138,7 +138,7 @@ def test_a_subspace_run_is_a_task_of_the_one_loop_and_a_sigterm_in_it_resumes_ex
 
     cfg = se.SubspaceExperimentConfig(hidden_size=12, layers=2, epochs=3, batch_size=4, bptt=10, slice_words=600)
     tokens = torch.randint(0, 50, (600,), generator=torch.Generator().manual_seed(0))
-    straight = se.train_point(tokens, 50, 1.0, 10.0, 3, cfg, "fp32")
+    straight = se.train_point(tokens, 50, 1.0, 10.0, 3, cfg)
     assert straight["distance"] == pytest.approx(0.4947153099876849, abs=3e-5)
     assert straight["train_ppl"] == pytest.approx(69.78641296816583, abs=3e-4)
 
@@ -153,9 +153,9 @@ def test_a_subspace_run_is_a_task_of_the_one_loop_and_a_sigterm_in_it_resumes_ex
     monkeypatch.setattr(se, "update", sigterm_in_the_20th_step)
     folder = tmp_path / "point"
     with pytest.raises(RunInterrupted, match="epoch 2; run the same command again to resume it from its checkpoint"):
-        se.train_point(tokens, 50, 1.0, 10.0, 3, cfg, "fp32", folder=folder)
+        se.train_point(tokens, 50, 1.0, 10.0, 3, cfg, folder=folder)
     monkeypatch.setattr(se, "update", real)
-    resumed = se.train_point(tokens, 50, 1.0, 10.0, 3, cfg, "fp32", folder=folder)
+    resumed = se.train_point(tokens, 50, 1.0, 10.0, 3, cfg, folder=folder)
     assert (resumed["distance"], resumed["train_ppl"], resumed["train_aug"]) == (
         straight["distance"],
         straight["train_ppl"],
