@@ -24,6 +24,7 @@ LAYERS = [
             "tiedlm.registry",
             "tiedlm.run_dir",
             "tiedlm.checkpoint_file",
+            "tiedlm.tasks",  # the task registry (names and "module:Class" strings only)
         ],
     ),
     ("data", ["tiedlm.data"]),
@@ -31,8 +32,10 @@ LAYERS = [
     ("config", ["tiedlm.config", "tiedlm.optimizers"]),  # the run: [data] [model] [loss] [train]
     ("losses", ["tiedlm.losses"]),
     ("hf", ["tiedlm.hf"]),  # the output layers and the augmented loss on Hugging Face causal LMs
-    ("evaluation", ["tiedlm.evaluation"]),  # perplexity over a split (the trainer validates with it), dynamic eval
-    ("train", ["tiedlm.train", "tiedlm.tasks.tagging", "tiedlm.tasks.translation"]),
+    # perplexity over a split (the language model validates with it), dynamic evaluation, the subspace distance
+    ("evaluation", ["tiedlm.evaluation", "tiedlm.analysis.subspace"]),
+    ("train", ["tiedlm.train"]),  # the harness: it knows no task
+    ("tasks", [f"tiedlm.tasks.{t}" for t in ("lm", "tagging", "translation", "subspace")]),  # peers
     ("analysis", ["tiedlm.inference", "tiedlm.run", "tiedlm.analysis", "tiedlm.selfcheck"]),
     ("cli", ["tiedlm.reproduce", "tiedlm.cli", "tiedlm.__main__"]),
 ]
@@ -96,6 +99,22 @@ def test_no_import_runs_back_up_the_pipeline(graph):
         if t != "tiedlm" and _layer(t) > _layer(m)
     ]
     assert not upward, "\n".join(upward)
+
+
+def test_the_tasks_are_peers_that_know_no_other_task(graph):
+    """A task (tiedlm.tasks.X) imports the layers below it, never another task; the harness imports none."""
+
+    def task_of(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 2 and parts[1] == "tasks" else None
+
+    crossing = [
+        f"{m} imports {t}" for m, ts in graph.items() for t in ts if task_of(m) and task_of(t) not in (None, task_of(m))
+    ]
+    from_harness = [
+        f"{m} imports {t}" for m, ts in graph.items() for t in ts if m.startswith("tiedlm.train") and task_of(t)
+    ]
+    assert not crossing and not from_harness, "\n".join(crossing + from_harness)
 
 
 def test_no_two_modules_import_each_other(graph):

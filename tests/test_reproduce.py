@@ -16,6 +16,7 @@ import pytest
 
 from tiedlm import reproduce as rp
 from tiedlm.cli import main
+from tiedlm.tasks import TASKS
 
 from conftest import write_tiny_parallel, write_tiny_treebank
 
@@ -172,7 +173,7 @@ def test_dry_run_estimates_a_started_run_at_its_own_pace(tiny_corpus, tmp_path, 
     def untimed(*args, **kwargs):
         raise AssertionError("a started run's estimate times no steps")
 
-    monkeypatch.setattr(rp.estimate, "estimate_seconds", untimed)
+    monkeypatch.setattr("tiedlm.tasks.lm.estimate.estimate_seconds", untimed)
     monkeypatch.setattr("os.getloadavg", lambda: (3.0, 3.0, 3.0))
     monkeypatch.setattr("tiedlm.runtime.cpu_model", lambda: "Test CPU (family 1 model 2)")
     dry = ["reproduce", "transformer-lm", "--dry-run", "--data", str(tiny_corpus), "--runs", str(tmp_path / "runs")]
@@ -462,6 +463,7 @@ def test_the_estimate_times_the_trainers_step_in_the_runs_precision(monkeypatch)
 
     from tiedlm.config import Config
     from tiedlm.runtime import resolve_precision
+    from tiedlm.tasks.lm.estimate import estimate_seconds
     from tiedlm.train import step as train_step
 
     seen = []
@@ -477,7 +479,7 @@ def test_the_estimate_times_the_trainers_step_in_the_runs_precision(monkeypatch)
             [f"train.precision={asked}", "model.embedding_size=8", "model.hidden_size=8", "train.batch_size=2"]
         )
         seen.clear()
-        assert rp.estimate_seconds(cfg, vocab_size=50, train_tokens=1000, threads=1) > 0
+        assert estimate_seconds(cfg, threads=1, sizes=(50, 1000)) > 0
         assert seen and set(seen) == {resolve_precision(asked, torch.device("cpu"))}, asked
 
 
@@ -494,12 +496,14 @@ def test_dry_run_estimates_tagger_and_translator_runs_from_timed_batches(tmp_pat
     from tiedlm.tasks.translation import TranslationConfig
 
     seen = []
-    monkeypatch.setattr(rp.estimate, "_seconds_per_token", lambda step, batches, steps: seen.append(steps) or 1e-3)
+    monkeypatch.setattr(
+        "tiedlm.train.timing.seconds_per_token", lambda step, batches, steps: seen.append(steps) or 1e-3
+    )
     cfg = TranslationConfig.from_dict(
         dict(source_lang="xx", target_lang="yy", data_dir=str(write_tiny_parallel(tmp_path)), vocab_size=40, epochs=3)
     )
     pairs = [ln.split() for ln in (tmp_path / "para" / "train.yy").read_text().splitlines()]
-    seconds = rp.estimate_task_seconds("translate", cfg, threads=1)
+    seconds = TASKS["translate"].estimate_seconds(cfg, threads=1)
     tokens = sum(len(ids) + 1 for ids in _subword_ids(cfg, tmp_path))  # targets plus </s>
     assert seen == [3] and seconds == pytest.approx(1.1 * 1e-3 * tokens * 3)
     assert tokens >= sum(len(p) + 1 for p in pairs)  # at least one subword a word

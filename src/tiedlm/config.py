@@ -39,6 +39,7 @@ class SectionedConfig:
 
     label: ClassVar[str] = "config"  # for messages
     command: ClassVar[str] = "train"  # the CLI command that trains it (`tiedlm train`, `tiedlm tag train`)
+    kind: ClassVar[str] = "lm"  # what its run folders are called (RunDir.task)
     # section -> {field: registry}: the fields that hold a registered component's table ([model.output])
     COMPONENTS: ClassVar[dict[str, dict[str, Any]]] = {}
     # a bare --set KEY=VALUE names the one section that has KEY (the tagger's and translator's older grammar)
@@ -225,21 +226,40 @@ class SectionedConfig:
         saved config, where only the :meth:`resumable_keys` may change; saved back)."""
         if not resume:
             return cls().with_overrides(overrides)
-        files = RunDir(run_dir)
-        if not files.training_state().is_file() or not cls.saved(run_dir):
-            raise UsageError(
-                f"{run_dir} has no {cls.label} run to resume (no checkpoints/last.safetensors and "
-                f"config.toml); give the folder of a stopped `tiedlm {cls.command}`"
-            )
+        cls.check_resume(run_dir)
         cfg = cls.load_run(run_dir)
         allowed = cls.resumable_keys()
         for item in overrides:
             section, key, _ = cfg._dotted(item)
             if f"{section}.{key}" not in allowed:
-                raise UsageError(f"--set {item}: a resumed {cls.label} run only accepts {', '.join(allowed)}")
+                raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(allowed)}")
         cfg = cfg.with_overrides(overrides)
         cfg.save(run_dir)
         return cfg
+
+    @classmethod
+    def check_resume(cls, run_dir: Path) -> None:
+        """One line unless ``run_dir`` holds a stopped run of this task: its checkpoint and its config."""
+        files, train = RunDir(run_dir), f"`tiedlm {cls.command}`"
+        if not files.path.exists():
+            raise UsageError(f"{run_dir} does not exist; give the --out folder of a {train} run")
+        if not files.training_state().is_file():
+            raise UsageError(
+                f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder of an "
+                f"interrupted {train}"
+            )
+        if not cls.saved(run_dir):
+            raise UsageError(f"{run_dir} has no config.toml; a run folder needs the config.toml that {train} wrote")
+        if error := files.other_task_error(cls.kind, resuming=True):
+            raise error
+
+    def check_data_dir(self, run_dir: Path) -> None:
+        """One line where ``--data-dir`` cannot move this resumed run's data: it trains on a folder of its own."""
+        if getattr(self.data, "own_data", False):
+            raise UsageError(
+                f"--data-dir: {run_dir} trains on a folder of its own ({self.data.data_dir}); move that folder "
+                "back, or give a new run"
+            )
 
     @classmethod
     def saved(cls, run_dir: Path) -> bool:
@@ -289,8 +309,24 @@ class LossConfig:
     tar: float = 0.0  # temporal activation regularisation beta (awd-lstm)
 
 
+class Epochs:
+    """What every task's ``[train]`` section answers of its epochs (``reproduce`` plans by them)."""
+
+    epochs: int
+    optimizer = None
+
+    @property
+    def finetune_epochs(self) -> int:
+        """Epochs of NT-ASGD's finetune stage after ``epochs`` (0 for the other optimisers)."""
+        return getattr(self.optimizer, "finetune_epochs", 0)
+
+    @property
+    def total_epochs(self) -> int:
+        return self.epochs + self.finetune_epochs
+
+
 @dataclass
-class TrainConfig:
+class TrainConfig(Epochs):
     epochs: int = resumable(40)  # epochs of the main stage
     batch_size: int = 20  # parallel streams the training text is cut into
     bptt: int = 35  # time steps per truncated-BPTT window
@@ -325,15 +361,6 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if isinstance(self.optimizer, (str, dict)):  # TrainConfig(optimizer="nt-asgd") or a table
             self.optimizer = OPTIMIZERS.config(self.optimizer, "TrainConfig")
-
-    @property
-    def finetune_epochs(self) -> int:
-        """Epochs of NT-ASGD's finetune stage after ``epochs`` (0 for the other optimisers)."""
-        return getattr(self.optimizer, "finetune_epochs", 0)
-
-    @property
-    def total_epochs(self) -> int:
-        return self.epochs + self.finetune_epochs
 
 
 def resumable_keys() -> tuple[str, ...]:
@@ -383,6 +410,15 @@ class Config(SectionedConfig):
     @classmethod
     def resumable_keys(cls) -> tuple[str, ...]:
         return resumable_keys()
+
+    def check_data_dir(self, run_dir: Path) -> None:
+        from .data.sources import CORPORA
+
+        if self.data.name not in CORPORA:
+            raise UsageError(
+                f"--data-dir: {run_dir} trains on a folder of its own ({self.data.name}), not a known corpus; "
+                "move that folder back, or give a new run"
+            )
 
     # ----- validation ---------------------------------------------------------------------
     def validate(self) -> None:

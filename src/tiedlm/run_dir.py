@@ -42,15 +42,6 @@ except ImportError:  # Windows: no advisory locks; the folder is not guarded the
     fcntl = None
 
 
-# each task's run: (noun, the command that trains it, the one that evaluates it)
-TASK_COMMANDS = {
-    "lm": ("language model", "train", "evaluate"),
-    "tagger": ("tagger", "tag train", "tag evaluate"),
-    "translator": ("translator", "translate train", "translate evaluate"),
-    "subspace": ("subspace experiment", "experiment subspace", "experiment subspace --resume"),
-}
-
-
 @dataclass(frozen=True)
 class RunDir:
     path: Path
@@ -142,20 +133,21 @@ class RunDir:
     def other_task_error(self, wanted: str, resuming: bool = False) -> UsageError | None:
         """None where this folder holds a ``wanted`` task's run; else the one-line error that names what it holds
         and the command that works on it (``resuming``: the one that resumes it)."""
-        kind = self.task
-        if kind == wanted:
+        from .tasks import KINDS
+
+        if self.task == wanted:
             return None
-        noun, train, evaluate = TASK_COMMANDS[kind]
-        p = self.path
-        if kind == "subspace":
-            use = f"`tiedlm experiment subspace --resume {p}` finishes it (its results: summary.md, subspace.csv)"
+        info, p = KINDS[self.task], self.path
+        train, evaluate = " ".join(info.train), " ".join(info.evaluate)
+        if not info.evaluate:
+            use = f"`tiedlm {train} --resume {p}` finishes it (its results: {info.results})"
         elif resuming:
             use = f"`tiedlm {train} --resume {p}`"
         else:
             use = f"`tiedlm {evaluate} {p}`" + (
                 f" or `tiedlm {train} --resume {p}`" if self.status() == "interrupted" else ""
             )
-        return UsageError(f"{p} is a {noun} run (`tiedlm {train}`), not a {TASK_COMMANDS[wanted][0]}'s: use {use}")
+        return UsageError(f"{p} is a {info.noun} run (`tiedlm {train}`), not a {KINDS[wanted].noun}'s: use {use}")
 
     def require_config(self, resuming: bool = False) -> None:
         """A one-line error unless this is a language-model run folder (the config.toml `tiedlm train` wrote);

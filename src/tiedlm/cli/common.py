@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from ..errors import UsageError
 from .types import THREADS
@@ -60,30 +59,6 @@ def device_setting(args) -> list[str]:
     return [*args.set, f"train.device={args.device}"]
 
 
-def train_task(args, config_class, train_fn) -> tuple[Path, dict]:
-    """``tag train`` / ``translate train``: the run's config (a new one from --set/--data, or the stopped run's),
-    then training in ``--out`` (or the ``--resume DIR``); returns the run folder and the trainer's metrics."""
-    refuse_empty(args, "out", "data", "data_dir", "resume")
-    args.set = device_setting(args)
-    resume = args.resume is not None
-    if isinstance(args.resume, str) and args.out and Path(args.out) != Path(args.resume):
-        raise UsageError(f"--resume {args.resume} and --out {args.out} name two folders; give one")
-    folder = args.resume if isinstance(args.resume, str) else args.out
-    if not folder:
-        raise UsageError("give --out DIR for a new run, or --resume DIR to continue a stopped one")
-    run_dir = Path(folder)
-    from ..runtime import resumed_threads_note
-
-    threads = [f"train.threads={args.threads}"] if args.threads is not None else []
-    recorded = config_class.for_run(run_dir, resume, []).train.threads if resume else 0
-    cfg = config_class.for_run(run_dir, resume, args.set + data_settings(args) + threads)
-    log = progress_log(args)
-    if note := resumed_threads_note(recorded, args.threads):
-        log(f"tiedlm: {note}")
-    board = tensorboard_folder(args)
-    return run_dir, train_fn(cfg, run_dir, resume=resume, progress=not args.no_progress, log=log, tensorboard=board)
-
-
 def add_command(subparsers, name: str, func, help_: str, description: str | None = None):
     """A command (or a group's action) of ``subparsers`` with ``--json``, dispatching to ``func``."""
     sp = subparsers.add_parser(name, help=help_, description=description or help_)
@@ -97,10 +72,17 @@ def add_group(add, name: str, help_: str, dest: str, parser_class, metavar: str 
     return add(name, None, help_).add_subparsers(dest=dest, parser_class=parser_class, metavar=metavar, required=True)
 
 
-def add_run_arguments(parser, example: str, resume_help: str, data_help: str) -> None:
-    """--out, --set, --resume [DIR], --threads, --data, --data-dir and --no-progress of a `tag train` /
-    `translate train` command: the grammar of `tiedlm train`."""
-    parser.add_argument("--out", help="run directory of a new run")
+def add_run_arguments(
+    parser,
+    example: str,
+    resume_help: str,
+    data_help: str,
+    data: str = "train on a corpus of your own in FOLDER (read as it is; sets data_dir and own_data=true)",
+    out: str = "run directory of a new run",
+) -> None:
+    """--out, --set, --resume [DIR], --threads, --data, --data-dir and --no-progress: the grammar of every task's
+    train command (`tiedlm train`, `tag train`, `translate train`)."""
+    parser.add_argument("--out", help=out)
     parser.add_argument(
         "--set",
         action="append",
@@ -119,24 +101,6 @@ def add_run_arguments(parser, example: str, resume_help: str, data_help: str) ->
     parser.add_argument("--threads", type=THREADS, help="CPU threads (0: the free cores); also on resume")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (sets train.device; a new run only)")
     parser.add_argument("--tensorboard", metavar="DIR", help="also write each epoch's figures there for TensorBoard")
-    parser.add_argument(
-        "--data",
-        metavar="FOLDER",
-        help="train on a corpus of your own in FOLDER (read as it is; sets data_dir and own_data=true)",
-    )
+    parser.add_argument("--data", metavar="FOLDER", help=data)
     parser.add_argument("--data-dir", help=data_help)
     parser.add_argument("--no-progress", action="store_true")
-
-
-def data_settings(args) -> list[str]:
-    """``--data`` / ``--data-dir`` of `tag train` and `translate train` as key=value settings of a new run."""
-    if args.data and args.data_dir:
-        raise UsageError(
-            "give either --data (a corpus of your own) or --data-dir (a folder holding the built-in "
-            "corpus, verified), not both"
-        )
-    if args.resume is not None and (args.data or args.data_dir):
-        raise UsageError("a resumed run reads the data it was trained on; drop --data/--data-dir")
-    if args.data:
-        return [f"data.data_dir={Path(args.data).expanduser().resolve()}", "data.own_data=true"]
-    return [f"data.data_dir={Path(args.data_dir).expanduser().resolve()}"] if args.data_dir else []

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import emit, train_task
+from .common import emit
+from .train import train_run
 
 
 def cmd_tag_train(args) -> int:
-    from ..tasks.tagging import TaggerConfig, train_tagger
-
-    run_dir, m = train_task(args, TaggerConfig, train_tagger)
+    run_dir, m = train_run(args, "tag")
     emit(
         args,
         m,

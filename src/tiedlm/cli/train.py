@@ -9,45 +9,74 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .common import device_setting, emit, progress_log, refuse_empty, tensorboard_folder
-from .types import THREADS
 
 
 def cmd_train(args) -> int:
-    from ..tasks.lm.task import LanguageModelTask
+    run_dir, summary = train_run(args, "lm")
+    if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 speaks
+        emit(
+            args,
+            {"run_dir": str(run_dir), **summary},
+            f"run {run_dir}: valid ppl {summary['valid_ppl']:.2f}, test ppl {summary['test_ppl']:.2f}",
+        )
+    return 0
+
+
+def train_run(args, name: str) -> tuple[Path, dict]:
+    """``train``, ``tag train`` and ``translate train``: one path over :data:`~tiedlm.tasks.TASKS`. The run's config
+    (a new run's: the preset or the defaults, ``--set``, ``--data``/``--data-dir``; a stopped run's: its saved one
+    through its config class's ``for_run``, which checks the folder), then the harness's ``run()``; returns the
+    run folder and the summary."""
+    from ..runtime import resumed_threads_note
+    from ..tasks import TASKS
     from ..train import run
 
+    info = TASKS[name]
     refuse_empty(args, "out", "data", "data_dir", "resume")
     args.set = device_setting(args)
     if args.threads is not None:  # --threads N is --set train.threads=N
         args.set = [*args.set, f"train.threads={args.threads}"]
-    cfg, run_dir = _resumed_config(args) if args.resume else _new_config(args)
-    main_rank = os.environ.get("RANK", "0") == "0"  # under torchrun only rank 0 speaks
+    cls, resume = info.config_class(), args.resume not in (None, False)
+    if resume:
+        run_dir = _resumed_folder(args)
+        cls.check_resume(run_dir)
+        recorded = cls.load_run(run_dir).train.threads
+        cfg = cls.for_run(run_dir, True, args.set)
+        if data := _resumed_data(args, cfg, run_dir):  # written back to its config.toml
+            cfg = cfg.with_overrides(data)
+            cfg.save(run_dir)
+    else:
+        cfg, run_dir = _new_config(args, info, cls)
+        recorded = 0
     log = progress_log(args)
-    if args.resume and main_rank and (note := getattr(args, "threads_note", "")):
+    if os.environ.get("RANK", "0") == "0" and (note := resumed_threads_note(recorded, args.threads)):
         log(f"tiedlm: {note}")
     command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     summary = run(
-        LanguageModelTask(cfg, command),
+        info.task_class()(cfg, command),
         run_dir,
-        resume=bool(args.resume),
+        resume=resume,
         progress=not args.no_progress,
         log=log,
         tensorboard=tensorboard_folder(args),
     )
-    if not main_rank:
-        return 0
-    emit(
-        args,
-        {"run_dir": str(run_dir), **summary},
-        f"run {run_dir}: valid ppl {summary['valid_ppl']:.2f}, test ppl {summary['test_ppl']:.2f}",
-    )
-    return 0
+    return run_dir, summary
 
 
-def _new_config(args):
-    """A new run's config (the preset or file, ``--set``, ``--data``/``--data-dir``) and its folder."""
-    from ..config import Config
-
+def _new_config(args, info, cls):
+    """A new run's config (the preset or file, or the task's defaults; ``--set``; ``--data``/``--data-dir``) and its
+    folder."""
+    if args.data and args.data_dir:
+        raise UsageError(
+            "give either --data (a corpus name, or a folder of your own) or --data-dir (a folder holding the "
+            "built-in corpus, verified), not both"
+        )
+    data = [s.format(folder=_folder(args.data, info)) for s in info.own_data] if args.data else []
+    data += [f"data.data_dir={Path(args.data_dir).expanduser().resolve()}"] if args.data_dir else []
+    if not info.preset:
+        if not args.out:
+            raise UsageError("give --out DIR for a new run, or --resume DIR to continue a stopped one")
+        return cls.for_run(Path(args.out), False, [*args.set, *data]), Path(args.out)
     if not args.config:
         raise UsageError("give a PRESET name or CONFIG.toml (see `tiedlm presets`), or --resume RUN_DIR")
     given = Path(args.config).expanduser()
@@ -60,74 +89,45 @@ def _new_config(args):
                 "CONFIG.toml to start a new run"
             )
         raise UsageError(f"{given} is a folder; give a PRESET name or a CONFIG.toml file (see `tiedlm presets`)")
-    cfg = Config.load(args.config).with_overrides(args.set)
-    if args.data and args.data_dir:
-        raise UsageError(
-            "give either --data (a corpus name, or a folder of your own text) or --data-dir (a "
-            "folder holding the preset's corpus), not both"
-        )
+    cfg = cls.load(args.config).with_overrides(args.set)
     if args.data:  # the preset's model and recipe on another corpus: a known name, or your own folder
-        cfg = cfg.with_overrides([f"data.name={args.data}", "data.data_dir="])
-    if args.data_dir:
-        cfg = cfg.with_overrides([f"data.data_dir={args.data_dir}"])
-    return cfg, Path(args.out) if args.out else Path("runs") / Path(args.config).stem
+        data.insert(0, "data.data_dir=")
+    return cfg.with_overrides(data), Path(args.out) if args.out else Path("runs") / Path(args.config).stem
 
 
-def _refuse_new_run_arguments(args) -> None:
-    """One-line errors for the arguments of a new run given with --resume."""
-    if args.config:
+def _folder(data: str, info) -> str:
+    """``--data``: a folder of one's own, as an absolute path (a language model's as given: it may name a known
+    corpus, and its config resolves a folder)."""
+    return data if info.preset else str(Path(data).expanduser().resolve())
+
+
+def _resumed_folder(args) -> Path:
+    """The folder of ``--resume RUN_DIR`` (or ``--out DIR --resume``); one line for the arguments of a new run."""
+    if getattr(args, "config", None):
         raise UsageError("give either a PRESET/CONFIG to start a run or --resume RUN_DIR, not both")
-    if args.out and Path(args.out) != Path(args.resume):
+    folder = args.resume if isinstance(args.resume, str) else args.out
+    if not folder:
+        raise UsageError("give --resume RUN_DIR (or --out DIR --resume) to continue a stopped run")
+    if args.out and Path(args.out) != Path(folder):
         raise UsageError(
-            f"--resume {args.resume} and --out {args.out} name two folders: a run resumes in its own folder; "
-            "give --resume alone (or start a new run with --out NEW --set train.init_from=RUN)"
+            f"--resume {folder} and --out {args.out} name two folders: a run resumes in its own folder; "
+            "give --resume alone (or start a new run with --out NEW)"
         )
+    return Path(folder)
 
 
-def _resumed_config(args):
-    """A stopped run's config, with the ``--set`` keys a resumed run accepts and ``--data-dir`` (written back to
-    its config.toml), and its folder; one-line errors for what a resumed run cannot take."""
-    from ..config import Config, resumable_keys
-    from ..run_dir import RunDir, write_text_atomic
-    from ..runtime import resumed_threads_note
-
-    _refuse_new_run_arguments(args)
-    run_dir = Path(args.resume)
-    files = RunDir(run_dir)
+def _resumed_data(args, cfg, run_dir: Path) -> list[str]:
+    """``--data-dir`` on resume: the same verified corpus found in another folder (checked by its checksums
+    again); ``--data`` (another corpus) is refused."""
     if args.data:
         raise UsageError(
-            f"--data {args.data}: a resumed run trains on its own corpus (data.name in {run_dir}/config.toml); "
-            "to train on another corpus, start a new run (--out NEW --set train.init_from=RUN keeps the weights)"
+            f"--data {args.data}: a resumed run trains on its own corpus (the data of {run_dir}/config.toml); "
+            "to train on another, start a new run"
         )
-    if not files.checkpoint("last").is_file():
-        raise UsageError(
-            f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder "
-            f"of an interrupted `tiedlm train`"
-        )
-    if not files.config.is_file():
-        raise UsageError(
-            f"{run_dir} has no config.toml; a run folder needs the config.toml that `tiedlm train` wrote into it"
-        )
-    files.require_config(resuming=True)
-    allowed = tuple(f"{k}=" for k in resumable_keys())
-    for item in args.set:
-        if not item.startswith(allowed):
-            raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(a[:-1] for a in allowed)}")
-    recorded = Config.load(files.config).train.threads
-    cfg = Config.load(files.config).with_overrides(args.set)
-    args.threads_note = resumed_threads_note(recorded, args.threads)
-    if args.data_dir:  # the same verified corpus, found in another folder (its checksums are checked again)
-        from ..data.sources import CORPORA
-
-        if cfg.data.name not in CORPORA:
-            raise UsageError(
-                f"--data-dir: {run_dir} trains on a folder of its own ({cfg.data.name}), not a known corpus; "
-                "move that folder back, or give a new run"
-            )
-        cfg = cfg.with_overrides([f"data.data_dir={Path(args.data_dir).expanduser().resolve()}"])
-    if args.set or args.data_dir:
-        write_text_atomic(files.config, cfg.to_toml())
-    return cfg, run_dir
+    if not args.data_dir:
+        return []
+    cfg.check_data_dir(run_dir)
+    return [f"data.data_dir={Path(args.data_dir).expanduser().resolve()}"]
 
 
 def cmd_presets(args) -> int:
@@ -178,31 +178,20 @@ def cmd_list(args) -> int:
 
 
 def register(add) -> None:
+    from .common import add_run_arguments
+
     t = add("train", cmd_train, "train a language model from a preset or a TOML config")
     t.add_argument("config", nargs="?", help="preset name (see `tiedlm presets`) or CONFIG.toml")
-    t.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a config value, e.g. --set train.epochs=5 or --set model.output.depth=4 (docs/config-keys.md "
-        "lists every key; `tiedlm list` each component's)",
+    add_run_arguments(
+        t,
+        "train.epochs=5 or --set model.output.depth=4 (docs/config-keys.md lists every key; `tiedlm list` each "
+        "component's)",
+        "continue an interrupted run exactly where it stopped",
+        "folder holding the preset's corpus files, verified by checksum (overrides TIEDLM_DATA)",
+        data="train on another corpus: ptb, wikitext-2, or a folder of your own text holding train.txt, valid.txt "
+        "and test.txt (read as it is)",
+        out="run directory (default: runs/PRESET)",
     )
-    t.add_argument("--out", help="run directory (default: runs/PRESET)")
-    t.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run exactly where it stopped")
-    t.add_argument(
-        "--data",
-        metavar="NAME|FOLDER",
-        help="train on another corpus: ptb, wikitext-2, or a folder of your own text holding train.txt, "
-        "valid.txt and test.txt (read as it is)",
-    )
-    t.add_argument(
-        "--data-dir", help="folder holding the preset's corpus files, verified by checksum (overrides TIEDLM_DATA)"
-    )
-    t.add_argument("--threads", type=THREADS, help="CPU threads (0: the free cores; sets train.threads, on resume too)")
-    t.add_argument("--device", help="cpu, cuda or cuda:N (sets train.device; a new run only)")
-    t.add_argument("--tensorboard", metavar="DIR", help="also write each epoch's figures there for TensorBoard")
-    t.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     add("presets", cmd_presets, "list the built-in presets")
     add(

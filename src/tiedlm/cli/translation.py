@@ -7,14 +7,13 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from .common import emit, train_task
+from .common import emit
+from .train import train_run
 from .types import POSITIVE
 
 
 def cmd_translate_train(args) -> int:
-    from ..tasks.translation import TranslationConfig, train_translator
-
-    run_dir, m = train_task(args, TranslationConfig, train_translator)
+    run_dir, m = train_run(args, "translate")
     emit(
         args,
         m,

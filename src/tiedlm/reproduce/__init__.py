@@ -16,10 +16,7 @@ committed results and Figure 3's bands) and ``page`` (the results page).
 from ..errors import UsageError
 from .estimate import (
     ESTIMATE,
-    corpus_size,
     estimate_rows,
-    estimate_seconds,
-    estimate_task_seconds,
     machine_load,
     save_estimates,
 )
@@ -36,13 +33,12 @@ from .plan import (
     train_command,
 )
 from .publish import BANDS, PUBLISHED, band_analysis, publish, publish_bands, publish_estimates
-from .tables import BUDGET_PRECISION, METRICS, SCALES, TABLES, RunSpec, Table, table
+from .tables import BUDGET_PRECISION, SCALES, TABLES, RunSpec, Table, table
 
 __all__ = [
     "BANDS",
     "BUDGET_PRECISION",
     "ESTIMATE",
-    "METRICS",
     "PUBLISHED",
     "SCALES",
     "TABLES",
@@ -51,10 +47,7 @@ __all__ = [
     "UsageError",
     "band_analysis",
     "data_settings",
-    "corpus_size",
     "estimate_rows",
-    "estimate_seconds",
-    "estimate_task_seconds",
     "execute",
     "fraction_left",
     "machine_load",

@@ -3,30 +3,15 @@ epochs already, else from timed training steps."""
 
 from __future__ import annotations
 
-import functools
 import json
-import time
 from datetime import date
 from pathlib import Path
 
 from ..run_dir import RunDir, write_text_atomic
+from ..tasks import TASKS
 
 ESTIMATE = "estimate.json"  # a table's last --dry-run estimates of its unfinished runs: RUNS/TABLE/estimate.json
 PACE_EPOCHS = 5  # a resumed run's pace: the median wall time of its last (up to) this many epochs
-
-
-def _seconds_per_token(step, batches, steps: int) -> float:
-    """The least seconds per token over ``steps`` timed calls of ``step(batch) -> tokens`` (after one warm-up;
-    ``batches`` is gone through again where it holds fewer)."""
-    import itertools
-
-    rates = []
-    for i, batch in enumerate(itertools.islice(itertools.cycle(batches), steps + 1)):
-        start = time.perf_counter()
-        tokens = step(batch)
-        if i:  # the first call warms caches and kernels up
-            rates.append((time.perf_counter() - start) / tokens)
-    return min(rates)
 
 
 def machine_load() -> dict:
@@ -48,115 +33,6 @@ def machine_load() -> dict:
     except OSError:  # not available on this platform
         return {"load_average": None, "busy": False, **known}
     return {"load_average": round(load, 2), "busy": load >= 0.5, **known}
-
-
-def lm_training_step(cfg, vocab_size: int, threads: int):
-    """One language-model training step as the trainer takes it (forward and loss of one window with the state
-    carried over, backward, an SGD update), on ``threads`` threads in the run's precision (bf16 where it is
-    "auto" and the CPU has bf16): ``step(x) -> tokens`` for a (bptt, batch) window of ids ``x``, which is its
-    own target (timing needs no real text)."""
-    import torch
-
-    from ..losses import LanguageModelLoss
-    from ..models import LanguageModel
-    from ..models.encoders.state import detach_state
-    from ..runtime import resolve_precision, set_threads
-    from ..train.step import window_loss
-
-    set_threads(threads)
-    torch.manual_seed(0)
-    model = LanguageModel(cfg.model, vocab_size).train()
-    loss_fn = LanguageModelLoss.from_config(cfg.loss)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    precision = resolve_precision(cfg.train.precision, torch.device("cpu"))
-    carried = [model.init_state(cfg.train.batch_size)]
-
-    def step(x):  # the trainer's own forward and loss of one window, the state carried over (a Transformer's memory)
-        loss, _, _, state = window_loss(model, loss_fn, x, x, carried[0], precision)
-        carried[0] = detach_state(state)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return x.numel()
-
-    return step
-
-
-def estimate_seconds(cfg, vocab_size: int, train_tokens: int, threads: int, steps: int = 2) -> float:
-    """Wall-time estimate of a whole run on this machine: the seconds per token of ``steps`` timed training
-    steps (:func:`lm_training_step`) of the run's model on random ids, times its training tokens and epochs,
-    plus 10% for validation. An estimate, not a measurement of the run."""
-    import torch
-
-    step = lm_training_step(cfg, vocab_size, threads)
-    t = cfg.train
-    batches = (torch.randint(0, vocab_size, (t.bptt, t.batch_size)) for _ in range(steps + 1))
-    return 1.1 * _seconds_per_token(step, batches, steps) * train_tokens * t.total_epochs
-
-
-def estimate_task_seconds(task: str, cfg, threads: int, steps: int = 3) -> float:
-    """The same estimate for a tagger (``tag``) or translator (``translate``) run: ``steps`` timed training batches
-    of its model on the first batches of its real training data (the translator's subword model trained in a
-    temporary folder, as the run does), times its training tokens (target tokens for the translator) and epochs,
-    plus 10% for evaluation. The translator's test decoding (beam search) is not included."""
-    import tempfile
-
-    import torch
-
-    from ..runtime import autocast, set_threads
-
-    set_threads(threads)
-    torch.manual_seed(0)
-    if task == "tag":
-        from ..tasks.tagging.data import load_tagging_corpus
-        from ..tasks.tagging.model import BiLSTMTagger
-        from ..tasks.tagging.task import tagging_loss
-
-        corpus = load_tagging_corpus(cfg.data.data_dir, cfg.data.min_count, own_data=cfg.data.own_data)
-        model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags)).train()
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
-
-        def step(batch):
-            ids, tags, lengths = batch
-            loss = tagging_loss(model, ids, tags, lengths)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return int(lengths.sum())
-
-        per_token = _seconds_per_token(step, corpus.batches("train", cfg.train.batch_size, shuffle_seed=0), steps)
-        return 1.1 * per_token * corpus.tokens("train") * cfg.train.epochs
-    from ..runtime import resolve_precision
-    from ..tasks.translation.data import load_parallel_corpus
-    from ..tasks.translation.model import TransformerTranslator
-    from ..tasks.translation.task import translation_loss
-
-    with tempfile.TemporaryDirectory() as folder:
-        corpus = load_parallel_corpus(cfg, Path(folder), train_vocab=True)
-    model = TransformerTranslator(cfg, len(corpus.source_vocab), len(corpus.target_vocab)).train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    device, precision = torch.device("cpu"), resolve_precision(cfg.train.precision, torch.device("cpu"))
-
-    def step(index):
-        with autocast(device, precision):
-            loss, _, n = translation_loss(model, cfg, *corpus.tensors("train", index))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return n
-
-    batches = corpus.batches("train", cfg.train.batch_tokens, shuffle_seed=0, max_length=cfg.data.max_length)
-    tokens = sum(len(t) + 1 for _, t in corpus.ids["train"])
-    return 1.1 * _seconds_per_token(step, batches, steps) * tokens * cfg.train.epochs
-
-
-@functools.cache
-def corpus_size(name: str) -> tuple[int, int]:
-    """(|V|, training tokens) of a language-model corpus, read once per name."""
-    from ..data import load_corpus
-
-    corpus = load_corpus(name)
-    return len(corpus.vocab), corpus.train.numel()
 
 
 def epoch_walls(records: list[dict]) -> list[float]:
@@ -192,7 +68,7 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
 
     plan_rows, total = [], 0.0
     for r in rows:
-        cfg, task = r["config"], r["spec"].task
+        cfg = r["config"]
         records = RunDir(r["dir"]).read_metrics()
         epochs_done = len(records)
         paced = pace(records) if r["status"] in RESUMED else None
@@ -200,10 +76,8 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
             whole_run = 0.0
         elif paced:
             whole_run = paced[0] * planned_epochs(r)
-        elif task == "lm":
-            whole_run = estimate_seconds(cfg, *corpus_size(cfg.data.name), threads)
-        else:
-            whole_run = estimate_task_seconds(task, cfg, threads)
+        else:  # the task's own estimate (tiedlm.tasks.TASKS)
+            whole_run = TASKS[r["spec"].task].estimate_seconds(cfg, threads)
         seconds = whole_run * fraction_left(r, epochs_done)  # an interrupted run: its epochs still to train
         total += seconds
         plan_rows.append(
@@ -215,7 +89,7 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
                 "estimated_s": round(seconds, 3),
                 "epochs_done": epochs_done,
                 "epochs": planned_epochs(r),
-                "at_most": task == "lm" and stops_early(cfg),
+                "at_most": stops_early(cfg),
                 "pace": _pace_entry(paced, records) if paced else None,
                 "command": "tiedlm " + " ".join(train_command(r, threads)),
             }
@@ -233,9 +107,9 @@ def _pace_entry(paced: tuple[float, int], records: list[dict]) -> dict:
 
 
 def stops_early(cfg) -> bool:
-    """Whether a language-model run may end before its planned epochs (NT-ASGD's non-monotone stops: the finetune
-    stage's, and the averaged stage's with ``stop_on_stall``), so that its estimate is an upper bound."""
-    optimizer = cfg.train.optimizer
+    """Whether a run may end before its planned epochs (NT-ASGD's non-monotone stops: the finetune stage's, and the
+    averaged stage's with ``stop_on_stall``), so that its estimate is an upper bound."""
+    optimizer = getattr(cfg.train, "optimizer", None)
     return getattr(optimizer, "finetune_epochs", 0) > 0 or getattr(optimizer, "stop_on_stall", False)
 
 

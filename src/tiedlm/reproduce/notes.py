@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..analysis.report import stage_start
 from ..run_dir import RunDir
-from .tables import METRICS
+from ..tasks import TASKS
 
 PLACEHOLDER = re.compile(r"\{\{(\+?)([^{}]+)\}\}")
 
@@ -51,12 +51,12 @@ def _figure(row: str, field: str, runs: dict[str, Path], task: str) -> float:
     summary = files.read_summary() if files is not None else None
     if summary is None:
         raise Missing(row)
-    _, keys, fmt = METRICS[task]
+    _, keys, fmt = TASKS[task].metric
     scale = 100.0 if "%" in fmt else 1.0
     if field == "valid":
         return scale * summary[keys[0]]
     if field == "test":
-        batch1 = batch1_test_ppl(folder, summary) if task == "lm" else None
+        batch1 = batch1_test_ppl(folder, summary) if TASKS[task].batch1 else None
         return batch1 if batch1 is not None else scale * summary[keys[1]]
     if field == "streams":
         return summary.get("test_ppl_streams", summary["test_ppl"])

@@ -7,11 +7,12 @@ import re
 from pathlib import Path
 
 from ..run_dir import RunDir
+from ..tasks import TASKS
 from .estimate import ESTIMATE, estimate_line
 from .notes import batch1_test_ppl, render_notes
 from .plan import plan, planned_epochs, rerun_command
 from .publish import BANDS
-from .tables import METRICS, SEEDED, Table
+from .tables import SEEDED, Table
 
 
 def _test_ppl(files: RunDir, summary: dict) -> str:
@@ -22,13 +23,6 @@ def _test_ppl(files: RunDir, summary: dict) -> str:
         return f"{batch1:.2f}"
     streams = f"{summary['test_ppl']:.2f} ({summary.get('eval_batch_size', 10)} streams)"
     return f"{batch1:.2f}; {streams}" if batch1 is not None else streams
-
-
-SEED_COLUMNS = {
-    "lm": ("valid ppl", "test ppl (batch 1)"),
-    "tag": ("dev accuracy (%)", "test accuracy (%)"),
-    "translate": ("valid ppl", "test BLEU"),
-}
 
 
 def seed_groups(finished: dict[str, dict]) -> dict[str, dict[int, dict]]:
@@ -49,12 +43,12 @@ def _mean_sd(values: list[float], signed: bool = False) -> str:
 def seeds_section(tab: Table, finished: dict[str, dict], task: str) -> list[str]:
     """Mean ± sample standard deviation of each row over its finished seeds (where there are two or more), and
     for ``tab.pairs`` the difference at every seed both rows have, with whether its sign held at every one."""
-    title, keys, _ = METRICS[task]
-    scale = 100.0 if task == "tag" else 1.0  # accuracies in points
+    title, keys, fmt = TASKS[task].metric
+    scale = 100.0 if "%" in fmt else 1.0  # accuracies in points
     groups = {row: seeds for row, seeds in seed_groups(finished).items() if len(seeds) >= 2}
     if not groups:
         return []
-    names = SEED_COLUMNS[task]
+    names = TASKS[task].seed_columns
     lines = [
         "",
         "## Across seeds",
@@ -174,7 +168,7 @@ def render(
         folders = {r["spec"].name: Path(r["dir"]) for r in rows}
         text = render_notes(notes.read_text(encoding="utf-8").strip(), folders, task, bands)
         lines += ["", "## Notes", "", text] if text else []
-    if task == "lm":
+    if TASKS[task].curves:
         lines += _bands_section(tab, runs_dir, out)
     lines += _commands_section(
         f"`tiedlm reproduce {tab.name} --scale {scale} --runs {train_runs} --only RUN`", commands, waiting
@@ -219,13 +213,13 @@ def _page_head(tab: Table, scale: str, rows: list[dict], task: str, out: Path, c
     present = [  # named as the table's rows are (a run shared with another table has that table's folder name)
         {**read_run(r["dir"]), "name": r["spec"].name}
         for r in rows
-        if task == "lm" and RunDir(r["dir"]).config.is_file()
+        if TASKS[task].curves and RunDir(r["dir"]).config.is_file()
     ]
     if present:
         plot_curves(present, out / f"{tab.name}-valid.png", title=tab.title)
         lines += [f"![validation perplexity per epoch]({tab.name}-valid.png)", ""]
     return lines + [
-        f"| run | paper | ours: {METRICS[task][0]} | params | epochs | wall time | device | tok/s | status |",
+        f"| run | paper | ours: {TASKS[task].metric[0]} | params | epochs | wall time | device | tok/s | status |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
 
@@ -259,18 +253,19 @@ def _table_row(r: dict, task: str, command: str, links_from: Path) -> tuple[str,
     import os
 
     spec, status = r["spec"], r["status"]
-    _, keys, fmt = METRICS[task]
+    info = TASKS[task]
+    _, keys, fmt = info.metric
     files = RunDir(r["dir"])
     summary = files.read_summary() if status == "finished" else None
     metrics = files.read_metrics()
     paper = " / ".join("–" if v is None else f"{v:g}" for v in spec.paper)
     if summary:
-        test = _test_ppl(files, summary) if task == "lm" else fmt.format(summary[keys[1]])
+        test = _test_ppl(files, summary) if info.batch1 else fmt.format(summary[keys[1]])
         ours = f"{fmt.format(summary[keys[0]])} / {test}"
         params = f"{summary['parameters']['total'] / 1e6:.2f}M"
         seconds = summary.get("wall_time_s", summary.get("train_seconds"))
         wall = f"{seconds / 60:.1f} min" if seconds is not None else "–"
-        device = summary.get("device") or _logged_device(files) or ("cpu" if task == "tag" else "–")
+        device = summary.get("device") or _logged_device(files) or info.old_device
         device += f", {summary['precision']}" if "precision" in summary else ""
         tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
         folder = Path(os.path.relpath(r["dir"], links_from)).as_posix()
@@ -280,7 +275,7 @@ def _table_row(r: dict, task: str, command: str, links_from: Path) -> tuple[str,
         ours = f"{best:.2f} / –" if best is not None else "–"
         params = wall = device = tps = "–"
         command_line = f"| `{spec.name}` | {_STATUS.get(status, status)} | `{command}` |"
-    if summary and task == "lm" and "test_protocol" not in summary:
+    if summary and info.batch1 and "test_protocol" not in summary:
         # a run from before test_protocol: its summary's test is over streams; the seeds section compares batch 1
         batch1 = batch1_test_ppl(files.path, summary)
         summary = {**summary, "test_ppl": batch1} if batch1 is not None else {**summary, "streams_only": True}

@@ -6,6 +6,7 @@ import shlex
 from pathlib import Path
 
 from ..run_dir import RunDir
+from ..tasks import TASKS
 from .tables import RunSpec, Table
 
 
@@ -23,29 +24,23 @@ def train_command(row: dict, threads: int) -> list[str]:
     the thread count it started with (so that it ends as an uninterrupted run would), whatever ``threads`` is."""
     spec, run_dir = row["spec"], row["dir"]
     if row["status"] in RESUMED:
-        command = ["train"] if spec.task == "lm" else [spec.task, "train"]
-        resume = [*command, "--resume", str(run_dir), "--no-progress"]
+        resume = [*TASKS[spec.task].train, "--resume", str(run_dir), "--no-progress"]
         return resume + [a for s in row.get("extend", ()) for a in ("--set", s)]
     start, sets = _start(spec, row["extra"])
     return [*start, "--out", str(run_dir), "--no-progress", "--threads", str(threads), *sets]
 
 
 def run_train_config(spec: RunSpec, run_dir: Path):
-    """The ``[train]`` settings a language-model run folder holds (its config.toml), or None (another task's run,
-    or no config yet): read once per row for :func:`epochs_to_extend` and :func:`settings_to_adopt`."""
+    """The ``[train]`` settings a run folder holds (its config.toml), or None (no config yet): read once per row
+    for :func:`epochs_to_extend` and :func:`settings_to_adopt`."""
     own = RunDir(run_dir).config
-    if spec.task != "lm" or not own.is_file():
-        return None
-    from ..config import Config
-
-    return Config.load(own).train
+    return TASKS[spec.task].config_class().load(own).train if own.is_file() else None
 
 
 def epochs_to_extend(mine, config) -> list[str]:
-    """The settings that raise a language-model run folder's epoch counts (``mine``: its :func:`run_train_config`)
-    to its table's (``train.epochs=N``, ``train.optimizer.finetune_epochs=N``; only those the folder has fewer
-    of), for a resume: a table whose stated count went up after the run trained goes on from the run's
-    checkpoint. Empty for other runs."""
+    """The settings that raise a run folder's epoch counts (``mine``: its :func:`run_train_config`) to its table's
+    (``train.epochs=N``, ``train.optimizer.finetune_epochs=N``; only those the folder has fewer of), for a resume: a
+    table whose stated count went up after the run trained goes on from the run's checkpoint."""
     if mine is None:
         return []
     table = config.train
@@ -56,19 +51,19 @@ def epochs_to_extend(mine, config) -> list[str]:
 
 
 def settings_to_adopt(mine, config) -> list[str]:
-    """The resumable settings that change how an unfinished language-model run goes on and that its table asks
-    for but its folder (``mine``: its :func:`run_train_config`) lacks (``train.optimizer.stop_on_stall=true``):
-    its resume takes them, so a table can change the stop of a run that is still training. Empty for other runs."""
+    """The resumable settings that change how an unfinished run goes on and that its table asks for but its folder
+    (``mine``: its :func:`run_train_config`) lacks (``train.optimizer.stop_on_stall=true``): its resume takes them,
+    so a table can change the stop of a run that is still training."""
     if mine is None:
         return []
-    asked = getattr(config.train.optimizer, "stop_on_stall", False)
-    has = getattr(mine.optimizer, "stop_on_stall", False)
+    asked = getattr(getattr(config.train, "optimizer", None), "stop_on_stall", False)
+    has = getattr(getattr(mine, "optimizer", None), "stop_on_stall", False)
     return ["train.optimizer.stop_on_stall=true"] if asked and not has else []
 
 
 def _start(spec: RunSpec, extra: list[str]) -> tuple[list[str], list[str]]:
     """The command that starts ``spec`` (``train PRESET``, ``tag train``, ...) and its ``--set`` arguments."""
-    command = ["train", spec.preset] if spec.task == "lm" else [spec.task, "train"]
+    command = [*TASKS[spec.task].train, *([spec.preset] if spec.preset else [])]
     return command, [a for s in (*spec.overrides, *extra) for a in ("--set", s)]
 
 
@@ -80,22 +75,12 @@ def rerun_command(spec: RunSpec, extra: list[str]) -> str:
 
 def run_config(spec: RunSpec, extra: list[str]):
     """The config a run of ``spec`` trains with (the table's and the caller's overrides applied)."""
-    if spec.task == "tag":
-        from ..tasks.tagging import TaggerConfig
-
-        return TaggerConfig().with_overrides([*spec.overrides, *extra])
-    if spec.task == "translate":
-        from ..tasks.translation import TranslationConfig
-
-        return TranslationConfig().with_overrides([*spec.overrides, *extra])
-    from ..config import Config
-
-    return Config.load(spec.preset).with_overrides([*spec.overrides, *extra])
+    return TASKS[spec.task].new_config(spec.preset, [*spec.overrides, *extra])
 
 
 def data_settings(task: str, folder: str) -> list[str]:
     """``reproduce --data FOLDER`` as the task's settings: the LM's corpus, or the tagger's/translator's own data."""
-    return [f"data.name={folder}"] if task == "lm" else [f"data.data_dir={folder}", "data.own_data=true"]
+    return [s.format(folder=folder) for s in TASKS[task].own_data]
 
 
 def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]:
@@ -135,10 +120,9 @@ def skip_published(rows: list[dict], runs_dir: Path, published: Path) -> None:
 
 
 def planned_epochs(row: dict) -> int:
-    """The epochs a planned row trains for: a language model's ``total_epochs`` (its NT-ASGD bound with the
-    finetune stage), another task's ``epochs``."""
-    train = row["config"].train
-    return train.total_epochs if row["spec"].task == "lm" else train.epochs
+    """The epochs a planned row trains for: its ``train.total_epochs`` (a language model's NT-ASGD bound with the
+    finetune stage)."""
+    return row["config"].train.total_epochs
 
 
 def fraction_left(row: dict, epochs_done: int | None = None) -> float:

@@ -22,6 +22,7 @@ from pathlib import Path
 import tomllib
 
 from ..errors import UsageError
+from ..tasks import TASKS
 
 SCALES = ("budget", "paper")
 SEEDED = re.compile(r"^(?P<row>.+)-seed(?P<seed>\d+)$")  # run ROW-seedN: row ROW at another seed
@@ -52,15 +53,6 @@ class RunSpec:
         return Path(self.same_as) if self.same_as else Path(table_name) / self.name
 
 
-# what each task's page shows from a run's summary.json: (column title, summary keys of the valid and test figure,
-# format)
-METRICS = {
-    "lm": ("valid / test perplexity (test: batch 1)", ("valid_ppl", "test_ppl"), "{:.2f}"),
-    "tag": ("dev / test accuracy (%)", ("dev_accuracy", "test_accuracy"), "{:.2%}"),
-    "translate": ("valid perplexity / test BLEU", ("valid_ppl", "test_bleu"), "{:.2f}"),
-}
-
-
 @dataclass(frozen=True)
 class Table:
     name: str
@@ -76,7 +68,7 @@ class Table:
 def _runs_of_row(row: dict, task: str, scale: str) -> list[tuple[int, RunSpec]]:
     """(seed index, run) for each seed of one ``[[row]]`` at ``scale``."""
     sets = tuple(row.get("set", ()))
-    if scale == "budget" and task != "tag" and not any(s.startswith("train.precision=") for s in sets):
+    if scale == "budget" and TASKS[task].precision and not any(s.startswith("train.precision=") for s in sets):
         sets = (BUDGET_PRECISION, *sets)  # unless the row names its precision itself
     seeds = row.get("seeds") or [None]
     runs = []

@@ -44,8 +44,9 @@ from .. import __version__
 from ..errors import TiedlmError, UsageError
 from ..interrupts import RunInterrupted, StopRequest, StopRequested
 from ..paths import ensure_writable_folder, refuse_committed
-from ..run_dir import TASK_COMMANDS, RunDir, write_json_atomic, write_text_atomic
+from ..run_dir import RunDir, write_json_atomic, write_text_atomic
 from ..runtime import host_record, resolve_device, resolve_precision, set_threads
+from ..tasks import KINDS
 from .checkpoint import best_weights, load_train_state, model_state, save_best_weights, save_train_state
 from .distributed import DistributedContext
 from .step import NonFiniteSteps
@@ -109,9 +110,9 @@ class Task(ABC):
     stop: StopRequest | None = None  # set by the loop while it trains: a task's long work may call check_stop
 
     def settings(self):
-        """The settings that hold ``threads``, ``device`` and ``precision`` (those it has), resolved by
-        :class:`Run` and written back, so that a resumed run keeps them however busy the machine is then."""
-        return self.cfg.train
+        """The settings that hold ``threads``, ``device`` and ``precision`` (those it has; None: the defaults),
+        resolved by :class:`Run` and written back, so that a resumed run keeps them however busy the machine is."""
+        return getattr(getattr(self, "cfg", None), "train", None)
 
     @property
     def is_main(self) -> bool:
@@ -191,9 +192,11 @@ class Task(ABC):
         """The metadata of a checkpoint written before this harness, as :class:`Progress` fields."""
         return meta
 
-    def finished(self, run_dir: Path, done: int) -> str:
-        """Why a finished run (``done`` epochs) has nothing to train, and how to train on."""
-        return f"it trained {done} epochs; to train longer resume with --set train.epochs=N (N > {done})"
+    def finished(self, run_dir: Path, done: int, asked: int) -> str:
+        """Why a finished run (``done`` epochs; ``asked``: its train.epochs) has nothing to train, and how to
+        train on."""
+        more = f" (train.epochs = {asked} asks for no more)" if done > self.epochs else ""
+        return f"it trained {done} epochs{more}; to train longer resume with --set train.epochs=N (N > {done})"
 
     def interrupted(self, run_dir: Path, progress: Progress, saved: bool, final: bool = False) -> RunInterrupted:
         """The error a stopped run ends with."""
@@ -286,7 +289,7 @@ class Run:
         task, files, path = self.task, self.files, self.path
         if not self.resume and files.training_state().exists():
             again = f"resume it with --resume {path} or " if files.task == task.kind else ""
-            raise UsageError(f"{path} already holds a {TASK_COMMANDS[files.task][0]} run; {again}pick another --out")
+            raise UsageError(f"{path} already holds a {KINDS[files.task].noun} run; {again}pick another --out")
         resolve_machine(task, self.log)
         if not task.is_main:  # one voice: rank 0 logs and shows progress
             self.show, self.log = False, (lambda *a, **k: None)
@@ -318,7 +321,7 @@ class Run:
             save_best_weights(files.checkpoint("best"), model_state(tensors, "best."), {"epoch": p.best_epoch})
         done, asked = p.epoch - 1, getattr(task.settings(), "epochs", task.epochs)
         if (p.epoch > task.epochs or task.finished_early()) and files.summary.exists():
-            raise UsageError(f"{path} is finished: {task.finished(path, done)}")
+            raise UsageError(f"{path} is finished: {task.finished(path, done, asked)}")
         if done > task.epochs:
             raise UsageError(
                 f"{path} has trained {done} epochs already; train.epochs = {asked} cannot undo them: resume with "
@@ -327,7 +330,7 @@ class Run:
         if task.is_main:  # metrics lines of epochs that the checkpoint has not completed go (they are trained again)
             kept = [r for r in files.read_metrics() if r["epoch"] < p.epoch]
             write_text_atomic(files.metrics, "".join(json.dumps(r) + "\n" for r in kept))
-        self.log(f"resuming {path} at epoch {p.epoch}, {task.unit} {p.batch}")
+        self.log(f"resuming at epoch {p.epoch}, {task.unit} {p.batch}")
         return p
 
     def fit(self, budget: int | None = None) -> dict:
@@ -339,7 +342,7 @@ def resolve_machine(task: Task, log) -> None:
     """Threads, device, precision and torchrun's ranks of ``task``, from its :meth:`~Task.settings`, which get the
     resolved values (a resumed run keeps them)."""
     s = task.settings()
-    task.threads = set_threads(s.threads, log)
+    task.threads = set_threads(getattr(s, "threads", 0), log)
     device = resolve_device(getattr(s, "device", "cpu"))
     task.dist = DistributedContext.from_environment(device.type)
     if task.dist.enabled and not task.distributed:

@@ -146,13 +146,13 @@ class LanguageModelTask(Task):
         finetuning = progress.epoch > self.main_epochs
         self.nt_asgd.check(self.valid["loss"], progress.epoch, finetuning=finetuning, model=self.model)
 
-    def finished(self, run_dir: Path, done: int) -> str:
+    def finished(self, run_dir: Path, done: int, asked: int) -> str:
         if self.nt_asgd.stopped or self.nt_asgd.main_end:
             return (
                 f"NT-ASGD's non-monotone stop ended it after {done} epochs; to train on from its weights start a new "
                 f"run with --set train.init_from={run_dir}"
             )
-        return super().finished(run_dir, done)
+        return super().finished(run_dir, done, asked)
 
     # ------------------------------------------------------------------ the loop's hooks
     def start_epoch(self, progress: Progress) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...config import SectionedConfig, _check, device_is_valid
+from ...config import Epochs, SectionedConfig, _check, device_is_valid
 from ...registry import resumable
 
 
@@ -27,7 +27,7 @@ class TaggerModel:
 
 
 @dataclass
-class TaggerTrain:
+class TaggerTrain(Epochs):
     epochs: int = resumable(8)  # passes over the training sentences
     batch_size: int = 32  # sentences per batch
     lr: float = 2e-3  # Adam
@@ -41,6 +41,7 @@ class TaggerTrain:
 @dataclass
 class TaggerConfig(SectionedConfig):
     label, command = "tagger", "tag train"
+    kind = "tagger"
     BARE_KEYS = True
     data: TaggerData = field(default_factory=TaggerData)
     model: TaggerModel = field(default_factory=TaggerModel)

@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from ...data.vocab import Vocabulary
 from ...errors import DataError, UsageError
 from ...run_dir import RunDir, write_text_atomic
-from ...runtime import host_record, run_device
+from ...runtime import host_record, run_device, set_threads
+from ...train import timing
 from ...train.checkpoint import best_weights
 from ...train.loop import Progress, Task, run
 from ...train.step import update
@@ -55,9 +56,9 @@ class TaggerTask(Task):
     command = "tiedlm tag train"
     higher_is_better = True
 
-    def __init__(self, cfg: TaggerConfig):
+    def __init__(self, cfg: TaggerConfig, command: str = ""):
         cfg.validate()
-        self.cfg = cfg
+        self.cfg, self.invocation = cfg, command
         self.epochs, self.max_nonfinite = cfg.train.epochs, cfg.train.max_nonfinite
 
     def setup(self, run_dir: Path, resume: bool, log) -> None:
@@ -123,6 +124,7 @@ class TaggerTask(Task):
             "device": str(self.device),
             **host_record(self.device),
             "seed": cfg.train.seed,
+            "command": self.invocation,
             "vocab_size": len(self.corpus.vocab),
             "history": history,
         }
@@ -176,3 +178,24 @@ def evaluate_tagger(run_dir: Path, splits=("dev", "test"), data_dir: str = "", o
         data_dir or cfg.data.data_dir, vocab=vocab, tags=tags, own_data=own_data if data_dir else cfg.data.own_data
     )
     return {f"{s}_accuracy": accuracy(model, corpus, s) for s in splits} | {"parameters": model.parameter_counts()}
+
+
+def estimate_seconds(cfg: TaggerConfig, threads: int, steps: int = 3) -> float:
+    """Wall-time estimate of a tagger run on this machine (:func:`tiedlm.train.timing.estimate`): ``steps`` timed
+    training batches of its model on the first batches of its real training data, its training tokens and epochs."""
+    set_threads(threads)
+    torch.manual_seed(0)
+    corpus = load_tagging_corpus(cfg.data.data_dir, cfg.data.min_count, own_data=cfg.data.own_data)
+    model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags)).train()
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
+
+    def step(batch):
+        ids, tags, lengths = batch
+        loss = tagging_loss(model, ids, tags, lengths)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return int(lengths.sum())
+
+    batches = corpus.batches("train", cfg.train.batch_size, shuffle_seed=0)
+    return timing.estimate(step, batches, corpus.tokens("train"), cfg.train.epochs, steps)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass, field
 
-from ...config import SectionedConfig, _check, device_is_valid
+from ...config import Epochs, SectionedConfig, _check, device_is_valid
 from ...errors import UsageError
 from ...models.outputs import OUTPUTS
 from ...registry import ComponentConfig, resumable
@@ -86,7 +86,7 @@ class TranslationLoss:
 
 
 @dataclass
-class TranslationTrain:
+class TranslationTrain(Epochs):
     """Adam with linear warm-up, then inverse-square-root decay (Vaswani et al. §5.3)."""
 
     epochs: int = resumable(12)  # passes over the training pairs
@@ -111,6 +111,7 @@ class TranslationDecode:
 @dataclass
 class TranslationConfig(SectionedConfig):
     label, command = "translation", "translate train"
+    kind = "translator"
     BARE_KEYS = True
     COMPONENTS = {"model": {"output": OUTPUTS}}
     data: TranslationData = field(default_factory=TranslationData)

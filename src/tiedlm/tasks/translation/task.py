@@ -27,7 +27,8 @@ from ...evaluation import perplexity
 from ...losses import AugmentedLoss
 from ...losses.fused import at_least_fp32
 from ...run_dir import RunDir, write_text_atomic
-from ...runtime import autocast, host_record, resolve_precision, run_device
+from ...runtime import autocast, host_record, resolve_precision, run_device, set_threads
+from ...train import timing
 from ...train.checkpoint import best_weights
 from ...train.loop import Progress, Task, run
 from ...train.step import update
@@ -87,9 +88,9 @@ class TranslationTask(Task):
     command = "tiedlm translate train"
     higher_is_better = False  # validation: per-subword negative log-likelihood
 
-    def __init__(self, cfg: TranslationConfig):
+    def __init__(self, cfg: TranslationConfig, command: str = ""):
         cfg.validate()
-        self.cfg = cfg
+        self.cfg, self.invocation = cfg, command
         self.epochs, self.max_nonfinite = cfg.train.epochs, cfg.train.max_nonfinite
 
     def setup(self, run_dir: Path, resume: bool, log) -> None:
@@ -175,6 +176,7 @@ class TranslationTask(Task):
             **host_record(device),
             "precision": precision,
             "seed": cfg.train.seed,
+            "command": self.invocation,
             "output": cfg.model.output.name,
             "beam": cfg.decode.beam,
             "length_penalty": cfg.decode.length_penalty,
@@ -340,3 +342,30 @@ def evaluate_translator(
         "decode_seconds": result["seconds"],
         "parameters": model.parameter_counts(),
     }
+
+
+def estimate_seconds(cfg: TranslationConfig, threads: int, steps: int = 3) -> float:
+    """Wall-time estimate of a translator run on this machine (:func:`tiedlm.train.timing.estimate`): ``steps``
+    timed training batches of its model on the first batches of its real training data (its subword model trained
+    in a temporary folder, as the run does), its target tokens and epochs. Test decoding is not included."""
+    import tempfile
+
+    set_threads(threads)
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as folder:
+        corpus = load_parallel_corpus(cfg, Path(folder), train_vocab=True)
+    model = TransformerTranslator(cfg, len(corpus.source_vocab), len(corpus.target_vocab)).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    device, precision = torch.device("cpu"), resolve_precision(cfg.train.precision, torch.device("cpu"))
+
+    def step(index):
+        with autocast(device, precision):
+            loss, _, n = translation_loss(model, cfg, *corpus.tensors("train", index))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return n
+
+    batches = corpus.batches("train", cfg.train.batch_tokens, shuffle_seed=0, max_length=cfg.data.max_length)
+    tokens = sum(len(t) + 1 for _, t in corpus.ids["train"])
+    return timing.estimate(step, batches, tokens, cfg.train.epochs, steps)
