@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import signal
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -140,10 +141,29 @@ def _translator(tmp_path) -> Case:
     return Case(cfg, fit, translation, "translation_loss")
 
 
+def _subspace(tmp_path) -> Case:
+    """One point of the subspace experiment (Inan et al. §6.2): no validation split, the final weights measured."""
+    from tiedlm.tasks.subspace import experiment
+    from tiedlm.tasks.subspace.config import SubspaceExperimentConfig
+
+    flat = dict(hidden_size=8, layers=1, epochs=2, batch_size=4, bptt=10, slice_words=600, threads=1)
+    tokens = torch.randint(0, 50, (600,), generator=torch.Generator().manual_seed(0))
+    point = lambda c: experiment.SubspacePoint(tokens, 50, 1.0, 10.0, 3, c)  # noqa: E731
+    fit = lambda c, run, resume: loop.run(point(c), run, resume, **QUIET)  # noqa: E731
+    return Case(SubspaceExperimentConfig.from_dict(flat), fit, experiment, "update")
+
+
 QUIET = {"progress": False, "log": lambda *a: None}
-TASKS = {"language model": _lm, "tagger": _tagger, "translator": _translator}
-# every kind of run the thread-count test resumes
-RESUMED = {**TASKS, "Transformer LM": _transformer_lm, "Hugging Face LM": _hf_lm}
+CASES = {"lm": _lm, "tag": _tagger, "translate": _translator, "subspace": _subspace}  # one per registered task
+# every kind of run the thread-count test resumes from its folder's config
+RESUMED = {"lm": _lm, "tag": _tagger, "translate": _translator, "Transformer LM": _transformer_lm}
+RESUMED["Hugging Face LM"] = _hf_lm
+
+
+def test_every_registered_task_has_a_case_here():
+    from tiedlm.tasks import TASKS
+
+    assert set(CASES) == set(TASKS)
 
 
 def _same_metrics(a: Path, b: Path) -> None:
@@ -157,11 +177,14 @@ def _same_metrics(a: Path, b: Path) -> None:
         }
 
 
-@pytest.mark.parametrize("task", list(TASKS))
+@pytest.mark.parametrize("task", list(CASES))
 def test_a_real_sigterm_in_a_step_stops_with_a_checkpoint_and_the_resumed_run_is_the_straight_one(
     task, tmp_path, monkeypatch, capsys
 ):
-    case = TASKS[task](tmp_path)
+    """For every task: a real SIGTERM in the 5th step stops it with a checkpoint and the resumed run ends bit for
+    bit as the straight one; a finished folder, one holding a run, a committed one and one that cannot be written
+    are refused with one line each."""
+    case = CASES[task](tmp_path)
     straight = case.train(tmp_path / "straight", False)
 
     real, calls = getattr(case.module, case.loss), {"n": 0}
@@ -174,7 +197,7 @@ def test_a_real_sigterm_in_a_step_stops_with_a_checkpoint_and_the_resumed_run_is
         return real(*a, **k)
 
     monkeypatch.setattr(case.module, case.loss, sigterm_in_the_5th_step)
-    with pytest.raises(RunInterrupted, match=r"epoch 1, (batch|window) 5 .*resume with: tiedlm .*--resume"):
+    with pytest.raises(RunInterrupted, match=r"epoch 1\b.*(resume with: tiedlm .*--resume|run the same command)"):
         case.train(tmp_path / "split", False)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is gone with the run
     monkeypatch.setattr(case.module, case.loss, real)
@@ -189,24 +212,36 @@ def test_a_real_sigterm_in_a_step_stops_with_a_checkpoint_and_the_resumed_run_is
     assert {k: v for k, v in resumed.items() if not any(c in k for c in clocks)} == {
         k: v for k, v in straight.items() if not any(c in k for c in clocks)
     }
-    with pytest.raises(UsageError, match="is finished"):  # nothing more to train: says so, changes nothing
-        case.train(tmp_path / "split", True)
-    with pytest.raises(UsageError, match="already holds a"):
-        case.train(tmp_path / "split", False)
+    refusals = [("is finished", tmp_path / "split", True), ("already holds a", tmp_path / "split", False)]
+    committed = tmp_path / "repo" / "run"  # results tracked by git
+    committed.mkdir(parents=True)
+    (committed / "summary.json").write_text("{}")
+    subprocess.run(["git", "init", "-q", str(committed.parent)], check=True)
+    subprocess.run(["git", "-C", str(committed.parent), "add", "."], check=True)
+    (tmp_path / "afile").write_text("x")  # a file where the run's folder would go: nothing can be written there
+    refusals += [
+        ("holds committed results", committed, False),
+        ("cannot write there", tmp_path / "afile" / "run", False),
+    ]
+    for message, folder, resume in refusals:
+        with pytest.raises(UsageError, match=message) as refused:
+            case.train(folder, resume)
+        assert "\n" not in str(refused.value)
+    assert (committed / "summary.json").read_text() == "{}"
     # the language model's commands name another task's run as such, with the command that works on it
     from tiedlm.cli import main
     from tiedlm.run_dir import RunDir
+    from tiedlm.tasks import TASKS
 
-    kind = {"language model": "lm", "tagger": "tagger", "translator": "translator"}[task]
-    assert RunDir(tmp_path / "split").task == kind
-    if kind != "lm":
+    info = TASKS[task]
+    if info.evaluate and info.kind != "lm":
+        assert RunDir(tmp_path / "split").task == info.kind
         capsys.readouterr()
         assert main(["evaluate", str(tmp_path / "split")]) == 2
         err = capsys.readouterr().err.strip()
-        other = {"tagger": "tag", "translator": "translate"}[kind]
         assert err.endswith(
-            f"is a {kind} run (`tiedlm {other} train`), not a language model's: use `tiedlm {other} "
-            f"evaluate {tmp_path / 'split'}`"
+            f"is a {info.noun} run (`tiedlm {' '.join(info.train)}`), not a language model's: use `tiedlm "
+            f"{' '.join(info.evaluate)} {tmp_path / 'split'}`"
         ), err
 
 
@@ -318,11 +353,11 @@ def test_resuming_says_it_keeps_its_thread_count_and_warns_when_told_another():
     assert "numbers will differ from an uninterrupted run's" in resumed_threads_note(2, 1)
 
 
-@pytest.mark.parametrize("task", ["tagger", "translator"])
+@pytest.mark.parametrize("task", ["tag", "translate"])
 def test_checkpoints_of_the_tasks_own_loops_from_before_the_harness_resume(task, tmp_path):
     """The tagger's loop counted finished epochs in ``epoch`` and kept ``best_dev``; the translator's kept
     ``step`` and ``best_valid``. A run folder stopped after epoch 1 by either resumes to the straight run."""
-    case = TASKS[task](tmp_path)
+    case = CASES[task](tmp_path)
     straight = case.train(tmp_path / "straight", False)
     # the state after epoch 1, as the old loop wrote it: train one epoch, then rewrite the metadata
     old_run = tmp_path / "old"
@@ -330,7 +365,7 @@ def test_checkpoints_of_the_tasks_own_loops_from_before_the_harness_resume(task,
     tensors, meta = load_checkpoint(old_run / "checkpoints" / "last.safetensors")
     p = Progress.from_meta(meta)
     assert meta["schema"] == "tiedlm.train.loop/1" and (p.epoch, p.batch, p.best_epoch) == (2, 0, 1)
-    if task == "tagger":
+    if task == "tag":
         old = {"epoch": 1, "best_dev": p.best_score, "history": []}
     else:
         old = {"epoch": 2, "step": p.updates, "best_valid": p.best_score}
@@ -341,7 +376,7 @@ def test_checkpoints_of_the_tasks_own_loops_from_before_the_harness_resume(task,
     a, _ = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.safetensors")
     b, _ = load_checkpoint(old_run / "checkpoints" / "last.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a if k.startswith(("model.", "best.")))
-    key = "test_accuracy" if task == "tagger" else "test_bleu"
+    key = "test_accuracy" if task == "tag" else "test_bleu"
     assert resumed[key] == straight[key] and resumed["best_epoch"] == straight["best_epoch"]
 
 

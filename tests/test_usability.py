@@ -151,7 +151,7 @@ def test_every_task_takes_the_non_finite_limit_as_a_setting():
         assert config().with_overrides(["train.max_nonfinite=3"]).train.max_nonfinite == 3
         with pytest.raises(UsageError, match="max_nonfinite"):
             config.from_dict({"train": {"max_nonfinite": 0}})
-    assert SubspaceExperimentConfig().max_nonfinite == 10
+    assert SubspaceExperimentConfig().train.max_nonfinite == 10
 
 
 def test_a_resumed_run_accepts_the_settings_marked_resumable_and_names_them(run, capsys):

@@ -32,6 +32,11 @@ class SGDConfig(OptimizerConfig):
 
     graph_capturable: ClassVar[bool] = True
 
+    momentum: float = 0.0  # heavy-ball momentum (the papers' runs: none)
+
+    def validate(self, key: str) -> None:
+        self.check(0.0 <= self.momentum < 1.0, key, "momentum", "a number in [0, 1)")
+
 
 @OPTIMIZERS.register("nt-asgd", builds="tiedlm.train.optimizers:sgd")
 @dataclass

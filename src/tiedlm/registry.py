@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, get_type_hints
+from typing import Any, Callable, ClassVar, get_args, get_origin, get_type_hints
 
 from .errors import UsageError
 
@@ -173,6 +173,13 @@ def assign_typed(target: Any, section: str, key: str, value: Any, origin: str, h
         hint = hint or f"; [{section}] has {', '.join(ftypes)}"
         raise UsageError(f"{origin}: unknown key {section}.{key}{hint}")
     want = ftypes[key]
+    if get_origin(want) is list:  # a list of numbers (the subspace experiment's sweeps)
+        item = get_args(want)[0]
+        value = [float(v) if item is float and type(v) is int else v for v in value] if isinstance(value, list) else 0
+        if value == 0 or not all(isinstance(v, item) and type(v) is not bool for v in value):
+            raise UsageError(f"{origin}: {section}.{key} must be a list of {item.__name__} values")
+        setattr(target, key, value)
+        return
     if not isinstance(want, type):
         raise UsageError(f"{origin}: {section}.{key} is a table; set its keys as {section}.{key}.KEY")
     if want is float and isinstance(value, int) and not isinstance(value, bool):
@@ -184,6 +191,8 @@ def assign_typed(target: Any, section: str, key: str, value: Any, origin: str, h
 
 def parse_text(text: str, want: type, dotted: str) -> Any:
     """The value of ``--set dotted=text`` as the field's type."""
+    if get_origin(want) is list:  # comma-separated
+        return [parse_text(t, get_args(want)[0], dotted) for t in text.split(",") if t.strip()]
     try:
         if want is bool:
             low = text.strip().lower()

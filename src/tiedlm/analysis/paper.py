@@ -15,13 +15,13 @@ def paper_results() -> dict:
     return json.loads(resources.files("tiedlm.analysis").joinpath("paper_results.json").read_text())
 
 
+# Inan et al.'s names of their four variants: (model.output, loss.augmented) -> name
+VARIANTS = {("full", False): "VD", ("full", True): "AL", ("tied", False): "RE", ("tied", True): "REAL"}
+
+
 def variant_name(augmented: bool, output: str) -> str:
     """VD / AL / RE / REAL for a (loss.augmented, model.output) pair (other output layers: their name)."""
-    if output == "full":
-        return "AL" if augmented else "VD"
-    if output == "tied":
-        return "REAL" if augmented else "RE"
-    return f"{output}{'+AL' if augmented else ''}"
+    return VARIANTS.get((output, augmented), f"{output}{'+AL' if augmented else ''}")
 
 
 def paper_row(cfg) -> dict | None:

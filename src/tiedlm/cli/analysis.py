@@ -49,8 +49,8 @@ def _resumed_experiment(args, out: Path):
     from ..errors import UsageError
     from ..tasks.subspace.config import SubspaceExperimentConfig
 
-    new = SubspaceExperimentConfig()
-    given = [k for k in _SETTINGS if getattr(args, k) not in (None, getattr(new, k, None), "")]
+    new = SubspaceExperimentConfig().flat()
+    given = [k for k in _SETTINGS if getattr(args, k) not in (None, new.get(k), "")] + (["set"] if args.set else [])
     if given:
         raise UsageError(
             f"--resume finishes the experiment with the settings in {out}/config.toml; drop "
@@ -58,10 +58,15 @@ def _resumed_experiment(args, out: Path):
         )
     from ..runtime import resumed_threads_note
 
-    cfg = SubspaceExperimentConfig.load(out)
-    if note := resumed_threads_note(cfg.threads, args.threads or None):
+    if not (out / "config.toml").is_file():
+        raise UsageError(
+            f"{out} holds no subspace experiment to resume (no config.toml); start one with "
+            f"tiedlm experiment subspace --out {out}"
+        )
+    cfg = SubspaceExperimentConfig.load_run(out)
+    if note := resumed_threads_note(cfg.train.threads, args.threads or None):
         progress_log(args)(f"tiedlm: {note}")
-    cfg.threads = args.threads or cfg.threads
+    cfg.train.threads = args.threads or cfg.train.threads
     return cfg
 
 
@@ -69,8 +74,6 @@ def _refuse_another_run(cfg, out: Path) -> None:
     """A new experiment writes into ``out`` only where it is empty of runs, or holds this same experiment (the
     same command run again finishes it): never over another run's config and summary, nor appending rows of
     other settings to another experiment's subspace.csv."""
-    from dataclasses import asdict
-
     from ..errors import UsageError
     from ..run_dir import RunDir
     from ..tasks.subspace.config import SubspaceExperimentConfig
@@ -80,10 +83,10 @@ def _refuse_another_run(cfg, out: Path) -> None:
             raise UsageError(f"--out {out} holds another run; give another --out for the experiment")
         return
     try:
-        saved = SubspaceExperimentConfig.load(out)
+        saved = SubspaceExperimentConfig.load_run(out)
     except UsageError:
         raise UsageError(f"--out {out} holds another run (not a subspace experiment); give another --out") from None
-    ours, theirs = ({k: v for k, v in asdict(c).items() if k != "threads"} for c in (cfg, saved))
+    ours, theirs = ({k: v for k, v in c.flat().items() if k != "threads"} for c in (cfg, saved))
     if ours != theirs:
         changed = ", ".join(k for k in ours if ours[k] != theirs.get(k))
         raise UsageError(
@@ -96,31 +99,14 @@ def _new_experiment(args):
     from ..errors import UsageError
     from ..tasks.subspace.config import SubspaceExperimentConfig
 
-    cfg = SubspaceExperimentConfig(
-        runs=args.runs,
-        seed=args.seed,
-        epochs=args.epochs,
-        vocab=args.vocab,
-        slice_words=args.slice_words,
-        hidden_size=args.hidden_size,
-        optimizer=args.optimizer,
-        lr=args.lr,
-        momentum=args.momentum,
-        precision=args.precision,
-        init_range=args.init_range,
-        output_init_range=args.output_init_range,
-        threads=args.threads,
-        data_dir=args.data_dir or "",
-    )
+    if args.data and args.data_dir:
+        raise UsageError("give either --data (a corpus of your own) or --data-dir (PTB's files), not both")
+    flat = {k: getattr(args, k) for k in _SETTINGS if k not in ("data", "betas", "taus")}
+    flat |= {"data_dir": args.data_dir or "", "threads": args.threads}
+    flat |= {k: getattr(args, k) for k in ("betas", "taus") if getattr(args, k)}
     if args.data:
-        if args.data_dir:
-            raise UsageError("give either --data (a corpus of your own) or --data-dir (PTB's files), not both")
-        cfg.corpus = str(Path(args.data).expanduser().resolve())
-    if args.betas:
-        cfg.betas = args.betas
-    if args.taus:
-        cfg.taus = args.taus
-    return cfg
+        flat["corpus"] = str(Path(args.data).expanduser().resolve())
+    return SubspaceExperimentConfig.from_dict(flat, origin="tiedlm experiment subspace").with_overrides(args.set)
 
 
 def cmd_report(args) -> int:
@@ -214,7 +200,7 @@ def register(add, sub_parser_class) -> None:
 def _register_experiment(add, sub_parser_class) -> None:
     from ..tasks.subspace.config import SubspaceExperimentConfig
 
-    d = SubspaceExperimentConfig()
+    d = SubspaceExperimentConfig().flat()
     esub = add_group(add, "experiment", "run a paper's experiment end to end", "experiment", sub_parser_class)
     s = add_command(
         esub,
@@ -225,39 +211,39 @@ def _register_experiment(add, sub_parser_class) -> None:
         "sweep (beta = 1); report subspace_distance(L^T, W).",
     )
     _subspace_io_arguments(s)
-    s.add_argument("--runs", type=POSITIVE, default=d.runs, help="seeds per point (the paper: 10)")
-    s.add_argument("--seed", type=int, default=d.seed, help="run r uses seed SEED + r for its slice and its weights")
-    s.add_argument("--epochs", type=POSITIVE, default=d.epochs)
+    s.add_argument("--runs", type=POSITIVE, default=d["runs"], help="seeds per point (the paper: 10)")
+    s.add_argument("--seed", type=int, default=d["seed"], help="run r uses seed SEED + r for its slice and its weights")
+    s.add_argument("--epochs", type=POSITIVE, default=d["epochs"])
     s.add_argument(
         "--optimizer",
         choices=["sgd", "adam"],
-        default=d.optimizer,
+        default=d["optimizer"],
         help="sgd: updates stay in the span of the gradients, which the theory of §4 relies on",
     )
-    s.add_argument("--lr", type=number(0, above=True), default=d.lr)
-    s.add_argument("--momentum", type=number(0, maximum=1), default=d.momentum, help="SGD momentum")
+    s.add_argument("--lr", type=number(0, above=True), default=d["lr"])
+    s.add_argument("--momentum", type=number(0, maximum=1), default=d["momentum"], help="SGD momentum")
     s.add_argument(
         "--vocab",
         choices=["full", "slice"],
-        default=d.vocab,
+        default=d["vocab"],
         help="softmax over PTB's 10k words (full) or over the words of each slice (slice: ~3x faster)",
     )
-    s.add_argument("--slice-words", type=POSITIVE, default=d.slice_words)
+    s.add_argument("--slice-words", type=POSITIVE, default=d["slice_words"])
     s.add_argument(
-        "--hidden-size", type=POSITIVE, default=d.hidden_size, help="LSTM width d (at most the vocabulary's size)"
+        "--hidden-size", type=POSITIVE, default=d["hidden_size"], help="LSTM width d (at most the vocabulary's size)"
     )
     s.add_argument("--betas", type=number(0, maximum=1), nargs="+", help="beta sweep (default 0, 0.1, ..., 1)")
     s.add_argument("--taus", type=number(0, above=True), nargs="+", help="tau sweep (default 1 2 5 10 20 40)")
     s.add_argument(
         "--init-range",
         type=number(0, above=True),
-        default=d.init_range,
+        default=d["init_range"],
         help="uniform init range of the embedding and the LSTM",
     )
     s.add_argument(
         "--output-init-range",
         type=number(0, above=True),
-        default=d.output_init_range,
+        default=d["output_init_range"],
         help="uniform init range of the output W (b starts at 0); a negative value means --init-range. "
         "Directions of W that the hidden states never excite keep their initial values, so a "
         "random W hides the effect of the loss (see the README)",
@@ -265,7 +251,7 @@ def _register_experiment(add, sub_parser_class) -> None:
     s.add_argument(
         "--precision",
         choices=["auto", "fp32", "bf16"],
-        default=d.precision,
+        default=d["precision"],
         help="fp32 by default: bf16 rounding of the logits is a sizeable fraction of ỹ's deviation from uniform",
     )
 
@@ -283,6 +269,13 @@ def _subspace_io_arguments(s) -> None:
         "--resume RUN_DIR`; `--out OUT --resume` works too; only --threads may change",
     )
     s.add_argument("--threads", type=THREADS, default=0)
+    s.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="any other setting, e.g. --set train.bptt=20 or --set train.optimizer.momentum=0.9",
+    )
     s.add_argument(
         "--data",
         metavar="FOLDER",

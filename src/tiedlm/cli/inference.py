@@ -321,7 +321,6 @@ def cmd_info(args) -> int:
         vocab_size = VOCAB_SIZES.get(cfg.data.name) or len(load_corpus(cfg.data.name, cfg.data.data_dir).vocab)
     counts = count_parameters(cfg, vocab_size)
     m, e = cfg.model, cfg.model.encoder
-    tied = " (W = L^T, learnable b)" if getattr(m.output, "bias", False) else " (RE: W = L^T, b = 0)"
     sparse = (
         f", layer {e.sparse_layer} predefined-sparse with {e.sparse_hidden_size or e.hidden_size} units"
         if getattr(e, "sparse_layer", 0)
@@ -332,7 +331,7 @@ def cmd_info(args) -> int:
     density = f" (sparse, density {m.embedding_density:g})" if m.embedding_density < 1 else ""
     desc = (
         f"{e.summary()}{sparse}, embedding {m.embedding_size}{density}, "
-        f"output {m.output.name}{tied if m.output.name == 'tied' else ''}, augmented loss "
+        f"output {m.output.summary()}, augmented loss "
         f"{'on (tau %g, gamma %g)' % (cfg.loss.tau, cfg.loss.gamma) if cfg.loss.augmented else 'off'}"
     )
     text = [f"{args.target} ({kind}): {desc}", f"data {cfg.data.name}, |V| = {vocab_size}"]

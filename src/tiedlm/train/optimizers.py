@@ -14,8 +14,8 @@ def make_optimizer(cfg, params, lr: float, weight_decay: float) -> torch.optim.O
 
 
 def sgd(cfg, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    """``sgd`` and ``nt-asgd``: SGD (NT-ASGD's averaging is :class:`NTASGD`, beside the optimiser)."""
-    return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
+    """``sgd`` and ``nt-asgd``: SGD (NT-ASGD's averaging is beside the optimiser, :mod:`tiedlm.tasks.lm.nt_asgd`)."""
+    return torch.optim.SGD(params, lr=lr, momentum=getattr(cfg, "momentum", 0.0), weight_decay=weight_decay)
 
 
 def adamw(cfg, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:

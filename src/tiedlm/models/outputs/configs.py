@@ -31,6 +31,10 @@ class OutputConfig(ComponentConfig):
     # softmax, as DRILL's Table 4 counts its parameters)
     default_input: ClassVar[str] = "embedding"
 
+    def summary(self) -> str:
+        """How ``tiedlm info`` names the layer."""
+        return self.name
+
 
 @OUTPUTS.register("full", builds="tiedlm.models.outputs.full:FullSoftmaxOutput")
 @dataclass
@@ -48,6 +52,9 @@ class TiedConfig(OutputConfig):
     needs_embedding_size = True
 
     bias: bool = False  # a learnable output bias b (Press & Wolf 2017, DRILL's "tied"); false: Inan et al.'s RE, b = 0
+
+    def summary(self) -> str:
+        return f"{self.name} ({'W = L^T, learnable b' if self.bias else 'RE: W = L^T, b = 0'})"
 
 
 @OUTPUTS.register("bilinear", builds="tiedlm.models.outputs.bilinear:BilinearOutput")

@@ -56,6 +56,8 @@ def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | No
         return f"model.encoder = {m.encoder.name!r}: {type(m.encoder).cuda_graph_reason}"
     if not type(t.optimizer).graph_capturable:
         return f"train.optimizer = {t.optimizer.name!r} (only SGD, with or without NT-ASGD's average, is captured)"
+    if getattr(t.optimizer, "momentum", 0.0):
+        return "train.optimizer.momentum > 0 (the captured update is plain SGD's)"
     if t.cuda_graph == "auto" and capture != "verified":
         return (
             f"model.encoder = {m.encoder.name!r}: its step is captured with train.cuda_graph = 'on'; 'auto' keeps "

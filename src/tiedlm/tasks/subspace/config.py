@@ -1,104 +1,126 @@
-"""Settings of the subspace experiment (Inan et al. 2017, §6.2 / Figure 1), importable without torch."""
+"""Settings of the subspace experiment (Inan et al. 2017, §6.2 / Figure 1), importable without torch: a
+:class:`~tiedlm.config.SectionedConfig` like every task's, its optimiser a ``[train.optimizer]`` table of the
+optimiser registry. An experiment folder's older flat ``config.toml`` loads too."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
 
-import tomli_w
-import tomllib
+from ...config import Epochs, SectionedConfig, _check
+from ...optimizers import OPTIMIZERS, SGDConfig
+from ...registry import ComponentConfig, resumable
 
-from ...errors import UsageError
-from ...run_dir import write_text_atomic
+# the settings that make one experiment: a row of subspace.csv is kept for the experiment whose key it carries
+SETTINGS = (
+    "corpus slice_words vocab hidden_size layers epochs batch_size bptt optimizer lr momentum clip init_range "
+    "output_init_range"
+).split()
+
+# an older flat ``optimizer = "sgd" | "adam"``: its table's keys and the loss it followed (Adam: PyTorch's betas,
+# the loss per token)
+LEGACY_OPTIMIZERS = {"sgd": ({}, "sum_over_time"), "adam": ({"beta2": 0.999}, "mean")}
 
 
 @dataclass
-class SubspaceExperimentConfig:
-    runs: int = 3
-    seed: int = 1
-    betas: list[float] = field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)])
+class SweepSection:
+    runs: int = 3  # seeds per point
+    seed: int = 1  # run r uses seed + r for its slice and its initialisation
+    betas: list[float] = field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)])  # sweep (a)
     beta_sweep_tau: float = 10.0
-    taus: list[float] = field(default_factory=lambda: [1.0, 2.0, 5.0, 10.0, 20.0, 40.0])
+    taus: list[float] = field(default_factory=lambda: [1.0, 2.0, 5.0, 10.0, 20.0, 40.0])  # sweep (b)
     tau_sweep_beta: float = 1.0
-    slice_words: int = 20_000
-    vocab: str = "slice"  # slice: only the words of each slice (~3x faster) | full: PTB's 10k words
+
+
+@dataclass
+class SubspaceData:
+    corpus: str = "ptb"  # a corpus name or folder (the paper: PTB)
+    data_dir: str = ""
+    slice_words: int = 20_000  # each run trains on a random contiguous slice this long
+    vocab: str = "slice"  # slice: only the words of each slice (~3x faster) | full: the corpus's words
+
+
+@dataclass
+class SubspaceModel:
     hidden_size: int = 300
     layers: int = 2
+    init_range: float = 0.1
+    output_init_range: float = 0.0  # init range of the output W (b = 0); < 0: the same as init_range
+
+
+@dataclass
+class SubspaceTrain(Epochs):
     epochs: int = 15
     batch_size: int = 20
     bptt: int = 35
-    optimizer: str = "sgd"  # sgd (loss summed over BPTT steps, as the LM presets) | adam
     lr: float = 1.0
-    momentum: float = 0.0  # SGD momentum: its updates stay in the span of the gradients, unlike Adam's
     clip: float = 5.0
-    init_range: float = 0.1
-    output_init_range: float = 0.0  # init range of the output W (b = 0); < 0: the same as init_range
     precision: str = "fp32"
-    threads: int = 0
-    max_nonfinite: int = 10  # consecutive non-finite steps tolerated (skipped) before a run stops
-    corpus: str = "ptb"  # a corpus name or folder (the paper: PTB)
-    data_dir: str = ""
+    threads: int = resumable(0)  # 0: the cores other processes leave free
+    max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated (skipped) before a run stops
+    loss_reduction: str = "sum_over_time"  # the loss summed over the BPTT steps (SGD, as the LM presets) | mean
+    # sgd (the loss summed over the BPTT steps, as the LM presets; its momentum keeps the updates in the span of the
+    # gradients) | adam (per-coordinate scaling, which does not)
+    optimizer: ComponentConfig = field(default_factory=SGDConfig)
 
-    def validate(self) -> None:
-        if self.runs < 1 or self.epochs < 1:
-            raise UsageError("--runs and --epochs must be >= 1")
-        if self.optimizer not in ("sgd", "adam"):
-            raise UsageError(f"--optimizer {self.optimizer!r}: use sgd or adam")
-        if self.vocab not in ("full", "slice"):
-            raise UsageError(f"--vocab {self.vocab!r}: use full or slice")
-        if not all(0.0 <= b <= 1.0 for b in self.betas) or not (0.0 <= self.tau_sweep_beta <= 1.0):
-            raise UsageError("beta values must lie in [0, 1]")
-        if not all(t > 0 for t in [*self.taus, self.beta_sweep_tau]):
-            raise UsageError("temperatures must be > 0")
-        if self.slice_words < self.batch_size * (self.bptt + 1):
-            raise UsageError(
-                f"--slice-words {self.slice_words} is too small for batch {self.batch_size} x bptt {self.bptt}"
-            )
+    def __post_init__(self) -> None:
+        if isinstance(self.optimizer, (str, dict)):
+            self.optimizer = OPTIMIZERS.config(self.optimizer, "SubspaceTrain")
 
-    def save(self, folder) -> None:
-        """``folder/config.toml``: every setting, so that ``experiment subspace --resume FOLDER`` finishes the same
-        experiment (as a training run's config.toml does for ``train --resume``)."""
-        write_text_atomic(Path(folder) / "config.toml", tomli_w.dumps(asdict(self)))
+
+@dataclass
+class SubspaceExperimentConfig(SectionedConfig):
+    label, command, kind = "subspace experiment", "experiment subspace", "subspace"
+    COMPONENTS = {"train": {"optimizer": OPTIMIZERS}}
+    BARE_KEYS = True
+    sweep: SweepSection = field(default_factory=SweepSection)
+    data: SubspaceData = field(default_factory=SubspaceData)
+    model: SubspaceModel = field(default_factory=SubspaceModel)
+    train: SubspaceTrain = field(default_factory=SubspaceTrain)
 
     @classmethod
-    def load(cls, folder) -> "SubspaceExperimentConfig":
-        """The settings an experiment in ``folder`` was started with (:meth:`save`); a one-line error where there
-        are none."""
-        path = Path(folder) / "config.toml"
-        if not path.is_file():
-            raise UsageError(
-                f"{folder} holds no subspace experiment to resume (no config.toml); start one with "
-                f"tiedlm experiment subspace --out {folder}"
-            )
-        try:
-            return cls(**tomllib.loads(path.read_text()))
-        except (tomllib.TOMLDecodeError, TypeError) as exc:
-            raise UsageError(f"{path} is not a subspace experiment's config ({exc})") from None
+    def convert(cls, raw: dict[str, Any], origin: str) -> dict[str, Any]:
+        """The flat settings of an older experiment folder: ``optimizer = "sgd" | "adam"`` and ``momentum`` as the
+        ``[train.optimizer]`` table (Adam with PyTorch's default betas, as those experiments ran)."""
+        if isinstance(raw.get("optimizer"), str) or "momentum" in raw:
+            name, momentum = raw.pop("optimizer", "sgd"), raw.pop("momentum", 0.0)
+            keys, reduction = LEGACY_OPTIMIZERS[name]
+            raw["optimizer"] = {"name": name, **keys, **({"momentum": momentum} if momentum else {})}
+            raw.setdefault("loss_reduction", reduction)
+        return super().convert(raw, origin)
+
+    def validate(self) -> None:
+        s, d, t = self.sweep, self.data, self.train
+        _check(s.runs >= 1, "sweep.runs", s.runs, "an integer >= 1 (--runs)")
+        _check(t.epochs >= 1, "train.epochs", t.epochs, "an integer >= 1 (--epochs)")
+        _check(d.vocab in ("full", "slice"), "data.vocab", d.vocab, "full or slice (--vocab)")
+        _check(all(0.0 <= b <= 1.0 for b in [*s.betas, s.tau_sweep_beta]), "sweep.betas", s.betas, "values in [0, 1]")
+        _check(all(x > 0 for x in [*s.taus, s.beta_sweep_tau]), "sweep.taus", s.taus, "temperatures > 0")
+        words = t.batch_size * (t.bptt + 1)
+        _check(d.slice_words >= words, "data.slice_words", d.slice_words, f">= batch x (bptt + 1) = {words}")
+        _check(
+            t.loss_reduction in ("sum_over_time", "mean"),
+            "train.loss_reduction",
+            t.loss_reduction,
+            "sum_over_time or mean",
+        )
+        _check(t.max_nonfinite >= 1, "train.max_nonfinite", t.max_nonfinite, "an integer >= 1")
 
     def points(self) -> list[tuple[float, float]]:
         """Unique (beta, tau) points of both sweeps, in sweep order."""
-        pts = [(b, self.beta_sweep_tau) for b in self.betas] + [(self.tau_sweep_beta, t) for t in self.taus]
+        s = self.sweep
+        pts = [(b, s.beta_sweep_tau) for b in s.betas] + [(s.tau_sweep_beta, t) for t in s.taus]
         return list(dict.fromkeys(pts))
 
+    def flat(self) -> dict[str, Any]:
+        """Every setting under its own name (the summary's ``config``): the optimiser by its name, with SGD's
+        momentum."""
+        out = {k: v for name in self.section_names() for k, v in vars(getattr(self, name)).items()}
+        opt = out.pop("optimizer")
+        return out | {"optimizer": opt.name, "momentum": getattr(opt, "momentum", 0.0)}
+
     def settings(self) -> str:
-        keep = (
-            "corpus",
-            "slice_words",
-            "vocab",
-            "hidden_size",
-            "layers",
-            "epochs",
-            "batch_size",
-            "bptt",
-            "optimizer",
-            "lr",
-            "momentum",
-            "clip",
-            "init_range",
-            "output_init_range",
-        )
-        floats = {f.name for f in fields(self) if f.type == "float"}  # lr=1 and lr=1.0 are the same setting
-        return json.dumps(
-            {k: float(getattr(self, k)) if k in floats else getattr(self, k) for k in keep}, sort_keys=True
-        )
+        """The key that names this experiment in each row of subspace.csv (lr=1 and lr=1.0 are one setting)."""
+        floats, flat = ("lr", "momentum", "clip", "init_range", "output_init_range"), self.flat()
+        return json.dumps({k: float(flat[k]) if k in floats else flat[k] for k in SETTINGS}, sort_keys=True)

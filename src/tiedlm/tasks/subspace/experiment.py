@@ -22,7 +22,6 @@ import math
 import shutil
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +39,7 @@ from ...run_dir import RunDir
 from ...runtime import autocast, resolve_precision, set_threads
 from ...train.checkpoint import carried_state, state_tensors
 from ...train.loop import Progress, Task, run
+from ...train.optimizers import make_optimizer
 from ...train.step import update
 from .config import SubspaceExperimentConfig
 
@@ -85,12 +85,14 @@ def build_model(vocab_size: int, seed: int, cfg: SubspaceExperimentConfig) -> La
     whatever β is; starting W at 0 shows where the loss pushes it.
     """
     torch.manual_seed(seed)
-    encoder = {"name": "vd-lstm", "hidden_size": cfg.hidden_size, "layers": cfg.layers, "dropout": 0.0}
-    mcfg = ModelConfig(embedding_size=cfg.hidden_size, init_range=cfg.init_range, output="full", encoder=encoder)
+    encoder = {"name": "vd-lstm", "hidden_size": cfg.model.hidden_size, "layers": cfg.model.layers, "dropout": 0.0}
+    mcfg = ModelConfig(
+        embedding_size=cfg.model.hidden_size, init_range=cfg.model.init_range, output="full", encoder=encoder
+    )
     model = LanguageModel(mcfg, vocab_size)
-    if cfg.output_init_range >= 0:
+    if cfg.model.output_init_range >= 0:
         with torch.no_grad():
-            model.output.weight.uniform_(-cfg.output_init_range, cfg.output_init_range)
+            model.output.weight.uniform_(-cfg.model.output_init_range, cfg.model.output_init_range)
             model.output.bias.zero_()
     renormalise_rows_(model.embedding.weight)
     return model
@@ -110,7 +112,7 @@ class SubspacePoint(Task):
     def __init__(self, tokens, vocab_size: int, beta: float, tau: float, seed: int, cfg, on_epoch=None):
         self.tokens, self.vocab_size, self.beta, self.tau, self.seed = tokens, vocab_size, beta, tau, seed
         self.cfg, self.on_epoch = cfg, on_epoch
-        self.epochs, self.max_nonfinite = cfg.epochs, cfg.max_nonfinite
+        self.epochs, self.max_nonfinite = cfg.train.epochs, cfg.train.max_nonfinite
 
     def settings(self):
         return self.cfg
@@ -119,28 +121,27 @@ class SubspacePoint(Task):
         cfg = self.cfg
         self.model = build_model(self.vocab_size, self.seed, cfg)
         self.loss_fn = LanguageModelLoss(augmented=self.beta > 0, tau=self.tau, form="beta", beta=self.beta)
-        if cfg.optimizer == "adam":
-            self.optimizer, self.scale = torch.optim.Adam(self.model.parameters(), lr=cfg.lr), 1.0
-        else:  # SGD on the loss summed over the BPTT steps and averaged over the batch (Zaremba et al.'s convention)
-            sgd = torch.optim.SGD(self.model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
-            self.optimizer, self.scale = sgd, float(cfg.bptt)
-        self.data, self.state, self.t0 = batchify(self.tokens, cfg.batch_size), None, time.perf_counter()
+        t = cfg.train
+        self.optimizer = make_optimizer(t.optimizer, self.model.parameters(), t.lr, 0.0)
+        # sum_over_time: the loss summed over the BPTT steps and averaged over the batch (Zaremba et al.'s convention)
+        self.scale = float(t.bptt) if t.loss_reduction == "sum_over_time" else 1.0
+        self.data, self.state, self.t0 = batchify(self.tokens, cfg.train.batch_size), None, time.perf_counter()
 
     def start_epoch(self, progress: Progress) -> None:
         self.model.train()
         self.progress = progress
         if progress.batch == 0:
-            self.state = self.model.init_state(self.cfg.batch_size)
+            self.state = self.model.init_state(self.cfg.train.batch_size)
 
     def batches(self, epoch: int) -> list:
-        return list(bptt_windows(self.data, self.cfg.bptt))
+        return list(bptt_windows(self.data, self.cfg.train.bptt))
 
     def train_step(self, batch, progress: Progress) -> tuple[bool, dict]:
         k, x, y = batch
         with autocast(torch.device("cpu"), self.precision):
             logits, state = self.model(x, detach_state(self.state))
         total, ce, _ = self.loss_fn(logits, y, self.model.input_embeddings)
-        made = update(total * self.scale, self.model.parameters(), self.optimizer, self.cfg.clip)
+        made = update(total * self.scale, self.model.parameters(), self.optimizer, self.cfg.train.clip)
         self.state = state
         if made:
             renormalise_rows_(self.model.embedding.weight)
@@ -168,7 +169,9 @@ class SubspacePoint(Task):
         self.state = carried_state(tensors, torch.device("cpu"))
 
     def summary(self, progress: Progress, history: list[dict]) -> dict:
-        ce, aug = _fit(self.model, self.tokens, self.cfg.batch_size, self.cfg.bptt, self.tau, self.precision)
+        ce, aug = _fit(
+            self.model, self.tokens, self.cfg.train.batch_size, self.cfg.train.bptt, self.tau, self.precision
+        )
         distance = subspace_distance(self.model.input_embeddings, self.model.output.weight)
         return {
             "distance": distance,
@@ -179,7 +182,7 @@ class SubspacePoint(Task):
 
     def diverged(self, what: str, run_dir: Path, checkpoint_written: bool) -> str:
         where = f"beta {self.beta:g}, tau {self.tau:g}"
-        return f"the subspace run at {where} diverged: {what}; lower --lr (now {self.cfg.lr:g})"
+        return f"the subspace run at {where} diverged: {what}; lower --lr (now {self.cfg.train.lr:g})"
 
     def interrupted(self, run_dir: Path, progress: Progress, saved: bool, final: bool = False) -> RunInterrupted:
         since = "its checkpoint" if saved else "its last epoch"
@@ -235,12 +238,12 @@ def _done_rows(csv_path: Path, settings: str) -> dict[tuple, dict]:
 
 
 def _experiment_threads(cfg: SubspaceExperimentConfig, out: Path) -> int:
-    """The threads the experiment runs with (set): ``cfg.threads``, else, for a stopped experiment run again,
+    """The threads the experiment runs with (set): ``cfg.train.threads``, else, for a stopped experiment run again,
     the count it started with; saved resolved, so a resume keeps it however busy the machine is then."""
-    threads = cfg.threads
+    threads = cfg.train.threads
     if not threads and (out / "points").is_dir():
         try:
-            threads = SubspaceExperimentConfig.load(out).threads
+            threads = SubspaceExperimentConfig.load_run(out).train.threads
         except (UsageError, ValueError, TypeError, OSError):
             threads = 0
     return set_threads(threads)
@@ -253,33 +256,33 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
     from tqdm import tqdm
 
     cfg.validate()
-    cfg.threads = _experiment_threads(cfg, out)
-    precision = resolve_precision(cfg.precision, torch.device("cpu"))
+    cfg.train.threads = _experiment_threads(cfg, out)
+    precision = resolve_precision(cfg.train.precision, torch.device("cpu"))
     out.mkdir(parents=True, exist_ok=True)
     cfg.save(out)  # the settings of the latest invocation: what --resume finishes
     csv_path = out / "subspace.csv"
     settings = cfg.settings()
     done = _done_rows(csv_path, settings)
-    corpus = load_corpus(cfg.corpus, cfg.data_dir)
-    todo = [(b, t, r) for r in range(cfg.runs) for (b, t) in cfg.points() if (b, t, r) not in done]
+    corpus = load_corpus(cfg.data.corpus, cfg.data.data_dir)
+    todo = [(b, t, r) for r in range(cfg.sweep.runs) for (b, t) in cfg.points() if (b, t, r) not in done]
     log(
-        f"subspace experiment: {len(cfg.points())} points x {cfg.runs} runs, {len(done)} already in {csv_path}, "
-        f"{len(todo)} to train ({cfg.epochs} epochs each, precision {precision})"
+        f"subspace experiment: {len(cfg.points())} points x {cfg.sweep.runs} runs, {len(done)} already in {csv_path}, "
+        f"{len(todo)} to train ({cfg.train.epochs} epochs each, precision {precision})"
     )
     new_file = not csv_path.exists()
-    bar = tqdm(total=len(todo) * cfg.epochs, unit="epoch", disable=not progress, dynamic_ncols=True)
+    bar = tqdm(total=len(todo) * cfg.train.epochs, unit="epoch", disable=not progress, dynamic_ncols=True)
     with csv_path.open("a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         if new_file:
             writer.writeheader()
         for beta, tau, r in todo:
-            seed = cfg.seed + r
-            start, tokens = draw_slice(corpus.train, cfg.slice_words, seed)
+            seed = cfg.sweep.seed + r
+            start, tokens = draw_slice(corpus.train, cfg.data.slice_words, seed)
             vocab_size = len(corpus.vocab)
-            if cfg.vocab == "slice":
+            if cfg.data.vocab == "slice":
                 ids, tokens = torch.unique(tokens, return_inverse=True)
                 vocab_size = ids.numel()
-            bar.set_description(f"beta={beta:g} tau={tau:g} run {r + 1}/{cfg.runs}")
+            bar.set_description(f"beta={beta:g} tau={tau:g} run {r + 1}/{cfg.sweep.runs}")
             folder = out / "points" / f"beta={beta:g},tau={tau:g},run={r}"
             res = train_point(tokens, vocab_size, beta, tau, seed, cfg, lambda: bar.update(1), folder)
             bar.set_postfix(distance=f"{res['distance']:.3f}", train_ppl=f"{res['train_ppl']:.1f}")
@@ -295,7 +298,7 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
                     "train_ppl": f"{res['train_ppl']:.4f}",
                     "train_aug": f"{res['train_aug']:.6g}",
                     "vocab_size": vocab_size,
-                    "epochs": cfg.epochs,
+                    "epochs": cfg.train.epochs,
                     "seconds": f"{res['seconds']:.1f}",
                     "settings": settings,
                 }
@@ -335,19 +338,21 @@ def summarise(cfg: SubspaceExperimentConfig, out: Path) -> dict:
             "train_aug_mean": float(np.mean(aug)),
         }
 
-    sweep_a = [s for b in cfg.betas if (s := stats(b, cfg.beta_sweep_tau))]
-    sweep_b = [s for t in cfg.taus if (s := stats(cfg.tau_sweep_beta, t))]
+    sweep_a = [s for b in cfg.sweep.betas if (s := stats(b, cfg.sweep.beta_sweep_tau))]
+    sweep_b = [s for t in cfg.sweep.taus if (s := stats(cfg.sweep.tau_sweep_beta, t))]
     seconds = sum(float(r["seconds"]) for r in rows.values())
     vocab = float(np.mean([int(r["vocab_size"]) for r in rows.values()])) if rows else 0.0
     summary = {
-        "config": asdict(cfg),
+        "config": cfg.flat(),
         "beta_sweep": sweep_a,
         "tau_sweep": sweep_b,
         "paper_claims": PAPER_CLAIMS,
         "train_seconds": seconds,
         "runs_in_csv": len(rows),
         "mean_vocab_size": vocab,
-        "random_distance": random_subspace_distance(cfg.hidden_size, vocab) if vocab > cfg.hidden_size else None,
+        "random_distance": random_subspace_distance(cfg.model.hidden_size, vocab)
+        if vocab > cfg.model.hidden_size
+        else None,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     _plot(summary, out / "subspace.png")
