@@ -64,10 +64,12 @@ class AdamConfig(OptimizerConfig):
 
     beta1: float = 0.9  # Vaswani et al.'s betas
     beta2: float = 0.98
+    eps: float = 1e-8  # added to the root of the second moment (Vaswani et al.: 1e-9)
 
     def validate(self, key: str) -> None:
         self.check(0.0 <= self.beta1 < 1.0, key, "beta1", "a number in [0, 1)")
         self.check(0.0 <= self.beta2 < 1.0, key, "beta2", "a number in [0, 1)")
+        self.check(self.eps > 0.0, key, "eps", "a number > 0")
 
 
 # the flat keys of the old [train] table -> (the optimiser they belonged to, its key)

@@ -20,4 +20,4 @@ def sgd(cfg, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
 
 def adamw(cfg, params, lr: float, weight_decay: float) -> torch.optim.Optimizer:
     """``adam``: AdamW, decoupled weight decay (Transformers; Vaswani et al.'s betas by default)."""
-    return torch.optim.AdamW(params, lr=lr, betas=(cfg.beta1, cfg.beta2), weight_decay=weight_decay)
+    return torch.optim.AdamW(params, lr=lr, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, weight_decay=weight_decay)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...config import Epochs, SectionedConfig, _check, device_is_valid
-from ...registry import resumable
+from ...optimizers import OPTIMIZERS, AdamConfig
+from ...registry import ComponentConfig, resumable
 
 
 @dataclass
@@ -36,6 +37,8 @@ class TaggerTrain(Epochs):
     threads: int = resumable(0)  # 0: the cores other processes leave free
     device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
     max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated (skipped) before the run stops
+    # the optimiser ([train.optimizer], `tiedlm list`): Adam with PyTorch's default betas (no weight decay)
+    optimizer: ComponentConfig = field(default_factory=lambda: AdamConfig(beta2=0.999))
 
 
 @dataclass
@@ -43,6 +46,7 @@ class TaggerConfig(SectionedConfig):
     label, command = "tagger", "tag train"
     kind = "tagger"
     BARE_KEYS = True
+    COMPONENTS = {"train": {"optimizer": OPTIMIZERS}}
     data: TaggerData = field(default_factory=TaggerData)
     model: TaggerModel = field(default_factory=TaggerModel)
     train: TaggerTrain = field(default_factory=TaggerTrain)

@@ -22,6 +22,7 @@ from ...runtime import host_record, run_device, set_threads
 from ...train import timing
 from ...train.checkpoint import best_weights
 from ...train.loop import Progress, Task, run
+from ...train.optimizers import make_optimizer
 from ...train.step import update
 from .config import TaggerConfig
 from .data import TaggingCorpus, load_tagging_corpus
@@ -80,7 +81,7 @@ class TaggerTask(Task):
             self.corpus.splits["train"] = self.corpus.splits["train"][: cfg.data.max_sentences]
         torch.manual_seed(cfg.train.seed)
         self.model = BiLSTMTagger(cfg, len(self.corpus.vocab), len(self.corpus.tags)).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr)
+        self.optimizer = make_optimizer(cfg.train.optimizer, self.model.parameters(), cfg.train.lr, 0.0)
 
     def batches(self, epoch: int):
         return list(
@@ -187,7 +188,7 @@ def estimate_seconds(cfg: TaggerConfig, threads: int, steps: int = 3) -> float:
     torch.manual_seed(0)
     corpus = load_tagging_corpus(cfg.data.data_dir, cfg.data.min_count, own_data=cfg.data.own_data)
     model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags)).train()
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
+    opt = make_optimizer(cfg.train.optimizer, model.parameters(), cfg.train.lr, 0.0)
 
     def step(batch):
         ids, tags, lengths = batch

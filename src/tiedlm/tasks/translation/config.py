@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ...config import Epochs, SectionedConfig, _check, device_is_valid
 from ...errors import UsageError
 from ...models.outputs import OUTPUTS
+from ...optimizers import OPTIMIZERS, AdamConfig
 from ...registry import ComponentConfig, resumable
 
 # the translator's defaults of the output layers' keys, for whichever layer has them (where they differ from the
@@ -99,6 +100,8 @@ class TranslationTrain(Epochs):
     precision: str = "auto"  # auto | fp32 | bf16
     device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
     max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated (skipped) before the run stops
+    # the optimiser ([train.optimizer], `tiedlm list`): Adam with Vaswani et al.'s betas and epsilon
+    optimizer: ComponentConfig = field(default_factory=lambda: AdamConfig(beta2=0.98, eps=1e-9))
 
 
 @dataclass
@@ -113,7 +116,7 @@ class TranslationConfig(SectionedConfig):
     label, command = "translation", "translate train"
     kind = "translator"
     BARE_KEYS = True
-    COMPONENTS = {"model": {"output": OUTPUTS}}
+    COMPONENTS = {"model": {"output": OUTPUTS}, "train": {"optimizer": OPTIMIZERS}}
     data: TranslationData = field(default_factory=TranslationData)
     model: TranslationModel = field(default_factory=TranslationModel)
     loss: TranslationLoss = field(default_factory=TranslationLoss)

@@ -31,6 +31,7 @@ from ...runtime import autocast, host_record, resolve_precision, run_device, set
 from ...train import timing
 from ...train.checkpoint import best_weights
 from ...train.loop import Progress, Task, run
+from ...train.optimizers import make_optimizer
 from ...train.step import update
 from .config import TranslationConfig
 from .data import PAD, ParallelCorpus, SubwordVocab, encode_source, load_parallel_corpus
@@ -103,7 +104,7 @@ class TranslationTask(Task):
         torch.manual_seed(cfg.train.seed)
         c = self.corpus
         self.model = TransformerTranslator(cfg, len(c.source_vocab), len(c.target_vocab)).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr, betas=(0.9, 0.98), eps=1e-9)
+        self.optimizer = make_optimizer(cfg.train.optimizer, self.model.parameters(), cfg.train.lr, 0.0)
         self.aug = AugmentedLoss(cfg.loss.tau) if cfg.loss.augmented else None
         counts = self.model.parameter_counts()
         log(
@@ -355,7 +356,7 @@ def estimate_seconds(cfg: TranslationConfig, threads: int, steps: int = 3) -> fl
     with tempfile.TemporaryDirectory() as folder:
         corpus = load_parallel_corpus(cfg, Path(folder), train_vocab=True)
     model = TransformerTranslator(cfg, len(corpus.source_vocab), len(corpus.target_vocab)).train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    opt = make_optimizer(cfg.train.optimizer, model.parameters(), 1e-4, 0.0)
     device, precision = torch.device("cpu"), resolve_precision(cfg.train.precision, torch.device("cpu"))
 
     def step(index):
