@@ -109,7 +109,9 @@ def _tagger(tmp_path) -> Case:
             device="cpu",
         )
     )
-    return Case(cfg, lambda c, run, resume: tagging.train_tagger(c, run, resume, **QUIET), tagging, "tagging_loss")
+    return Case(
+        cfg, lambda c, run, resume: loop.run(tagging.TaggerTask(c), run, resume, **QUIET), tagging, "tagging_loss"
+    )
 
 
 def _translator(tmp_path) -> Case:
@@ -137,7 +139,7 @@ def _translator(tmp_path) -> Case:
             device="cpu",
         )
     )
-    fit = lambda c, run, resume: translation.train_translator(c, run, resume, **QUIET)  # noqa: E731
+    fit = lambda c, run, resume: loop.run(translation.TranslationTask(c), run, resume, **QUIET)  # noqa: E731
     return Case(cfg, fit, translation, "translation_loss")
 
 

@@ -65,10 +65,8 @@ def test_a_second_process_cannot_train_in_a_held_run_folder(tiny_corpus, tmp_pat
     `tiedlm train` (new or resumed), `tag train` and `translate train` there stop with a one-line error and
     change nothing; once the holder dies (even by SIGKILL, which runs no clean-up) the run resumes."""
     from tiedlm.cli import main
-    from tiedlm.tasks.tagging import TaggerConfig
-    from tiedlm.tasks.tagging.task import train_tagger
-    from tiedlm.tasks.translation import TranslationConfig
-    from tiedlm.tasks.translation.task import train_translator
+    from tiedlm.tasks import TASKS
+    from tiedlm.train import run as train
 
     from conftest import tiny_overrides
 
@@ -87,9 +85,9 @@ def test_a_second_process_cannot_train_in_a_held_run_folder(tiny_corpus, tmp_pat
             err = capsys.readouterr().err.strip()
             assert len(err.splitlines()) == 1, err
         assert "another process is training in" in err  # a new run there is refused too, before anything else
-        for train_fn, config in ((train_tagger, TaggerConfig()), (train_translator, TranslationConfig())):
+        for info in (TASKS["tag"], TASKS["translate"]):
             with pytest.raises(UsageError, match="another process is training in"):
-                train_fn(config, run, resume=True, progress=False)
+                train(info.task_class()(info.config_class()()), run, resume=True, progress=False)
         assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
         fresh = tmp_path / "fresh"
         with RunDir(fresh).training_lock():  # a new folder is held as well, and left out if nothing is written

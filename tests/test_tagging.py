@@ -7,8 +7,13 @@ import torch
 
 from tiedlm.cli import main
 from tiedlm.errors import UsageError
-from tiedlm.tasks.tagging import TaggerConfig, evaluate_tagger, load_tagging_corpus, read_conllu, train_tagger
+from tiedlm.tasks.tagging import TaggerConfig, TaggerTask, evaluate_tagger, load_tagging_corpus, read_conllu
 from tiedlm.tasks.tagging.data import build_vocabulary
+from tiedlm.train import run
+
+
+def train_tagger(cfg, run_dir, resume=False, **kw):
+    return run(TaggerTask(cfg), run_dir, resume, **kw)
 
 
 @pytest.fixture

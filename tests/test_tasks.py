@@ -1,6 +1,6 @@
 """The task registry (tiedlm.tasks.TASKS): every task is one entry that names its config and Task classes; no code
 outside the registries branches on a task's or a component's name; and a run folder of each task written before
-the tasks moved onto one harness (tests/fixtures/runs) still evaluates and resumes."""
+the tasks moved onto one harness (tests/fixtures/folders) still evaluates and resumes."""
 
 import json
 import re
@@ -17,7 +17,7 @@ from tiedlm.train.loop import Task
 from conftest import write_tiny_corpus, write_tiny_parallel, write_tiny_treebank
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "tiedlm"
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "runs"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "folders"
 NAMES = "|".join(sorted({*TASKS, *KINDS}))
 
 

@@ -224,7 +224,8 @@ def test_translator_honours_train_device(tmp_path, capsys):
 @pytest.mark.slow
 def test_train_save_load_translate_round_trip(tmp_path):
     """A tiny word-for-word task: train, resume from an interrupted epoch, evaluate, translate via the CLI."""
-    from tiedlm.tasks.translation import evaluate_translator, load_translator, train_translator, translate_lines
+    from tiedlm.tasks.translation import TranslationTask, evaluate_translator, load_translator, translate_lines
+    from tiedlm.train import run as train
 
     folder = write_tiny_parallel(tmp_path)
     cfg = TranslationConfig.from_dict(
@@ -251,7 +252,7 @@ def test_train_save_load_translate_round_trip(tmp_path):
         )
     )
     run = tmp_path / "run"
-    m = train_translator(cfg, run, progress=False, log=lambda *a: None)
+    m = train(TranslationTask(cfg), run, progress=False, log=lambda *a: None)
     assert m["test_bleu"] > 15  # learnt much of the word mapping (an untrained model scores ~0)
     history = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(history) == 10 and history[-1]["valid_ppl"] < history[0]["valid_ppl"]

@@ -80,6 +80,7 @@ def components(registry) -> list[str]:
 def page() -> str:
     sys.path.insert(0, str(ROOT / "src"))
     from tiedlm.config import Config
+    from tiedlm.tasks.subspace.config import SubspaceExperimentConfig
     from tiedlm.tasks.tagging.config import TaggerConfig
     from tiedlm.tasks.translation.config import TranslationConfig
 
@@ -95,6 +96,7 @@ def page() -> str:
         ("Language models", Config, "tiedlm train PRESET"),
         ("POS tagger", TaggerConfig, "tiedlm tag train"),
         ("Translator", TranslationConfig, "tiedlm translate train"),
+        ("Subspace experiment", SubspaceExperimentConfig, "tiedlm experiment subspace"),
     ):
         cfg = cls()
         for section in dataclasses.fields(cfg):

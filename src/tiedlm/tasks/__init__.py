@@ -6,7 +6,7 @@ no task's code; a new task is one package and one entry."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import import_module
 
 
@@ -37,7 +37,6 @@ class TaskInfo:
     curves: bool = False  # its page draws validation curves and frequency bands
     old_device: str = "–"  # the device of a finished run whose summary names none (older runs)
     results: str = ""  # what a finished run holds, where it has no evaluate command
-    extra: dict = field(default_factory=dict)
 
     def config_class(self):
         return _load(self.config)

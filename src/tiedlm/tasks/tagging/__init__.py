@@ -3,15 +3,15 @@
 from .config import TaggerConfig
 from .data import TaggingCorpus, load_tagging_corpus, read_conllu
 from .model import BiLSTMTagger
-from .task import evaluate_tagger, load_tagger, train_tagger
+from .task import TaggerTask, evaluate_tagger, load_tagger
 
 __all__ = [
     "BiLSTMTagger",
     "TaggerConfig",
+    "TaggerTask",
     "TaggingCorpus",
     "evaluate_tagger",
     "load_tagger",
     "load_tagging_corpus",
     "read_conllu",
-    "train_tagger",
 ]

@@ -21,7 +21,7 @@ from ...run_dir import RunDir, write_text_atomic
 from ...runtime import host_record, run_device, set_threads
 from ...train import timing
 from ...train.checkpoint import best_weights
-from ...train.loop import Progress, Task, run
+from ...train.loop import Progress, Task
 from ...train.optimizers import make_optimizer
 from ...train.step import update
 from .config import TaggerConfig
@@ -133,13 +133,6 @@ class TaggerTask(Task):
     def convert(self, meta: dict) -> dict:
         """A checkpoint of the tagger's own loop (before the harness): ``epoch`` counted the finished epochs."""
         return meta | {"epoch": meta["epoch"] + 1, "best_score": meta.get("best_dev"), "updates": 0}
-
-
-def train_tagger(
-    cfg: TaggerConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print, tensorboard: str = ""
-) -> dict:
-    """Train (or continue) a tagger in ``run_dir``; returns the summary written to ``summary.json``."""
-    return run(TaggerTask(cfg), run_dir, resume=resume, progress=progress, log=log, tensorboard=tensorboard)
 
 
 def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, list[str]]:

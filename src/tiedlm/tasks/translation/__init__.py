@@ -4,18 +4,18 @@ from .config import TranslationConfig
 from .data import ParallelCorpus, SubwordVocab, load_parallel_corpus
 from .model import TransformerTranslator
 from .search import beam_search, greedy_search
-from .task import evaluate_translator, load_translator, train_translator, translate_lines
+from .task import TranslationTask, evaluate_translator, load_translator, translate_lines
 
 __all__ = [
     "ParallelCorpus",
     "SubwordVocab",
     "TransformerTranslator",
     "TranslationConfig",
+    "TranslationTask",
     "beam_search",
     "evaluate_translator",
     "greedy_search",
     "load_parallel_corpus",
     "load_translator",
-    "train_translator",
     "translate_lines",
 ]

@@ -30,7 +30,7 @@ from ...run_dir import RunDir, write_text_atomic
 from ...runtime import autocast, host_record, resolve_precision, run_device, set_threads
 from ...train import timing
 from ...train.checkpoint import best_weights
-from ...train.loop import Progress, Task, run
+from ...train.loop import Progress, Task
 from ...train.optimizers import make_optimizer
 from ...train.step import update
 from .config import TranslationConfig
@@ -186,13 +186,6 @@ class TranslationTask(Task):
     def convert(self, meta: dict) -> dict:
         """A checkpoint of the translator's own loop (before the harness): ``step`` counted the updates."""
         return meta | {"updates": meta.get("step", 0), "best_score": meta.get("best_valid")}
-
-
-def train_translator(
-    cfg: TranslationConfig, run_dir: Path, resume: bool = False, progress: bool = True, log=print, tensorboard: str = ""
-) -> dict:
-    """Train (or continue) a translator in ``run_dir``; returns the summary written to ``summary.json``."""
-    return run(TranslationTask(cfg), run_dir, resume=resume, progress=progress, log=log, tensorboard=tensorboard)
 
 
 def translate_ids(
