@@ -16,9 +16,9 @@ import torch
 
 
 def main() -> None:
-    from tiedlm.config import Config
     from tiedlm.selfcheck.checks import baseline_steps
     from tiedlm.selfcheck.reference import interleaved_medians
+    from tiedlm.tasks.lm.config import Config
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda")

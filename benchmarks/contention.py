@@ -29,7 +29,7 @@ from pathlib import Path
 
 MEASURE = r"""
 import json, sys, time
-from tiedlm.config import Config
+from tiedlm.tasks.lm.config import Config
 from tiedlm.errors import RunInterrupted
 from tiedlm.tasks.lm.task import LanguageModelTask
 from tiedlm.train import Run

@@ -19,11 +19,11 @@ import time
 
 import torch
 
-from tiedlm.config import Config
 from tiedlm.evaluation import evaluate
 from tiedlm.models import LanguageModel
 from tiedlm.models.outputs.base import OutputLayer
 from tiedlm.runtime import set_threads
+from tiedlm.tasks.lm.config import Config
 
 LAYERS = {"tied": ("tied", ()), "bilinear": ("bilinear", ()), "dual": ("dual", ())}
 LAYERS |= {f"drill-{k}": ("drill", (f"model.output.depth={k}",)) for k in (1, 4)}

@@ -23,8 +23,8 @@ import torch
 
 
 def measure(preset: str, mode: str, warm: int, windows: int, extra: list[str]) -> dict:
-    from tiedlm.config import Config
     from tiedlm.errors import RunInterrupted
+    from tiedlm.tasks.lm.config import Config
     from tiedlm.tasks.lm.task import LanguageModelTask
     from tiedlm.train import Run
 

@@ -19,10 +19,10 @@ import time
 
 import torch
 
-from tiedlm.config import Config
 from tiedlm.losses import LanguageModelLoss, encoder_regularization
 from tiedlm.models import LanguageModel
 from tiedlm.runtime import autocast, set_threads
+from tiedlm.tasks.lm.config import Config
 
 LAYERS = {
     "tied": ("tied", {}),

@@ -34,8 +34,8 @@ def child(preset: str, threads: int, seconds: float) -> None:
     """One run of a layout: warm up, say "ready", wait for "go" on stdin, train for ``seconds``, print tokens/s."""
     import torch
 
-    from tiedlm.config import Config
     from tiedlm.reproduce.estimate import lm_training_step
+    from tiedlm.tasks.lm.config import Config
 
     cfg = Config.load(preset).with_overrides(["train.precision=fp32"])
     step = lm_training_step(cfg, VOCAB, threads)

@@ -27,8 +27,8 @@ VOCAB = 10_000
 def child(preset: str, threads: int, steps: int) -> str:
     import torch
 
-    from tiedlm.config import Config
     from tiedlm.reproduce.estimate import lm_training_step
+    from tiedlm.tasks.lm.config import Config
 
     cfg = Config.load(preset).with_overrides(["train.precision=fp32"])
     step = lm_training_step(cfg, VOCAB, threads)

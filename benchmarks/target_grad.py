@@ -33,9 +33,9 @@ def main() -> None:
     args = interleaved_arguments(__doc__, "steps", "training steps per timed block", 10)
 
     from tiedlm import native
-    from tiedlm.config import ModelConfig
     from tiedlm.losses import LanguageModelLoss
     from tiedlm.models import LanguageModel
+    from tiedlm.models.config import ModelConfig
     from tiedlm.runtime import set_threads
 
     threads = set_threads(args.threads)

@@ -71,11 +71,11 @@ def awd_suite(preset: str, steps: int, blocks: int, threads: int) -> dict[str, f
     """Tokens/s of the three implementations of ``preset``'s training step (interleaved blocks, median)."""
     from common import interleaved_medians
 
-    from tiedlm.config import Config
     from tiedlm.losses import LanguageModelLoss, encoder_regularization
     from tiedlm.models import LanguageModel
     from tiedlm.runtime import set_threads
     from tiedlm.selfcheck.reference import ReferenceAWDLSTM
+    from tiedlm.tasks.lm.config import Config
 
     set_threads(threads)
     cfg = Config.load(preset)
@@ -132,8 +132,8 @@ class FusedLSTMLM(nn.Module):
 
 def vd_lstm_lm(h: int):
     """tiedlm's two-layer VD-LSTM LM of width h (dropout 0.3, untied softmax layer), as both VD suites time it."""
-    from tiedlm.config import ModelConfig
     from tiedlm.models import LanguageModel
+    from tiedlm.models.config import ModelConfig
 
     cfg = ModelConfig(
         embedding_size=h,

@@ -29,7 +29,7 @@ LAYERS = [
     ),
     ("data", ["tiedlm.data"]),
     ("models", ["tiedlm.models"]),  # each with its own typed config (models.config: the [model] table)
-    ("config", ["tiedlm.config", "tiedlm.optimizers"]),  # the run: [data] [model] [loss] [train]
+    ("config", ["tiedlm.config", "tiedlm.optimizers"]),  # the loader of every task's settings; the optimisers
     ("losses", ["tiedlm.losses"]),
     ("hf", ["tiedlm.hf"]),  # the output layers and the augmented loss on Hugging Face causal LMs
     # perplexity over a split (the language model validates with it), dynamic evaluation, the subspace distance

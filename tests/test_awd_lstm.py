@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch import nn
 
-from tiedlm.config import Config
 from tiedlm.data.batching import variable_window_lengths
 from tiedlm.errors import RunInterrupted
 from tiedlm.losses import activation_regularization
 from tiedlm.models import AWDLSTM, embedding_dropout, locked_dropout
 from tiedlm.models.encoders.lstm_layer import VDLSTMLayer
+from tiedlm.tasks.lm.config import Config
 from tiedlm.train.checkpoint import load_checkpoint
 
 from conftest import LMRun, read_metrics, tiny_overrides

@@ -37,7 +37,8 @@ def test_one_sectioned_loader_reads_every_tasks_settings():
     """The language model's, the tagger's and the translator's settings are one loader's (SectionedConfig):
     sections of dataclasses that round-trip through config.toml, one --set grammar and error, the resumable keys
     from the fields marked resumable."""
-    from tiedlm.config import Config, SectionedConfig
+    from tiedlm.config import SectionedConfig
+    from tiedlm.tasks.lm.config import Config
 
     for cls in (Config, TaggerConfig, TranslationConfig):
         assert issubclass(cls, SectionedConfig)
@@ -115,7 +116,8 @@ def test_a_tagger_run_folder_of_the_old_layout_still_evaluates_and_resumes(tmp_p
     assert main(["tag", "train", "--out", str(run), "--data", str(data), "--no-progress", "--threads", "1", *sets]) == 0
     cfg = TaggerConfig.load_run(run)
     (run / "config.toml").unlink()
-    (run / "config.json").write_text(json.dumps({k: v for s in dataclasses.asdict(cfg).values() for k, v in s.items()}))
+    flat = {k: v for s in dataclasses.asdict(cfg).values() for k, v in s.items() if k != "optimizer"}  # none then
+    (run / "config.json").write_text(json.dumps(flat))
     (run / "checkpoints" / "last.safetensors").rename(run / "checkpoint.safetensors")
     capsys.readouterr()
     assert main(["tag", "evaluate", str(run), "--split", "dev", "--json"]) == 0

@@ -37,7 +37,7 @@ def test_light_commands_do_not_import_torch(argv):
 def test_the_kernels_are_built_before_the_first_epoch(tiny_corpus, tmp_path, monkeypatch):
     """The language model's setup builds (or loads) the native kernels: epoch 1's clock never includes a compilation."""
     from tiedlm import native
-    from tiedlm.config import Config
+    from tiedlm.tasks.lm.config import Config
 
     from conftest import LMRun, tiny_overrides
 

@@ -1,7 +1,8 @@
 import pytest
 
-from tiedlm.config import Config, list_presets
+from tiedlm.config import list_presets
 from tiedlm.errors import UsageError
+from tiedlm.tasks.lm.config import Config
 
 
 def test_the_presets_are_what_tools_make_presets_writes(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHECK = """
 import torch
-from tiedlm.config import Config
+from tiedlm.tasks.lm.config import Config
 from tiedlm.losses import LanguageModelLoss
 from tiedlm.models import LanguageModel
 from tiedlm.models.outputs import closed_form_parameters

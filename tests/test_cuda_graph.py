@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from tiedlm import runtime
-from tiedlm.config import Config
 from tiedlm.errors import RunInterrupted, TiedlmError
+from tiedlm.tasks.lm.config import Config
 from tiedlm.tasks.lm.cuda_graph import GraphedStep, unsupported_reason
 from tiedlm.train import load_checkpoint
 

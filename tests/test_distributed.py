@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from tiedlm.config import Config
+from tiedlm.tasks.lm.config import Config
 from tiedlm.tasks.lm.task import LanguageModelTask
 from tiedlm.train import load_checkpoint, run
 

@@ -25,8 +25,8 @@ def test_the_pages_have_python_examples():
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    from tiedlm.config import Config
     from tiedlm.errors import RunInterrupted
+    from tiedlm.tasks.lm.config import Config
     from tiedlm.tasks.lm.task import LanguageModelTask
     from tiedlm.train import run as run_task
 

@@ -20,10 +20,10 @@ def test_config_key_reference_is_generated_from_the_current_configs():
 
 
 def test_every_setting_is_in_the_reference_with_its_default():
-    from tiedlm.config import Config
     from tiedlm.models.encoders import ENCODERS
     from tiedlm.models.outputs import OUTPUTS
     from tiedlm.optimizers import OPTIMIZERS
+    from tiedlm.tasks.lm.config import Config
 
     text = (ROOT / "docs" / "config-keys.md").read_text()
     cfg = Config()

@@ -9,7 +9,7 @@ import pytest
 
 from tiedlm import reproduce as rp
 from tiedlm.cli.main import build_parser
-from tiedlm.config import Config
+from tiedlm.tasks.lm.config import Config
 from tiedlm.tasks.tagging import TaggerConfig
 from tiedlm.tasks.translation import TranslationConfig
 

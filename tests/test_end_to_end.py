@@ -14,9 +14,9 @@ import torch
 
 from tiedlm import interrupts, runtime
 from tiedlm.cli import main
-from tiedlm.config import Config
 from tiedlm.errors import RunInterrupted, TiedlmError
 from tiedlm.run import load_run
+from tiedlm.tasks.lm.config import Config
 from tiedlm.train import load_checkpoint
 from tiedlm.train.checkpoint import save_checkpoint
 

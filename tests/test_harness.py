@@ -57,8 +57,8 @@ def _train_lm(cfg, run: Path, resume: bool) -> dict:
 
 
 def _lm(tmp_path) -> Case:
-    from tiedlm.config import Config
     from tiedlm.tasks.lm import task as trainer
+    from tiedlm.tasks.lm.config import Config
 
     cfg = Config.load("ptb-small-re").with_overrides(tiny_overrides(write_tiny_corpus(tmp_path / "corpus")))
     return Case(
@@ -68,8 +68,8 @@ def _lm(tmp_path) -> Case:
 
 def _transformer_lm(tmp_path) -> Case:
     """The Transformer LM with a DRILL output layer: AdamW, warm-up, its memory of embeddings as carried state."""
-    from tiedlm.config import Config
     from tiedlm.tasks.lm import task as trainer
+    from tiedlm.tasks.lm.config import Config
 
     tiny = [*tiny_overrides(write_tiny_corpus(tmp_path / "corpus")), "model.encoder.layers=1"]
     cfg = Config.load("ptb-transformer-drill").with_overrides(tiny)
@@ -81,8 +81,8 @@ def _transformer_lm(tmp_path) -> Case:
 def _hf_lm(tmp_path) -> Case:
     """A Hugging Face Llama body as the encoder (model.encoder = "hf"), tiedlm's DRILL output layer."""
     pytest.importorskip("transformers")
-    from tiedlm.config import Config
     from tiedlm.tasks.lm import task as trainer
+    from tiedlm.tasks.lm.config import Config
 
     corpus, config = write_tiny_corpus(tmp_path / "corpus"), write_tiny_hf_config(tmp_path / "llama")
     tiny = [o for o in tiny_overrides(corpus, **{"train.lr": "0.003"}) if not o.startswith("model.hidden_size")]

@@ -260,7 +260,7 @@ def hf_overrides(tmp_path, arch="llama", *extra: str) -> list[str]:
 def test_any_preset_trains_on_a_hf_body_whose_config_sets_the_sizes(arch, tmp_path):
     """`--set model.encoder=hf --set model.encoder.config=CONFIG`: the embedding size comes from the HF config
     (16, whatever the preset says), the vocabulary from the corpus; it trains and evaluates like any LM."""
-    from tiedlm.config import Config
+    from tiedlm.tasks.lm.config import Config
     from tiedlm.tasks.lm.task import LanguageModelTask
     from tiedlm.train import run
 

@@ -1,10 +1,11 @@
 import pytest
 import torch
 
-from tiedlm.config import Config, ModelConfig
 from tiedlm.errors import UsageError
 from tiedlm.models import VDLSTM, LanguageModel, lstm_recurrence, lstm_recurrence_reference
+from tiedlm.models.config import ModelConfig
 from tiedlm.run import count_parameters
+from tiedlm.tasks.lm.config import Config
 
 VD8 = {"name": "vd-lstm", "hidden_size": 8}  # a tiny VD-LSTM encoder, [model.encoder] as a table
 

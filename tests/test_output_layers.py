@@ -6,7 +6,6 @@ import pytest
 import torch
 from torch import nn
 
-from tiedlm.config import Config, ModelConfig
 from tiedlm.losses import LanguageModelLoss, encoder_regularization
 from tiedlm.models import (
     OUTPUTS,
@@ -18,6 +17,8 @@ from tiedlm.models import (
     build_output,
     closed_form_parameters,
 )
+from tiedlm.models.config import ModelConfig
+from tiedlm.tasks.lm.config import Config
 
 KINDS = tuple(OUTPUTS.names())  # every registered output layer: a new one needs its PINNED losses below
 

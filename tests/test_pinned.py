@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tiedlm.config import ModelConfig
 from tiedlm.losses import LanguageModelLoss
 from tiedlm.models import OUTPUTS, LanguageModel
+from tiedlm.models.config import ModelConfig
 from tiedlm.models.encoders.state import detach_state
 from tiedlm.tasks.tagging import BiLSTMTagger, TaggerConfig
 from tiedlm.tasks.translation import TranslationConfig

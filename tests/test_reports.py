@@ -8,8 +8,8 @@ import torch
 from tiedlm.analysis.paper import paper_row, variant_name
 from tiedlm.analysis.word_stats import mean_word_probabilities
 from tiedlm.cli import main
-from tiedlm.config import Config
 from tiedlm.run import load_run
+from tiedlm.tasks.lm.config import Config
 
 from conftest import tiny_overrides
 

@@ -351,7 +351,7 @@ def test_several_tables_run_as_one_queue_in_the_order_asked_and_a_shared_run_onc
 
 def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_protocols(tmp_path, capsys):
     """A page from result folders (config.toml, metrics.jsonl, summary.json only: no checkpoints), as committed."""
-    from tiedlm.config import Config
+    from tiedlm.tasks.lm.config import Config
 
     table_dir = tmp_path / "runs" / "pappas2019-table4-small"
     for name, protocol in (("tied", True), ("drill-4", False)):
@@ -403,7 +403,7 @@ def test_render_only_writes_the_page_from_finished_runs_and_names_old_test_proto
 
 
 def test_publish_copies_finished_runs_and_never_overwrites_other_results(tmp_path, capsys):
-    from tiedlm.config import Config
+    from tiedlm.tasks.lm.config import Config
 
     runs, published = tmp_path / "runs", tmp_path / "results"
     run = runs / "pappas2019-table4-small" / "bilinear"
@@ -461,8 +461,8 @@ def test_the_estimate_times_the_trainers_step_in_the_runs_precision(monkeypatch)
     the run will train in (they once ignored it), through the trainer's own window loss."""
     import torch
 
-    from tiedlm.config import Config
     from tiedlm.runtime import resolve_precision
+    from tiedlm.tasks.lm.config import Config
     from tiedlm.tasks.lm.estimate import estimate_seconds
     from tiedlm.train import step as train_step
 
@@ -592,7 +592,7 @@ def test_the_page_plot_names_the_curves_as_the_table_names_its_rows(tmp_path, mo
 def test_a_row_that_is_another_tables_run_has_its_config_and_shares_its_folder(tmp_path, capsys):
     """Pappas's "full" on the small encoder is Inan's "vd": every ``same_as`` row resolves to the very config of
     the row it names, and both tables read, render and publish that one folder (nothing is trained twice)."""
-    from tiedlm.config import Config
+    from tiedlm.tasks.lm.config import Config
 
     shared = [(t, sc, s) for t in rp.TABLES.values() for sc in t.runs for s in t.runs[sc] if s.same_as]
     assert any(s.name == "full" and t.name == "pappas2019-table4-small" for t, _, s in shared)
@@ -924,7 +924,7 @@ def test_the_awd_pages_converged_paragraphs_appear_once_their_rows_finish(tmp_pa
     row it names is not finished, then fills every figure from the run files (stages from metrics.jsonl)."""
     import shutil
 
-    from tiedlm.config import Config
+    from tiedlm.tasks.lm.config import Config
 
     runs = tmp_path / "runs"
     shutil.copytree(RESULTS / "pappas2019-table4-awd", runs / "pappas2019-table4-awd")

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from tiedlm.cli import main
-from tiedlm.config import Config
 from tiedlm.selfcheck import MODELS, Check, checks, format_report
 from tiedlm.selfcheck.checks import resume_check, sizes_for, train_check
+from tiedlm.tasks.lm.config import Config
 
 from conftest import tiny_overrides
 

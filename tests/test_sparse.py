@@ -5,7 +5,6 @@ import math
 import pytest
 import torch
 
-from tiedlm.config import Config
 from tiedlm.errors import UsageError
 from tiedlm.models import (
     LanguageModel,
@@ -20,6 +19,7 @@ from tiedlm.models import (
     sparse_lstm_parameters,
 )
 from tiedlm.models.encoders.sparse_lstm import input_slices
+from tiedlm.tasks.lm.config import Config
 
 
 def _run(layer, x, state, mask, upstream):

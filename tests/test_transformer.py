@@ -10,10 +10,10 @@ import sys
 import pytest
 import torch
 
-from tiedlm.config import Config
 from tiedlm.errors import UsageError
 from tiedlm.models import ENCODERS, OUTPUTS, LanguageModel
 from tiedlm.models.encoders.transformer import Attention, CausalTransformer
+from tiedlm.tasks.lm.config import Config
 from tiedlm.tasks.translation import TransformerTranslator, TranslationConfig, beam_search, greedy_search
 from tiedlm.tasks.translation.config import translator_output
 from tiedlm.tasks.translation.data import BOS, EOS, PAD

@@ -79,7 +79,7 @@ def components(registry) -> list[str]:
 
 def page() -> str:
     sys.path.insert(0, str(ROOT / "src"))
-    from tiedlm.config import Config
+    from tiedlm.tasks.lm.config import Config
     from tiedlm.tasks.subspace.config import SubspaceExperimentConfig
     from tiedlm.tasks.tagging.config import TaggerConfig
     from tiedlm.tasks.translation.config import TranslationConfig

@@ -15,7 +15,7 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Config": ".config",
+    "Config": ".tasks.lm.config",
     "Vocabulary": ".data",
     "load_corpus": ".data",
     "AugmentedLoss": ".losses",

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import torch
 
-from .config import Config
 from .data import Vocabulary
 from .errors import DataError
 from .models import LanguageModel
 from .run_dir import RunDir
 from .runtime import resolve_device
+from .tasks.lm.config import Config
 
 
 @dataclass

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Config
 from ..errors import UsageError
 from ..run_dir import RunDir
+from ..tasks.lm.config import Config
 from .markdown import cell
 from .paper import paper_results, paper_row, variant_name
 

@@ -296,10 +296,10 @@ def cmd_generate(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from ..config import Config
     from ..data import Vocabulary, load_corpus
     from ..data.sources import VOCAB_SIZES
     from ..run import count_parameters
+    from ..tasks.lm.config import Config
 
     target = RunDir(args.target)
     if target.path.is_dir() and not target.config.is_file():

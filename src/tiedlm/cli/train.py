@@ -131,7 +131,8 @@ def _resumed_data(args, cfg, run_dir: Path) -> list[str]:
 
 
 def cmd_presets(args) -> int:
-    from ..config import Config, list_presets
+    from ..config import list_presets
+    from ..tasks.lm.config import Config
 
     rows = []
     for name in list_presets():
@@ -161,7 +162,7 @@ def cmd_list(args) -> int:
     """The registered components, each with its summary and its own keys (and their defaults)."""
     import dataclasses
 
-    from ..config import SECTION_COMPONENTS
+    from ..tasks.lm.config import SECTION_COMPONENTS
 
     rows, lines = [], []
     for registry in [r for components in SECTION_COMPONENTS.values() for r in components.values()]:

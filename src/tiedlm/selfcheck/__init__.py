@@ -20,9 +20,9 @@ from pathlib import Path
 import torch
 
 from .. import __version__
-from ..config import Config
 from ..errors import DataError, TiedlmError, UsageError
 from ..runtime import cpu_model, numerics_hash, set_threads
+from ..tasks.lm.config import Config
 from .checks import Check, baseline_check, gpu_tests_check, resume_check, sizes_for, train_check
 
 __all__ = ["Check", "MODELS", "describe_device", "format_report", "run_selfcheck"]

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-from ..config import Config
 from ..errors import RunInterrupted, TiedlmError
 from ..evaluation import evaluate
+from ..tasks.lm.config import Config
 from ..tasks.lm.task import LanguageModelTask
 from ..train import Run, load_checkpoint
 

@@ -62,7 +62,7 @@ TASKS: dict[str, TaskInfo] = {
             "language model",
             ("train",),
             ("evaluate",),
-            "tiedlm.config:Config",
+            "tiedlm.tasks.lm.config:Config",
             "tiedlm.tasks.lm.task:LanguageModelTask",
             "tiedlm.tasks.lm.estimate:estimate_seconds",
             ("valid / test perplexity (test: batch 1)", ("valid_ppl", "test_ppl"), "{:.2f}"),

@@ -255,7 +255,8 @@ class Run:
             r.fit()                      # the loop, then the summary
 
     Entering refuses, with one line each, a folder of committed results (without ``resume``), one that cannot be
-    written, one that already holds a run (without ``resume``), another task's run and a finished run; holds the
+    written, one that already holds a run (without ``resume``) and a finished run (a resumed folder of another
+    task is refused before, by its config's ``for_run``); holds the
     folder's lock (one process trains in a folder at a time; under torchrun rank 0 holds it for all);
     resolves threads, device, precision and torchrun's ranks from :meth:`Task.settings` (written back, so the saved
     config holds them); sets the task up and restores a resumed run's checkpoint (:attr:`progress`)."""

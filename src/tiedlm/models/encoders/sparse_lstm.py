@@ -161,7 +161,7 @@ class SparseStackSpec:
 
 
 def sparse_spec(cfg) -> SparseLayerSpec | SparseStackSpec | None:
-    """The sparse layout a :class:`~tiedlm.config.ModelConfig` asks for: every layer (``sparse_fraction``), one
+    """The sparse layout a :class:`~tiedlm.models.config.ModelConfig` asks for: every layer (``sparse_fraction``), one
     layer (``sparse_layer``), or None."""
     if cfg.sparse_fraction:
         return SparseStackSpec(cfg.sparse_fraction)

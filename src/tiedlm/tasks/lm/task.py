@@ -28,7 +28,6 @@ from pathlib import Path
 import torch
 
 from ... import __version__, native
-from ...config import Config
 from ...data import Vocabulary, batchify, load_corpus
 from ...data.batching import fixed_window_lengths, scheduled_windows, variable_window_lengths
 from ...data.corpus import check_split_sizes
@@ -43,6 +42,7 @@ from ...train.checkpoint import carried_state, load_checkpoint, model_state, sta
 from ...train.loop import SCHEMA, Progress, Task
 from ...train.optimizers import make_optimizer
 from ...train.step import update, window_loss
+from .config import Config
 from .cuda_graph import GraphedSteps, unsupported_reason
 from .nt_asgd import NTASGD
 

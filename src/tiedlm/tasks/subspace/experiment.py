@@ -28,12 +28,12 @@ import numpy as np
 import torch
 
 from ...analysis.subspace import subspace_distance
-from ...config import ModelConfig
 from ...data import batchify, bptt_windows, load_corpus
 from ...errors import RunInterrupted, UsageError
 from ...evaluation import stream_logits
 from ...losses import LanguageModelLoss
 from ...models import LanguageModel
+from ...models.config import ModelConfig
 from ...models.encoders.state import detach_state
 from ...run_dir import RunDir
 from ...runtime import autocast, resolve_precision, set_threads
