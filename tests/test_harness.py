@@ -391,3 +391,15 @@ def test_a_non_finite_validation_score_stops_the_run_and_keeps_the_last_checkpoi
         case.train(tmp_path / "run", False)
     assert not (tmp_path / "run" / "checkpoints" / "last.safetensors").exists()
     assert (tmp_path / "run" / "metrics.jsonl").read_text() == ""
+
+
+def test_a_task_that_trains_in_one_process_is_refused_under_torchrun_with_one_line(tmp_path, monkeypatch):
+    """The harness resolves torchrun's ranks for every task: the language model trains data-parallel
+    (tests/test_distributed.py); a task that does not declare ``distributed`` is refused before it writes anything."""
+    from tiedlm.train.distributed import DistributedContext
+
+    monkeypatch.setattr(DistributedContext, "from_environment", classmethod(lambda cls, device: cls(1, 2)))
+    case = CASES["tag"](tmp_path)
+    with pytest.raises(UsageError, match=r"trains in one process: run `tiedlm tag train` without torchrun") as e:
+        case.train(tmp_path / "run", False)
+    assert "\n" not in str(e.value) and not (tmp_path / "run").exists()

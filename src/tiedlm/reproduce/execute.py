@@ -5,7 +5,7 @@ signal reaches it from here only, and once: Ctrl-C at the terminal, or SIGTERM t
 no further run and passes SIGTERM on to the running ones, which write a checkpoint at their next step and exit
 130; a second signal is passed on too, and stops them at once on their last checkpoint, as ``tiedlm train``
 does. Where a scheduler signals every process of a job, a run gets that signal and the one passed on at the
-same moment, and takes them as one request (``SAME_REQUEST_S`` in :mod:`tiedlm.train.interrupts`). A run
+same moment, and takes them as one request (``SAME_REQUEST_S`` in :mod:`tiedlm.interrupts`). A run
 stopped from outside (a signal to the child itself: it exits 130) also starts no further run; the others train
 on. Either way :class:`~tiedlm.errors.RunInterrupted` then says what stopped and that the same
 command resumes the queue.
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from ..errors import RunInterrupted
-from ..train.interrupts import StopRequest
+from ..interrupts import StopRequest
 from .plan import train_command
 
 
