@@ -5,18 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .common import emit
-from .train import train_run
-
-
-def cmd_tag_train(args) -> int:
-    run_dir, m = train_run(args, "tag")
-    emit(
-        args,
-        m,
-        f"tagger {run_dir}: dev {100 * m['dev_accuracy']:.2f}%, test {100 * m['test_accuracy']:.2f}% "
-        f"(best epoch {m['best_epoch']}), embedding parameters {m['parameters']['embedding']:,}",
-    )
-    return 0
+from .train import train_command
 
 
 def cmd_tag_evaluate(args) -> int:
@@ -48,7 +37,7 @@ def register(add, sub_parser_class) -> None:
     tr = add_command(
         tsub,
         "train",
-        cmd_tag_train,
+        train_command("tag"),
         "train a BiLSTM UPOS tagger",
         "Train a BiLSTM UPOS tagger on UD English-EWT r2.16; keys for --set: [model] embedding_size, "
         "embedding_density, hidden_size, layers, dropout; [data] min_count, max_sentences, data_dir; "

@@ -11,15 +11,22 @@ from ..errors import UsageError
 from .common import device_setting, emit, progress_log, refuse_empty, tensorboard_folder
 
 
-def cmd_train(args) -> int:
-    run_dir, summary = train_run(args, "lm")
-    if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 speaks
-        emit(
-            args,
-            {"run_dir": str(run_dir), **summary},
-            f"run {run_dir}: valid ppl {summary['valid_ppl']:.2f}, test ppl {summary['test_ppl']:.2f}",
-        )
-    return 0
+def train_command(name: str):
+    """The command that trains task ``name`` (``train``, ``tag train``, ``translate train``): :func:`train_run`,
+    then the summary (``--json``) or the task's line of it (``TASKS[name].done``)."""
+
+    def cmd(args) -> int:
+        from ..tasks import TASKS
+
+        run_dir, summary = train_run(args, name)
+        if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 speaks
+            emit(args, {"run_dir": str(run_dir), **summary}, TASKS[name].done.format(run_dir=run_dir, **summary))
+        return 0
+
+    return cmd
+
+
+cmd_train = train_command("lm")
 
 
 def train_run(args, name: str) -> tuple[Path, dict]:

@@ -8,19 +8,8 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .common import emit
-from .train import train_run
+from .train import train_command
 from .types import POSITIVE
-
-
-def cmd_translate_train(args) -> int:
-    run_dir, m = train_run(args, "translate")
-    emit(
-        args,
-        m,
-        f"translator {run_dir}: test BLEU {m['test_bleu']:.2f} ({m['bleu_signature']}), test ppl "
-        f"{m['test_ppl']:.2f}, {m['parameters']['total']:,} parameters, {m['train_seconds'] / 60:.1f} min",
-    )
-    return 0
 
 
 def cmd_translate_evaluate(args) -> int:
@@ -78,7 +67,7 @@ def register(add, sub_parser_class) -> None:
     tr = add_command(
         tsub,
         "train",
-        cmd_translate_train,
+        train_command("translate"),
         "train a Transformer translator",
         "Train a Transformer encoder-decoder on Multi30k En->De with sentencepiece subwords; the test "
         "BLEU (sacrebleu) is computed at the end. Keys for --set: see TranslationConfig "

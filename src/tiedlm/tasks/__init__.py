@@ -37,6 +37,7 @@ class TaskInfo:
     curves: bool = False  # its page draws validation curves and frequency bands
     old_device: str = "–"  # the device of a finished run whose summary names none (older runs)
     results: str = ""  # what a finished run holds, where it has no evaluate command
+    done: str = ""  # the line its train command ends with: str.format over the summary and run_dir
 
     def config_class(self):
         return _load(self.config)
@@ -68,6 +69,7 @@ TASKS: dict[str, TaskInfo] = {
             ("valid / test perplexity (test: batch 1)", ("valid_ppl", "test_ppl"), "{:.2f}"),
             ("valid ppl", "test ppl (batch 1)"),
             preset=True,
+            done="run {run_dir}: valid ppl {valid_ppl:.2f}, test ppl {test_ppl:.2f}",
             own_data=("data.name={folder}",),
             batch1=True,
             curves=True,
@@ -85,6 +87,8 @@ TASKS: dict[str, TaskInfo] = {
             ("dev accuracy (%)", "test accuracy (%)"),
             precision=False,
             old_device="cpu",
+            done="tagger {run_dir}: dev {dev_accuracy:.2%}, test {test_accuracy:.2%} (best epoch {best_epoch}), "
+            "embedding parameters {parameters[embedding]:,}",
         ),
         TaskInfo(
             "translate",
@@ -97,6 +101,8 @@ TASKS: dict[str, TaskInfo] = {
             "tiedlm.tasks.translation.task:estimate_seconds",
             ("valid perplexity / test BLEU", ("valid_ppl", "test_bleu"), "{:.2f}"),
             ("valid ppl", "test BLEU"),
+            done="translator {run_dir}: test BLEU {test_bleu:.2f} ({bleu_signature}), test ppl {test_ppl:.2f}, "
+            "{parameters[total]:,} parameters, {train_seconds:.0f} s of training",
         ),
         TaskInfo(
             "subspace",

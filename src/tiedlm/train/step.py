@@ -1,4 +1,4 @@
-"""The training step every trainer shares (language model, tagger, translator) and the CUDA graph captures.
+"""The training step every task shares (language model, tagger, translator, subspace runs) and the CUDA graph captures.
 
 - :func:`window_loss`: forward and loss of one language-model window (the eager step and the CUDA graph of
   :mod:`tiedlm.tasks.lm.cuda_graph` both call it, so the two cannot compute different losses);

@@ -15,7 +15,7 @@ class Encoder(nn.Module):
     an ``Encoder``.
 
     What an encoder can do is declared on its config's class (:class:`~tiedlm.models.encoders.configs.
-    EncoderConfig`), where the run's config is checked and the trainer reads it without building the model:
+    EncoderConfig`), where the run's config is checked and the task reads it without building the model:
     ``cuda_graph`` (its training step is captured in a CUDA graph), ``activation_regularization`` (it keeps
     :attr:`last_outputs` for AR/TAR), and :meth:`~tiedlm.models.encoders.configs.EncoderConfig.check_run`
     (settings of the run it needs, e.g. the Transformer's positions against ``train.bptt``).

@@ -17,7 +17,7 @@ A non-finite loss or gradient norm is caught as in the eager loop: the graph kee
 weights from before its update, and the step is undone from it (and the carried state is not
 advanced) when the replay reports the step non-finite.
 
-Used by :class:`~tiedlm.train.trainer.Trainer` when :func:`unsupported_reason` finds nothing against it;
+Used by :class:`~tiedlm.tasks.lm.task.LanguageModelTask` when :func:`unsupported_reason` finds nothing against it;
 with fixed windows the last, shorter window of an epoch runs eagerly, and with the AWD-LSTM's variable
 windows every length met gets a graph of its own (:class:`GraphedSteps`, one memory pool), so that weight
 drop, AR/TAR and the NT-ASGD average (updated after each replay) all train from graphs.

@@ -10,7 +10,7 @@ from ...train import timing
 
 
 def lm_training_step(cfg, vocab_size: int, threads: int):
-    """One language-model training step as the trainer takes it (forward and loss of one window with the state
+    """One language-model training step as the task takes it (forward and loss of one window with the state
     carried over, backward, an SGD update), on ``threads`` threads in the run's precision (bf16 where it is
     "auto" and the CPU has bf16): ``step(x) -> tokens`` for a (bptt, batch) window of ids ``x``, which is its
     own target (timing needs no real text)."""
@@ -28,7 +28,7 @@ def lm_training_step(cfg, vocab_size: int, threads: int):
     precision = resolve_precision(cfg.train.precision, torch.device("cpu"))
     carried = [model.init_state(cfg.train.batch_size)]
 
-    def step(x):  # the trainer's own forward and loss of one window, the state carried over (a Transformer's memory)
+    def step(x):  # the task's own forward and loss of one window, the state carried over (a Transformer's memory)
         loss, _, _, state = window_loss(model, loss_fn, x, x, carried[0], precision)
         carried[0] = detach_state(state)
         opt.zero_grad()
