@@ -41,7 +41,7 @@ class ComponentConfig:
         return {"name": self.name, **dataclasses.asdict(self)}
 
 
-def _import(path: str) -> Any:
+def import_named(path: str) -> Any:
     """The object named by "package.module:Name"."""
     module, _, attr = path.partition(":")
     return getattr(importlib.import_module(module), attr)
@@ -56,7 +56,7 @@ class Entry:
 
     @property
     def cls(self) -> type:
-        cls = self.builds if isinstance(self.builds, type) else _import(self.builds)
+        cls = self.builds if isinstance(self.builds, type) else import_named(self.builds)
         if self.registry is not None:
             self.registry.check_class(self.name, cls)
         return cls
@@ -93,7 +93,7 @@ class Registry:
         """A one-line UsageError unless ``cls`` subclasses the registry's base class."""
         if not self.base:
             return
-        base = _import(self.base)
+        base = import_named(self.base)
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise UsageError(
                 f"{self.kind} {name!r} is registered to build {getattr(cls, '__qualname__', cls)!r}, which is not a "
@@ -175,10 +175,11 @@ def assign_typed(target: Any, section: str, key: str, value: Any, origin: str, h
     want = ftypes[key]
     if get_origin(want) is list:  # a list of numbers (the subspace experiment's sweeps)
         item = get_args(want)[0]
-        value = [float(v) if item is float and type(v) is int else v for v in value] if isinstance(value, list) else 0
-        if value == 0 or not all(isinstance(v, item) and type(v) is not bool for v in value):
+        items = value if isinstance(value, list) else [None]  # not a list: refused below, as a wrong item is
+        items = [float(v) if item is float and type(v) is int else v for v in items]
+        if not all(isinstance(v, item) and type(v) is not bool for v in items):
             raise UsageError(f"{origin}: {section}.{key} must be a list of {item.__name__} values")
-        setattr(target, key, value)
+        setattr(target, key, items)
         return
     if not isinstance(want, type):
         raise UsageError(f"{origin}: {section}.{key} is a table; set its keys as {section}.{key}.KEY")

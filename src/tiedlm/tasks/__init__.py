@@ -7,12 +7,8 @@ no task's code; a new task is one package and one entry."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import import_module
 
-
-def _load(ref: str):
-    module, _, name = ref.partition(":")
-    return getattr(import_module(module), name)
+from ..registry import import_named
 
 
 @dataclass(frozen=True)
@@ -40,13 +36,13 @@ class TaskInfo:
     done: str = ""  # the line its train command ends with: str.format over the summary and run_dir
 
     def config_class(self):
-        return _load(self.config)
+        return import_named(self.config)
 
     def task_class(self):
-        return _load(self.task)
+        return import_named(self.task)
 
     def estimate_seconds(self, cfg, threads: int) -> float:
-        return _load(self.estimate)(cfg, threads)
+        return import_named(self.estimate)(cfg, threads)
 
     def new_config(self, preset: str = "", overrides=()):
         """The config of a new run: the preset's (or the defaults) with ``overrides``."""
