@@ -89,3 +89,18 @@ def test_a_subspace_experiment_stopped_before_the_harness_finishes(fixture_runs,
     assert len(rows) == 1 + 2 and not (out / "points").exists()  # both points, one run each
     summary = json.loads(capsys.readouterr().out)
     assert [p["beta"] for p in summary["beta_sweep"]] == [0.0, 1.0] and summary["runs_in_csv"] == 2
+
+
+@pytest.mark.parametrize("name", ["lm", "tag", "translate"])
+def test_a_resume_moves_only_verified_data_and_never_to_another_corpus(name, fixture_runs, tmp_path, capsys):
+    """`--resume RUN --data-dir D` (the same verified corpus found elsewhere) is refused with one line for a run on
+    a folder of its own, as every fixture is, and `--resume RUN --data D` for every run; config.toml stays."""
+    info = TASKS[name]
+    run = fixture_runs / info.kind
+    before = (run / "config.toml").read_text()
+    for option, message in (("--data-dir", "trains on a folder of its own"), ("--data", "trains on its own corpus")):
+        capsys.readouterr()
+        assert main([*info.train, "--resume", str(run), option, str(tmp_path), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, err
+    assert (run / "config.toml").read_text() == before

@@ -213,9 +213,10 @@ class SectionedConfig:
         return tuple(keys)
 
     @classmethod
-    def for_run(cls, run_dir: Path, resume: bool, overrides: list[str]):
+    def for_run(cls, run_dir: Path, resume: bool, overrides: list[str], data_dir: str = ""):
         """The settings of a new run (defaults + ``overrides``) or of the run being resumed in ``run_dir`` (its
-        saved config, where only the :meth:`resumable_keys` may change; saved back)."""
+        saved config, where only the :meth:`resumable_keys` may change, and ``data_dir``, its verified data found in
+        another folder (:meth:`check_data_dir`); saved back)."""
         if not resume:
             return cls().with_overrides(overrides)
         cls.check_resume(run_dir)
@@ -225,6 +226,9 @@ class SectionedConfig:
             section, key, _ = cfg._dotted(item)
             if f"{section}.{key}" not in allowed:
                 raise UsageError(f"--set {item}: a resumed run only accepts {', '.join(allowed)}")
+        if data_dir:
+            cfg.check_data_dir(run_dir)
+            overrides = [*overrides, f"data.data_dir={Path(data_dir).expanduser().resolve()}"]
         cfg = cfg.with_overrides(overrides)
         cfg.save(run_dir)
         return cfg
@@ -245,12 +249,17 @@ class SectionedConfig:
         if error := files.other_task_error(cls.kind, resuming=True):
             raise error
 
+    def own_folder(self) -> str:
+        """The folder of one's own this run trains on, read as it is ("": a built-in corpus, verified by its
+        checksums wherever it is found)."""
+        return self.data.data_dir if getattr(self.data, "own_data", False) else ""
+
     def check_data_dir(self, run_dir: Path) -> None:
         """One line where ``--data-dir`` cannot move this resumed run's data: it trains on a folder of its own."""
-        if getattr(self.data, "own_data", False):
+        if folder := self.own_folder():
             raise UsageError(
-                f"--data-dir: {run_dir} trains on a folder of its own ({self.data.data_dir}); move that folder "
-                "back, or give a new run"
+                f"--data-dir: {run_dir} trains on a folder of its own ({folder}), not a known corpus; move that "
+                "folder back, or give a new run"
             )
 
     @classmethod

@@ -46,12 +46,9 @@ def train_run(args, name: str) -> tuple[Path, dict]:
     cls, resume = info.config_class(), args.resume not in (None, False)
     if resume:
         run_dir = _resumed_folder(args)
-        cls.check_resume(run_dir)
+        cls.check_resume(run_dir)  # before the thread count it recorded is read
         recorded = cls.load_run(run_dir).train.threads
-        cfg = cls.for_run(run_dir, True, args.set)
-        if data := _resumed_data(args, cfg, run_dir):  # written back to its config.toml
-            cfg = cfg.with_overrides(data)
-            cfg.save(run_dir)
+        cfg = cls.for_run(run_dir, True, args.set, args.data_dir or "")
     else:
         cfg, run_dir = _new_config(args, info, cls)
         recorded = 0
@@ -113,6 +110,11 @@ def _resumed_folder(args) -> Path:
     if getattr(args, "config", None):
         raise UsageError("give either a PRESET/CONFIG to start a run or --resume RUN_DIR, not both")
     folder = args.resume if isinstance(args.resume, str) else args.out
+    if args.data:
+        raise UsageError(
+            f"--data {args.data}: a resumed run trains on its own corpus (the data of {folder}/config.toml); "
+            "to train on another, start a new run"
+        )
     if not folder:
         raise UsageError("give --resume RUN_DIR (or --out DIR --resume) to continue a stopped run")
     if args.out and Path(args.out) != Path(folder):
@@ -121,20 +123,6 @@ def _resumed_folder(args) -> Path:
             "give --resume alone (or start a new run with --out NEW)"
         )
     return Path(folder)
-
-
-def _resumed_data(args, cfg, run_dir: Path) -> list[str]:
-    """``--data-dir`` on resume: the same verified corpus found in another folder (checked by its checksums
-    again); ``--data`` (another corpus) is refused."""
-    if args.data:
-        raise UsageError(
-            f"--data {args.data}: a resumed run trains on its own corpus (the data of {run_dir}/config.toml); "
-            "to train on another, start a new run"
-        )
-    if not args.data_dir:
-        return []
-    cfg.check_data_dir(run_dir)
-    return [f"data.data_dir={Path(args.data_dir).expanduser().resolve()}"]
 
 
 def cmd_presets(args) -> int:

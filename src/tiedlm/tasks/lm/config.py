@@ -132,14 +132,10 @@ class Config(SectionedConfig):
     def resumable_keys(cls) -> tuple[str, ...]:
         return resumable_keys()
 
-    def check_data_dir(self, run_dir: Path) -> None:
+    def own_folder(self) -> str:
         from ...data.sources import CORPORA
 
-        if self.data.name not in CORPORA:
-            raise UsageError(
-                f"--data-dir: {run_dir} trains on a folder of its own ({self.data.name}), not a known corpus; "
-                "move that folder back, or give a new run"
-            )
+        return "" if self.data.name in CORPORA else self.data.name
 
     # ----- validation ---------------------------------------------------------------------
     def validate(self) -> None:

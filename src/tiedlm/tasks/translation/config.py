@@ -123,6 +123,11 @@ class TranslationConfig(SectionedConfig):
     train: TranslationTrain = field(default_factory=TranslationTrain)
     decode: TranslationDecode = field(default_factory=TranslationDecode)
 
+    def own_folder(self) -> str:
+        """Only Multi30k en<->de is built in (and verified): other languages are a folder of one's own too."""
+        d = self.data
+        return d.data_dir if d.own_data or {d.source_lang, d.target_lang} != {"en", "de"} else ""
+
     def validate(self) -> None:
         d, m, ls, t, dec = self.data, self.model, self.loss, self.train, self.decode
         for ok, key, value, allowed in (
