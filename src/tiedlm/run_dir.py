@@ -149,7 +149,7 @@ class RunDir:
             )
         return UsageError(f"{p} is a {info.noun} run (`tiedlm {train}`), not a {KINDS[wanted].noun}'s: use {use}")
 
-    def require_config(self, resuming: bool = False) -> None:
+    def require_config(self) -> None:
         """A one-line error unless this is a language-model run folder (the config.toml `tiedlm train` wrote);
         another task's run is named as such, with the commands that work on it."""
         if not self.path.exists():
@@ -158,7 +158,7 @@ class RunDir:
             raise UsageError(
                 f"{self.path} is not a tiedlm run directory (no config.toml); give the --out folder of `tiedlm train`"
             )
-        if error := self.other_task_error("lm", resuming):
+        if error := self.other_task_error("lm"):
             raise error
 
     def read_metrics(self) -> list[dict[str, Any]]:
