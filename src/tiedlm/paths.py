@@ -1,8 +1,10 @@
-"""Output folders: writable, and never a folder of committed results."""
+"""Output folders: writable, and never a folder of committed results; paths written as a user types them."""
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import tempfile
 from pathlib import Path
@@ -42,3 +44,54 @@ def refuse_committed(folder: Path, option: str = "--out") -> None:
             f"{option} {folder} holds committed results (files tracked by git); write to another "
             f"folder, e.g. {option} runs/{folder.name}"
         )
+
+
+# an absolute path of a machine's own folders (not a URL's path: those follow "//host")
+_ABSOLUTE = re.compile(r"(?<![\w$~.:/])/(?:root|home|work|tmp|mnt|Users|srv|scratch|data)/[^\s\"',;)\]]*")
+_DATA = re.compile(r"^/.*?/(?:\.?data)/(?P<rest>[^/]+.*)$")
+_RUNS = re.compile(r"^/(?:.*/)?(?:tiedlm-runs(?:/reproduce)?|hfruns|runs|tmp)/(?P<rest>.+)$")
+
+
+def portable_path(path: str) -> str:
+    """One machine path as a user types it: a corpus folder (``…/data/ptb``, ``…/.data/ptb``) is
+    ``$TIEDLM_DATA/ptb``; a run folder (``…/tiedlm-runs/[reproduce/]TABLE/RUN``, ``…/runs/RUN``, ``/tmp/RUN``) is
+    ``runs/TABLE/RUN``, the folder ``tiedlm reproduce TABLE --runs runs`` and ``--out runs/RUN`` use; any other path
+    is unchanged."""
+    tail = ":" if path.endswith(":") else ""
+    path = path.rstrip(":")
+    if m := _DATA.match(path):
+        return f"$TIEDLM_DATA/{m['rest']}{tail}"
+    if m := _RUNS.match(path):
+        return f"runs/{m['rest']}{tail}"
+    return path + tail
+
+
+def portable(text: str) -> str:
+    """``text`` with each machine path in it made portable (:func:`portable_path`): what published run files and
+    benchmark results hold, so that a command copied from them runs on another machine."""
+    return _ABSOLUTE.sub(lambda m: portable_path(m.group(0)), text)
+
+
+def machine_paths(text: str) -> list[str]:
+    """The absolute paths of a machine's own folders that ``text`` holds."""
+    return _ABSOLUTE.findall(text)
+
+
+def portable_command(argv: list[str]) -> str:
+    """A run's command as recorded in its summary: ``tiedlm`` and the arguments, each path relative to the working
+    folder where it lies below it, ``~/…`` below the home folder (:func:`portable_path` for the rest)."""
+    home, cwd = Path.home().resolve(), Path.cwd().resolve()
+    words = []
+    for arg in argv:
+        option, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        if value.startswith("/"):
+            path = Path(value)
+            if path.is_relative_to(cwd) and path != cwd:
+                value = path.relative_to(cwd).as_posix()
+            elif path.is_relative_to(home) and path != home:
+                value = "~/" + path.relative_to(home).as_posix()
+            else:
+                value = portable_path(value)
+        word = option + eq + value
+        words.append(word if value.startswith(("~/", "$TIEDLM_DATA")) else shlex.quote(word))
+    return " ".join(["tiedlm", *words])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from pathlib import Path
 
@@ -34,6 +33,7 @@ def train_run(args, name: str) -> tuple[Path, dict]:
     (a new run's: the preset or the defaults, ``--set``, ``--data``/``--data-dir``; a stopped run's: its saved one
     through its config class's ``for_run``, which checks the folder), then the harness's ``run()``; returns the
     run folder and the summary."""
+    from ..paths import portable_command
     from ..runtime import resumed_threads_note
     from ..tasks import TASKS
     from ..train import run
@@ -55,7 +55,7 @@ def train_run(args, name: str) -> tuple[Path, dict]:
     log = progress_log(args)
     if os.environ.get("RANK", "0") == "0" and (note := resumed_threads_note(recorded, args.threads)):
         log(f"tiedlm: {note}")
-    command = "tiedlm " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = portable_command(sys.argv[1:])  # as typed, with no path of this machine
     summary = run(
         info.task_class()(cfg, command),
         run_dir,

@@ -18,7 +18,6 @@ finish: it appears, with their figures, once they do.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -29,16 +28,10 @@ from ..tasks import TASKS
 PLACEHOLDER = re.compile(r"\{\{(\+?)([^{}]+)\}\}")
 
 
-def batch1_test_ppl(folder: Path, summary: dict) -> float | None:
-    """A run's test perplexity by the papers' protocol (batch 1), or None where only the streamed one is known.
-
-    Runs trained before the summary recorded ``test_protocol`` measured test over ``eval_batch_size`` streams;
-    their batch-1 figure, where taken afterwards, is ``test_batch1.json`` (``tiedlm evaluate RUN --split test
-    --json`` saved in the run folder)."""
-    if "test_protocol" in summary:
-        return summary["test_ppl"]
-    later = Path(folder) / "test_batch1.json"
-    return json.loads(later.read_text())["ppl"] if later.is_file() else None
+def batch1_test_ppl(summary: dict) -> float | None:
+    """A run's test perplexity by the papers' protocol (batch 1), or None where its summary's test figure is over
+    streams (``test_protocol`` says which; runs published before tiedlm measured both give the streamed one)."""
+    return summary["test_ppl"] if summary.get("test_protocol", "").startswith("batch 1") else None
 
 
 class Missing(Exception):
@@ -56,7 +49,7 @@ def _figure(row: str, field: str, runs: dict[str, Path], task: str) -> float:
     if field == "valid":
         return scale * summary[keys[0]]
     if field == "test":
-        batch1 = batch1_test_ppl(folder, summary) if TASKS[task].batch1 else None
+        batch1 = batch1_test_ppl(summary) if TASKS[task].batch1 else None
         return batch1 if batch1 is not None else scale * summary[keys[1]]
     if field == "streams":
         return summary.get("test_ppl_streams", summary["test_ppl"])

@@ -15,14 +15,13 @@ from .publish import BANDS
 from .tables import SEEDED, Table
 
 
-def _test_ppl(files: RunDir, summary: dict) -> str:
-    """The run's test perplexity by the papers' protocol (batch 1, :func:`batch1_test_ppl`), with the streamed
-    figure beside it where the run recorded that one instead."""
-    batch1 = batch1_test_ppl(files.path, summary)
-    if "test_protocol" in summary:
+def _test_ppl(summary: dict) -> str:
+    """The run's test perplexity by the papers' protocol (batch 1, :func:`batch1_test_ppl`); a run whose summary
+    holds only the streamed figure shows that one, said so."""
+    batch1 = batch1_test_ppl(summary)
+    if batch1 is not None:
         return f"{batch1:.2f}"
-    streams = f"{summary['test_ppl']:.2f} ({summary.get('eval_batch_size', 10)} streams)"
-    return f"{batch1:.2f}; {streams}" if batch1 is not None else streams
+    return f"{summary['test_ppl']:.2f} ({summary.get('eval_batch_size', 10)} streams)"
 
 
 def seed_groups(finished: dict[str, dict]) -> dict[str, dict[int, dict]]:
@@ -260,7 +259,7 @@ def _table_row(r: dict, task: str, command: str, links_from: Path) -> tuple[str,
     metrics = files.read_metrics()
     paper = " / ".join("–" if v is None else f"{v:g}" for v in spec.paper)
     if summary:
-        test = _test_ppl(files, summary) if info.batch1 else fmt.format(summary[keys[1]])
+        test = _test_ppl(summary) if info.batch1 else fmt.format(summary[keys[1]])
         ours = f"{fmt.format(summary[keys[0]])} / {test}"
         params = f"{summary['parameters']['total'] / 1e6:.2f}M"
         seconds = summary.get("wall_time_s", summary.get("train_seconds"))
@@ -275,10 +274,8 @@ def _table_row(r: dict, task: str, command: str, links_from: Path) -> tuple[str,
         ours = f"{best:.2f} / –" if best is not None else "–"
         params = wall = device = tps = "–"
         command_line = f"| `{spec.name}` | {_STATUS.get(status, status)} | `{command}` |"
-    if summary and info.batch1 and "test_protocol" not in summary:
-        # a run from before test_protocol: its summary's test is over streams; the seeds section compares batch 1
-        batch1 = batch1_test_ppl(files.path, summary)
-        summary = {**summary, "test_ppl": batch1} if batch1 is not None else {**summary, "streams_only": True}
+    if summary and info.batch1 and batch1_test_ppl(summary) is None:
+        summary = {**summary, "streams_only": True}  # its test is over streams: the seeds section says so
     total = planned_epochs(r)
     note = f" ({spec.note})" if spec.note else ""
     line = (

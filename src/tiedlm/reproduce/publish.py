@@ -6,19 +6,19 @@ import json
 from pathlib import Path
 
 from ..errors import UsageError
-from ..run_dir import RunDir, write_json_atomic
+from ..paths import portable
+from ..run_dir import RunDir, write_json_atomic, write_text_atomic
 from .estimate import ESTIMATE
 from .tables import SEEDED, Table
 
-PUBLISHED = ("config.toml", "metrics.jsonl", "summary.json", "test_batch1.json")
+PUBLISHED = ("config.toml", "metrics.jsonl", "summary.json")
 
 
 def publish(rows: list[dict], into: Path, log=print) -> list[str]:
-    """Copy each finished run's small files (config, metrics, summary, a later batch-1 test) and its log into
-    ``into/TABLE/RUN/``, for committing; returns the runs copied. A file already there with other content is
-    never overwritten (a one-line error: committed results stay as they are); an identical one is left."""
-    import shutil
-
+    """Copy each finished run's small files (config, metrics, summary) and its log into ``into/TABLE/RUN/``, for
+    committing, each machine path in them written as a user types it (:func:`~tiedlm.paths.portable`); returns the
+    runs copied. A file already there with other content is never overwritten (a one-line error: committed results
+    stay as they are); an identical one is left."""
     copied = []
     for r in rows:
         if r["status"] != "finished":
@@ -28,16 +28,17 @@ def publish(rows: list[dict], into: Path, log=print) -> list[str]:
         log_file = src.parent / f"{src.name}.log"
         if log_file.is_file():
             files.append((log_file, dst / "train.log"))
-        for a, b in files:
-            if b.exists() and b.read_bytes() != a.read_bytes():
+        texts = [(portable(a.read_text(encoding="utf-8")), b) for a, b in files]  # no path of this machine
+        for text, b in texts:
+            if b.exists() and b.read_text(encoding="utf-8") != text:
                 raise UsageError(
                     f"{b} already holds other results; published results are never overwritten "
                     f"(move it away first if this run replaces it)"
                 )
         dst.mkdir(parents=True, exist_ok=True)
-        for a, b in files:
+        for text, b in texts:
             if not b.exists():
-                shutil.copyfile(a, b)
+                write_text_atomic(b, text)
         copied.append(r["spec"].name)
         log(f"{r['spec'].name}: published to {dst}")
     return copied
