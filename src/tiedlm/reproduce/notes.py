@@ -96,9 +96,11 @@ def _value(expr: str, runs: dict[str, Path], task: str, bands: dict | None) -> t
 
 
 def render_notes(notes: str, runs: dict[str, Path], task: str, bands: dict | None = None) -> str:
-    """``notes`` with every placeholder filled, less each paragraph that names a run not finished here."""
+    """``notes`` with every placeholder filled, less each paragraph that names a run not finished here. The notes
+    live in ``notes/`` below the page they are drawn into: a link that works where they stand (``../x.md``) is
+    written for the page (``x.md``)."""
     paragraphs = (_render_paragraph(text, runs, task, bands) for text in notes.split("\n\n"))
-    return "\n\n".join(p for p in paragraphs if p is not None)
+    return re.sub(r"\]\(\.\./", "](", "\n\n".join(p for p in paragraphs if p is not None))
 
 
 def waiting_for(notes: str, runs: dict[str, Path], task: str, bands: dict | None = None) -> list[str]:
