@@ -216,3 +216,12 @@ def test_the_readme_states_the_tally_of_its_verdicts():
         key = {"differ": "differs"}.get(verdict, verdict)
         assert counts[key] == int(count), (verdict, counts)
     assert sum(int(c) for c, _ in re.findall(r"(\d+) ([a-z ]+?)(?:,|$)", said[2])) == len(rows)
+
+
+def test_the_paper_scale_plans_cpu_estimates_are_its_estimate_files():
+    page = (ROOT / "docs/results/paper-scale-plan.md").read_text()
+    rows = re.findall(r"^\| `([\w-]+)` \| ([\w-]+) \| .* \| ~(\d+) h \|$", page, flags=re.M)
+    assert len(rows) == 4
+    for table, run, hours in rows:
+        estimate = json.loads((ROOT / "results/paper-scale" / table / "estimate.json").read_text())[run]
+        assert f"{estimate['estimated_h']:.0f}" == hours and estimate["threads"] == 1, (table, run)
