@@ -80,4 +80,4 @@ def test_a_recorded_command_holds_no_path_of_this_machine(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path.parent))
     argv = ["train", "ptb-small-real", "--out", str(tmp_path / "runs" / "a b"), f"--data-dir={tmp_path.parent}/c"]
-    assert portable_command(argv) == f"tiedlm train ptb-small-real --out 'runs/a b' --data-dir=~/c"
+    assert portable_command(argv) == "tiedlm train ptb-small-real --out 'runs/a b' --data-dir=~/c"

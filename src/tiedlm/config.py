@@ -121,9 +121,13 @@ class SectionedConfig:
         """Load a preset name or a TOML file path."""
         path = resolve_preset(source)
         try:
-            raw = tomllib.loads(path.read_text())
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"{path}: not valid TOML ({exc}); fix the file") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); save the config file as UTF-8") from None
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot be read ({exc.strerror or exc}); give a readable TOML file") from None
         return cls.from_dict(raw, origin=str(path))
 
     def _dotted(self, item: str) -> tuple[str, str, str]:
@@ -317,9 +321,8 @@ def resolve_preset(source: str | Path) -> Path:
     path = Path(source)
     if path.suffix == ".toml" or path.exists():
         if not path.is_file():
-            raise UsageError(
-                f"config file {path} does not exist; give a preset name (see `tiedlm presets`) or a TOML file"
-            )
+            what = "is not a regular file" if path.exists() else "does not exist"
+            raise UsageError(f"config file {path} {what}; give a preset name (see `tiedlm presets`) or a TOML file")
         return path
     preset = PRESET_DIR / f"{source}.toml"
     if not preset.is_file():

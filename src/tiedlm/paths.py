@@ -12,6 +12,11 @@ from pathlib import Path
 from .errors import UsageError
 
 
+def missing(path: Path) -> str:
+    """How a file that is needed is not there: ``is missing``, or ``is not a regular file`` (a folder, a device)."""
+    return "is not a regular file" if Path(path).exists() else "is missing"
+
+
 def ensure_writable_folder(folder: Path, option: str = "--out") -> None:
     """Create ``folder`` if needed and check that files can be written there, before any work is done."""
     folder = Path(folder)
@@ -28,6 +33,30 @@ def ensure_writable_folder(folder: Path, option: str = "--out") -> None:
         ) from None
 
 
+# git as it runs inside a folder that a user (or a downloaded archive) may have put a repository above: no config
+# of that repository may run a command (core.fsmonitor is a command git runs on `ls-files`), and neither may the
+# machine's or the user's git config
+SAFE_GIT = (
+    "git",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    f"core.hooksPath={os.devnull}",
+)
+
+
+def _git_env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_OPTIONAL_LOCKS": "0",  # a read leaves the index as it is
+    }
+
+
 def refuse_committed(folder: Path, option: str = "--out") -> None:
     """Refuse an output folder that holds files tracked by git (committed results are never overwritten)."""
     folder = Path(folder)
@@ -35,7 +64,7 @@ def refuse_committed(folder: Path, option: str = "--out") -> None:
         return
     try:
         tracked = subprocess.run(
-            ["git", "ls-files", "--", "."], cwd=folder, capture_output=True, text=True, timeout=10
+            [*SAFE_GIT, "ls-files", "--", "."], cwd=folder, capture_output=True, text=True, timeout=10, env=_git_env()
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return  # no git here: nothing can be committed

@@ -166,6 +166,9 @@ def field_names(obj: Any) -> list[str]:
     return [f.name for f in dataclasses.fields(obj)]
 
 
+SEED_MAX = 2**32 - 1
+
+
 def assign_typed(target: Any, section: str, key: str, value: Any, origin: str, hint: str = "") -> None:
     """``target.key = value`` after checking the key exists and the value has the field's type (int -> float ok)."""
     ftypes = {k: v for k, v in get_type_hints(type(target)).items() if k in field_names(target)}
@@ -187,6 +190,8 @@ def assign_typed(target: Any, section: str, key: str, value: Any, origin: str, h
         value = float(value)
     if not isinstance(value, want) or (want is int and isinstance(value, bool)):
         raise UsageError(f"{origin}: {section}.{key} = {value!r} must be of type {want.__name__}")
+    if key == "seed" and not 0 <= value <= SEED_MAX:  # what every generator seeded from it takes (NumPy's too)
+        raise UsageError(f"{origin}: {section}.seed = {value} must be between 0 and {SEED_MAX}")
     setattr(target, key, value)
 
 

@@ -44,10 +44,9 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> R
     ckpt = files.checkpoint(which)
     if which == "best" and not ckpt.exists() and files.checkpoint("last").exists():
         # a run stopped before its first validation has no best yet: say so, never silently
-        print(
-            f"tiedlm: {path} has no best checkpoint yet (stopped before its first epoch ended); using last",
-            file=sys.stderr,
-        )
+        finished = files.summary.is_file()
+        why = "removed after the run finished" if finished else "stopped before its first epoch ended"
+        print(f"tiedlm: {path} has no best checkpoint ({why}); using last", file=sys.stderr)
         ckpt, which = files.checkpoint("last"), "last"
     tensors, _ = load_checkpoint(ckpt)
     model = LanguageModel(cfg.model, len(vocab))

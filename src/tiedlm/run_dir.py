@@ -214,6 +214,19 @@ class RunDir:
         write_text_atomic(path, text)
 
 
+@contextmanager
+def folder_lock(folder: Path, busy: str) -> Iterator[None]:
+    """Hold ``folder`` (the kernel's ``flock`` on it) for this process; another holder: :class:`UsageError`
+    ``busy`` at once."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        if not _try_lock(fd):
+            raise UsageError(busy)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _try_lock(fd: int) -> bool:
     """Take the exclusive ``flock`` on an open folder without waiting; False where another process holds it."""
     if fcntl is None:
@@ -227,18 +240,56 @@ def _try_lock(fd: int) -> bool:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, flush it to disk, rename it over ``path`` and flush the
+    folder: the file is the old one or the new one after any crash, and a symbolic link planted at ``path`` is
+    replaced, never written through."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it private; a run's files are readable like any other
         os.replace(tmp, path)
+        fsync_folder(path.parent)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def fsync_folder(folder: Path) -> None:
+    """Flush a folder's entries (a rename into it) to disk, where the system allows it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot sync a folder: the rename is as durable as they make it
+    finally:
+        os.close(fd)
+
+
+def append_text(path: Path, text: str) -> None:
+    """Append ``text`` to ``path``, a file of a run, never through a symbolic link; a folder or file that cannot
+    be written is one line naming it (the last checkpoint is kept)."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        why = "it is a symbolic link" if path.is_symlink() else (exc.strerror or str(exc))
+        raise TiedlmError(
+            f"could not write {path} ({why}); the last checkpoint is kept: make the folder writable (and remove "
+            "any link put there) and resume the run"
+        ) from None
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

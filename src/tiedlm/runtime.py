@@ -213,7 +213,8 @@ def default_threads(log=None) -> int:
     if busy and log is not None:
         log(
             f"tiedlm: {busy} of the {cores} cores are busy with other processes: using {n} thread"
-            f"{'s' if n > 1 else ''} (--threads N, or train.threads, sets it)"
+            f"{'s' if n > 1 else ''} for the whole run (a resumed run keeps its count, so that it repeats the "
+            f"same numbers); --threads {cores} (or train.threads) sets another, also when resuming"
         )
     return n
 

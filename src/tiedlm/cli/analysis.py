@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .common import add_command, add_group, emit, progress_log
+from .common import add_command, add_group, emit, progress_log, show_progress
 from .types import POSITIVE, THREADS, number
 
 
@@ -128,7 +128,7 @@ def cmd_analyze_bands(args) -> int:
     names = [r.path.name for r in runs]
     if len(set(names)) < len(names):
         names = [str(r.path) for r in runs]
-    table = bands_of_runs(runs, names, args.split, args.batch_size, args.precision, progress=not args.json)
+    table = bands_of_runs(runs, names, args.split, args.batch_size, args.precision, progress=show_progress(args))
     table.update(checkpoint=args.checkpoint)
     path = write_band_report(table, out, title=f"{table['data']} {args.split}")
     emit(args, table, path.read_text() + f"\nwrote {path}, {path.parent / 'bands.png'}, {path.parent / 'bands.json'}")
@@ -163,7 +163,7 @@ def cmd_analyze_augmented(args) -> int:
             args.batch_size or r.config.train.eval_batch_size,
             r.config.train.bptt,
             precision,
-            progress=not args.json,
+            progress=show_progress(args),
         )
         res.update(split=args.split, checkpoint=r.checkpoint, augmented=loss.augmented)
         results[str(r.path)] = res
@@ -187,6 +187,7 @@ def _add_run_evaluation_arguments(parser, whose: str) -> None:
         help=f"default: {whose} training precision (fp32 where this device has no bf16)",
     )
     parser.add_argument("--threads", type=THREADS, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars (none are drawn off a terminal)")
 
 
 def register(add, sub_parser_class) -> None:
@@ -274,7 +275,8 @@ def _subspace_io_arguments(s) -> None:
         action="append",
         default=[],
         metavar="SECTION.KEY=VALUE",
-        help="any other setting, e.g. --set train.bptt=20 or --set train.optimizer.momentum=0.9",
+        help="any other setting, e.g. --set train.bptt=20 or --set train.optimizer.momentum=0.9; a list value is "
+        "comma-separated, e.g. --set sweep.betas=0,0.5,1",
     )
     s.add_argument(
         "--data",

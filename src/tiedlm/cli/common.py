@@ -25,6 +25,13 @@ def progress_log(args):
     return (lambda *a, **k: print(*a, file=sys.stderr, **k)) if args.json else print
 
 
+def show_progress(args) -> bool:
+    """Whether a command draws progress bars: only on a terminal (a log file gets no bars), and not with ``--json``
+    or ``--no-progress``."""
+    quiet = getattr(args, "json", False) or getattr(args, "no_progress", False)
+    return not quiet and sys.stderr.isatty()
+
+
 def refuse_empty(args, *names: str) -> None:
     """A one-line error for an option given as an empty string (``--out ''`` used to mean the default folder,
     ``--data ''`` the preset's corpus: a silent surprise)."""
@@ -88,7 +95,8 @@ def add_run_arguments(
         action="append",
         default=[],
         metavar="SECTION.KEY=VALUE",
-        help=f"override a setting, e.g. --set {example} (the bare KEY=VALUE works too)",
+        help=f"override a setting, e.g. --set {example} (the bare KEY=VALUE works too; a list value is "
+        "comma-separated, e.g. --set sweep.betas=0,0.5,1)",
     )
     parser.add_argument(
         "--resume",
@@ -100,7 +108,11 @@ def add_run_arguments(
     )
     parser.add_argument("--threads", type=THREADS, help="CPU threads (0: the free cores); also on resume")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (sets train.device; a new run only)")
-    parser.add_argument("--tensorboard", metavar="DIR", help="also write each epoch's figures there for TensorBoard")
+    parser.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="also write each epoch's figures there for TensorBoard (needs: pip install 'tiedlm[tensorboard]')",
+    )
     parser.add_argument("--data", metavar="FOLDER", help=data)
     parser.add_argument("--data-dir", help=data_help)
     parser.add_argument("--no-progress", action="store_true")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ..errors import UsageError
+from ..paths import missing
 from ..run_dir import RunDir
-from .common import emit, progress_log
+from .common import emit, progress_log, show_progress
 from .types import POSITIVE, THREADS, integer, number
 
 
@@ -21,6 +22,7 @@ def cmd_evaluate(args) -> int:
         return _score_text(args)
     if args.per_sentence:
         raise UsageError("--per-sentence scores the lines of one file: give it with --text FILE")
+    args.split = args.split or "test"
     run = load_run(args.run_dir, which=args.checkpoint, device=args.device)
     data = run.config.data
     name, data_dir = (args.data, "") if args.data else (data.name, data.data_dir)
@@ -37,7 +39,7 @@ def cmd_evaluate(args) -> int:
         bs,
         run.config.train.bptt,
         precision,
-        progress=not args.json,
+        progress=show_progress(args),
         desc=f"{args.split}",
     )
     if settings is not None:
@@ -77,15 +79,20 @@ def _score_text(args) -> int:
     from ..run import load_run
     from ..runtime import run_precision
 
-    if args.data or args.dynamic:
-        raise UsageError("--text scores one file on its own; leave out --data and --dynamic")
+    if args.data or args.dynamic or args.split:
+        raise UsageError("--text scores one file on its own; leave out --data, --split and --dynamic")
     path = Path(args.text).expanduser()
     if not path.is_file():
-        raise UsageError(f"--text {args.text}: no such file; give a text file, one sentence per line")
+        raise UsageError(f"--text {args.text} {missing(path)}; give a text file, one sentence per line")
     run = load_run(args.run_dir, which=args.checkpoint, device=args.device)
     tokens = read_tokens(path)
-    if sum(t != EOS for t in tokens) == 0 or len(tokens) < 3:
+    if sum(t != EOS for t in tokens) == 0:
         raise UsageError(f"--text {path} holds no words to score; put text in it, one sentence per line")
+    if len(tokens) < 3:  # a word and its end of line: the stream's first word is never scored (it has no context)
+        raise UsageError(
+            f"--text {path} holds one word, and the first word of a text is never scored (nothing precedes it); "
+            "give at least two words"
+        )
     encoded, unknown = run.vocab.encode(tokens)
     ids = torch.tensor(encoded, dtype=torch.long)
     precision = run_precision(run.config.train.precision, run.model.embedding.weight.device, args.precision)
@@ -173,7 +180,7 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
         precision,
         grid=grid,
         work=work,
-        progress=not args.json,
+        progress=show_progress(args),
         log=progress_log(args),
         about=about,
     )
@@ -237,7 +244,7 @@ def cmd_predict(args) -> int:
         result["word_stats"] = {}
         lines.append(f"mean probability given to each word over {args.split} (and how often it is the next word):")
         for r in runs:
-            stats = _word_stats(r, args.split, progress=not args.json)
+            stats = _word_stats(r, args.split, progress=show_progress(args))
             result["word_stats"][str(r.path)] = stats
             cells = ", ".join(
                 f"{w} {v['mean_prob']:.4f} (freq {v['frequency']:.4f})"
@@ -347,10 +354,11 @@ def cmd_info(args) -> int:
 def register(add) -> None:
     e = add("evaluate", cmd_evaluate, "perplexity of a trained run on a split")
     e.add_argument("run_dir")
-    e.add_argument("--split", choices=["train", "valid", "test"], default="test")
+    e.add_argument("--split", choices=["train", "valid", "test"], help="the split to score (default: test)")
     e.add_argument("--data", help="another corpus name or folder (read with the run's vocabulary)")
     e.add_argument("--text", help="one file to score on its own (no train/valid beside it), as one stream")
     e.add_argument("--per-sentence", action="store_true", help="with --text: each line's perplexity too")
+    e.add_argument("--no-progress", action="store_true", help="no progress bars (none are drawn off a terminal)")
     e.add_argument("--checkpoint", choices=["best", "last"], default="best")
     e.add_argument(
         "--batch-size",
@@ -429,6 +437,7 @@ def _register_predict_generate_info(add) -> None:
         "items", nargs="+", metavar="RUN_DIR [RUN_DIR_B] PHRASE", help="one or two run directories, then phrases"
     )
     p.add_argument("--top", type=POSITIVE, default=10)
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (none are drawn off a terminal)")
     p.add_argument("--checkpoint", choices=["best", "last"], default="best", help="which weights (default best)")
     p.add_argument("--paper-phrases", action="store_true", help="add the four PTB test phrases of the paper's table")
     p.add_argument(

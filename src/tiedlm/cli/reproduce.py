@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ..errors import UsageError
@@ -52,7 +53,7 @@ def _list_tables(args, rp) -> int:
 def _dry_run(args, rp, tables, rows) -> int:
     """The plan and its estimated time on this machine (``reproduce.estimate_rows``), starting nothing."""
     load = rp.machine_load()  # before our own timing adds to it
-    plan_rows, total = rp.estimate_rows(rows, args.threads)
+    plan_rows, total = rp.estimate_rows(rows, args.threads, log=lambda line: print(line, file=sys.stderr, flush=True))
     width = max([22, *(len(p["run"]) for p in plan_rows)])
     text = [
         f"{p['run']:{width}s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}" for p in plan_rows
@@ -165,10 +166,16 @@ def _run(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[str],
     """Start or resume the selected runs (``--jobs`` at a time), then draw each table's page; exit code 1 where a
     run stopped early."""
     from ..paths import ensure_writable_folder
+    from ..run_dir import folder_lock
 
     log, runs_dir = progress_log(args), Path(args.runs)
     ensure_writable_folder(runs_dir, "--runs")
-    done = rp.execute(rows, args.jobs, args.threads, log=log)
+    busy = (
+        f"another `tiedlm reproduce` is training runs in --runs {runs_dir}; wait for it to end (its runs are "
+        "shared: the next call skips the finished ones), or give another --runs"
+    )
+    with folder_lock(runs_dir, busy):  # one queue a runs folder: two would start each other's runs and logs
+        done = rp.execute(rows, args.jobs, args.threads, log=log)
     records, lines = [], []
     for tab in tables:
         page = None

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from ..errors import DataError, UsageError
+from ..paths import missing
 from .sources import CORPORA, SOURCES, SPLITS, CorpusFile, CorpusSource
 from .vocab import EOS, UNK, Vocabulary
 
@@ -51,6 +52,29 @@ def _verify(path: Path, spec: CorpusFile, fix: str) -> None:
         )
 
 
+MAX_DECOMPRESSED = 1 << 30  # a verified corpus file is tens of MB: a .gz that expands past 1 GiB is not one
+
+
+def _gunzip(path: Path, spec: CorpusFile, cap: int = MAX_DECOMPRESSED) -> None:
+    """Replace the gzip file ``path`` by its content, decompressed in chunks; past ``cap`` bytes it is refused in one
+    line (a decompression bomb fills neither memory nor disk)."""
+    out_path = path.with_name(path.name + ".gunzip")
+    try:
+        with gzip.open(path, "rb") as f, open(out_path, "wb") as out:
+            size = 0
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                size += len(chunk)
+                if size > cap:
+                    raise DataError(
+                        f"the download from {spec.url} decompresses to more than {cap:,} bytes, so it is not the "
+                        f"expected {spec.split} file; try again later or place a verified copy of it yourself"
+                    )
+                out.write(chunk)
+        os.replace(out_path, path)
+    finally:
+        out_path.unlink(missing_ok=True)
+
+
 def _download(spec: CorpusFile, dest: Path) -> None:
     from tqdm import tqdm
 
@@ -65,10 +89,8 @@ def _download(spec: CorpusFile, dest: Path) -> None:
                 for chunk in iter(lambda: resp.read(1 << 16), b""):
                     out.write(chunk)
                     bar.update(len(chunk))
-        if spec.url.endswith(".gz"):  # the digest is the decompressed file's
-            with gzip.open(tmp, "rb") as f:
-                data = f.read()
-            Path(tmp).write_bytes(data)
+        if spec.url.endswith(".gz"):  # the digest is the decompressed file's: streamed, and never past the cap
+            _gunzip(Path(tmp), spec)
         _verify(
             Path(tmp),
             spec,
@@ -99,7 +121,8 @@ def resolve_corpus_dir(name: str, data_dir: str = "", download: bool = True) -> 
         for split in SPLITS:
             if not (folder / f"{split}.txt").is_file():
                 raise DataError(
-                    f"{folder / (split + '.txt')} is missing{_found_instead(folder, split)}; a corpus folder needs "
+                    f"{folder / (split + '.txt')} {missing(folder / (split + '.txt'))}{_found_instead(folder, split)}; "
+                    "a corpus folder needs "
                     "train.txt, valid.txt and test.txt (one sentence or paragraph per line, tokens separated by spaces)"
                 )
         return folder
@@ -142,14 +165,14 @@ def resolve_source(source: CorpusSource, data_dir: str = "", download: bool = Tr
         if origin == "cache":
             if not path.is_file():
                 if not download:
-                    raise DataError(f"{path} is missing; run once with network access to download it")
+                    raise DataError(f"{path} {missing(path)}; run once with network access to download it")
                 _download(spec, path)
             _verify(path, spec, f"delete it to download it again from {spec.url}")
         else:
             if not path.is_file():
                 fix = f"unset {ENV_VAR} to download it" if origin != "--data-dir" else "drop --data-dir"
                 raise DataError(
-                    f"{path} is missing (from {origin}); expected the {source.name} {spec.split} split with "
+                    f"{path} {missing(path)} (from {origin}); expected the {source.name} {spec.split} split with "
                     f"sha256 {spec.sha256}, available at {spec.url}; put it there, or {fix}"
                     + (f"; {own}" if own else "")
                 )

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import DataError
+from ..paths import missing
 
 EOS = "<eos>"
 UNK = "<unk>"
@@ -69,14 +70,16 @@ class Vocabulary:
 
     def save(self, path: Path) -> None:
         """One ``word<TAB>count`` line per id, in id order."""
-        path.write_text("".join(f"{w}\t{c}\n" for w, c in zip(self.words, self.counts)), encoding="utf-8")
+        from ..run_dir import write_text_atomic  # atomic, and never through a link planted at path
+
+        write_text_atomic(path, "".join(f"{w}\t{c}\n" for w, c in zip(self.words, self.counts)))
 
     @classmethod
     def load(cls, path: Path) -> "Vocabulary":
         path = Path(path)
         if not path.is_file():
             raise DataError(
-                f"{path} is missing; a run folder needs the vocab.txt that `tiedlm train` wrote into it "
+                f"{path} {missing(path)}; a run folder needs the vocab.txt that `tiedlm train` wrote into it "
                 f"(copy the whole run folder, not only its checkpoints)"
             )
         words, counts = [], []

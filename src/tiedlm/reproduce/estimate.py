@@ -60,13 +60,15 @@ def pace(records: list[dict]) -> tuple[float, int] | None:
     return (statistics.median(last), len(last)) if last else None
 
 
-def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
+def estimate_rows(rows: list[dict], threads: int, log=None) -> tuple[list[dict], float]:
     """``--dry-run``'s plan: for each planned row its run, status, folder, estimated seconds on this machine (0
     for a finished or published run; for an interrupted one the epochs it has left, at its own :func:`pace` where
-    its metrics record one, else a share of the timed estimate) and the command that trains it; and their total."""
+    its metrics record one, else a share of the timed estimate) and the command that trains it; and their total.
+    ``log`` (if given) says before each timing which run it times, so that a long dry run is never silent."""
     from .plan import RESUMED, fraction_left, planned_epochs, train_command
 
-    plan_rows, total = [], 0.0
+    plan_rows, total, timed = [], 0.0, 0
+    to_time = sum(r["status"] not in ("finished", "published") for r in rows)
     for r in rows:
         cfg = r["config"]
         records = RunDir(r["dir"]).read_metrics()
@@ -77,6 +79,9 @@ def estimate_rows(rows: list[dict], threads: int) -> tuple[list[dict], float]:
         elif paced:
             whole_run = paced[0] * planned_epochs(r)
         else:  # the task's own estimate (tiedlm.tasks.TASKS)
+            timed += 1
+            if log is not None:
+                log(f"--dry-run: timing training steps of {r['label']} ({timed} of at most {to_time}) ...")
             whole_run = TASKS[r["spec"].task].estimate_seconds(cfg, threads)
         seconds = whole_run * fraction_left(r, epochs_done)  # an interrupted run: its epochs still to train
         total += seconds

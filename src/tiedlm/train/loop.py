@@ -41,10 +41,11 @@ from typing import Any
 import torch
 
 from .. import __version__
+from ..checkpoint_file import clear_temporaries
 from ..errors import TiedlmError, UsageError
 from ..interrupts import RunInterrupted, StopRequest, StopRequested
 from ..paths import ensure_writable_folder, refuse_committed
-from ..run_dir import RunDir, write_json_atomic, write_text_atomic
+from ..run_dir import RunDir, append_text, write_json_atomic, write_text_atomic
 from ..runtime import host_record, resolve_device, resolve_precision, set_threads
 from ..tasks import KINDS
 from .checkpoint import best_weights, load_train_state, model_state, save_best_weights, save_train_state
@@ -263,7 +264,7 @@ class Run:
 
     def __init__(self, task: Task, run_dir: str | Path, resume=False, progress=True, log=print, tensorboard=""):
         self.task, self.path, self.resume, self.show, self.log = task, Path(run_dir), resume, progress, log
-        self.files, task.tensorboard = RunDir(self.path), tensorboard
+        self.files, self.tensorboard = RunDir(self.path), tensorboard
 
     def __enter__(self) -> Run:
         path, resume = self.path, self.resume
@@ -288,9 +289,12 @@ class Run:
 
     def _start(self) -> Progress:
         task, files, path = self.task, self.files, self.path
+        if task_main_rank():  # under the lock: a write killed before its rename left these
+            clear_temporaries(path)
         if not self.resume and files.training_state().exists():
             again = f"resume it with --resume {path} or " if files.task == task.kind else ""
             raise UsageError(f"{path} already holds a {KINDS[files.task].noun} run; {again}pick another --out")
+        task.tensorboard = self._tensorboard_folder() if task_main_rank() else ""
         resolve_machine(task, self.log)
         if not task.is_main:  # one voice: rank 0 logs and shows progress
             self.show, self.log = False, (lambda *a, **k: None)
@@ -310,6 +314,22 @@ class Run:
             write_text_atomic(files.metrics, "")
         task.dist.barrier()
         return p
+
+    def _tensorboard_folder(self) -> str:
+        """The run's own TensorBoard folder: ``--tensorboard DIR``'s subfolder named after the run folder, checked
+        before any training and kept in the run (``tensorboard.txt``), so that a resumed run goes on logging there;
+        "" for none."""
+        record = self.path / "tensorboard.txt"
+        if self.tensorboard:
+            folder = Path(self.tensorboard).expanduser().resolve() / self.path.resolve().name
+            ensure_writable_folder(folder, "--tensorboard")  # an existing file, a read-only folder: one line now
+            write_text_atomic(record, f"{folder}\n")
+            return str(folder)
+        if self.resume and record.is_file():
+            folder = Path(record.read_text(encoding="utf-8").strip())
+            ensure_writable_folder(folder, "the run's TensorBoard folder (tensorboard.txt)")
+            return str(folder)
+        return ""
 
     def _restore(self) -> Progress:
         task, files, path = self.task, self.files, self.path
@@ -337,6 +357,11 @@ class Run:
     def fit(self, budget: int | None = None) -> dict:
         """Train to the end (:func:`fit`); ``budget``: stop with a checkpoint after that many batches."""
         return fit(self.task, self.files, self.progress, self.show, self.log, budget)
+
+
+def task_main_rank() -> bool:
+    """Whether this process is rank 0 (or the only one): the one that writes a run's files."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def resolve_machine(task: Task, log) -> None:
@@ -424,12 +449,17 @@ def _epoch(task: Task, files: RunDir, p: Progress, stop: StopRequest, progress: 
         p.seconds += wall
         p.epoch, p.batch, p.sums, p.epoch_seconds = epoch + 1, 0, {}, 0.0
         if task.is_main:
-            with open(files.metrics, "a") as f:
-                f.write(json.dumps(record) + "\n")
+            append_text(files.metrics, json.dumps(record) + "\n")
         save(task, files, p)
     log(task.epoch_line(record, seconds) + time_left(task.epochs - epoch, wall))
     if task.is_main and task.tensorboard:
-        write_scalars(task.tensorboard, record)
+        try:
+            write_scalars(task.tensorboard, record)
+        except OSError as exc:  # the folder went away or filled up: the run is worth more than its curves
+            log(
+                f"tiedlm: could not write TensorBoard scalars to {task.tensorboard} ({exc.strerror or exc}); "
+                "training goes on"
+            )
 
 
 def save(task: Task, files: RunDir, p: Progress) -> None:

@@ -16,15 +16,18 @@ import torch
 
 from ...data.corpus import read_text, resolve_source
 from ...data.sources import TRANSLATION_SOURCES
-from ...errors import DataError, UsageError
-from ...run_dir import RunDir
+from ...errors import DataError, TiedlmError, UsageError
+from ...paths import missing
+from ...run_dir import RunDir, write_bytes_atomic
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPLITS = ("train", "valid", "test")
 
 
 def read_lines(path: Path) -> list[str]:
-    return read_text(path).rstrip("\n").split("\n")
+    """The file's lines; none for an empty or blank file (not one empty line)."""
+    text = read_text(path)
+    return text.rstrip("\n").split("\n") if text.strip() else []
 
 
 def resolve_parallel_dir(data_dir: str, source_lang: str, target_lang: str, own_data: bool = False) -> Path:
@@ -47,7 +50,7 @@ def resolve_parallel_dir(data_dir: str, source_lang: str, target_lang: str, own_
     for split in SPLITS:
         for lang in (source_lang, target_lang):
             if not (folder / f"{split}.{lang}").is_file():
-                raise DataError(f"{folder / f'{split}.{lang}'} is missing")
+                raise DataError(f"{folder / f'{split}.{lang}'} {missing(folder / f'{split}.{lang}')}")
     return folder
 
 
@@ -74,13 +77,16 @@ class SubwordVocab:
 
     @staticmethod
     def train(lines: list[str], prefix: Path, vocab_size: int, model_type: str) -> "SubwordVocab":
+        import io
+
         import sentencepiece as spm
 
         prefix.parent.mkdir(parents=True, exist_ok=True)
+        model = io.BytesIO()  # trained in memory, then written atomically (never through a planted link)
         try:
             spm.SentencePieceTrainer.train(
                 sentence_iterator=iter(lines),
-                model_prefix=str(prefix),
+                model_writer=model,
                 vocab_size=vocab_size,
                 model_type=model_type,
                 character_coverage=1.0,
@@ -104,7 +110,15 @@ class SubwordVocab:
             raise UsageError(
                 f"sentencepiece could not train a {vocab_size}-piece {model_type} model ({text}); {fix}"
             ) from None
-        return SubwordVocab(Path(f"{prefix}.model"))
+        path = Path(f"{prefix}.model")
+        try:
+            write_bytes_atomic(path, model.getvalue())
+        except OSError as exc:  # a full disk, a file-size limit
+            raise TiedlmError(
+                f"could not write {path} ({exc.strerror or exc}); free disk space (or raise the file-size limit) "
+                "and start the run again"
+            ) from None
+        return SubwordVocab(path)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from ...errors import DataError, UsageError
 from ...evaluation import perplexity
 from ...losses import AugmentedLoss
 from ...losses.fused import at_least_fp32
+from ...paths import missing
 from ...run_dir import RunDir, write_text_atomic
 from ...runtime import autocast, host_record, resolve_precision, run_device, set_threads
 from ...train import timing
@@ -294,9 +295,12 @@ def evaluate_translator_files(
     model, cfg, source_vocab, target_vocab = load_translator(run_dir)
     for option, path in (("--source", source), ("--reference", reference)):
         if not Path(path).is_file():
-            raise UsageError(f"{option} {path}: no such file; give a text file, one sentence per line")
+            raise UsageError(f"{option} {path} {missing(path)}; give a text file, one sentence per line")
     sources, references = read_lines(Path(source)), read_lines(Path(reference))
-    if len(sources) != len(references) or not sources:
+    for option, path, lines in (("--source", source, sources), ("--reference", reference, references)):
+        if not lines:
+            raise DataError(f"{option} {path} is empty or blank; give a text file, one sentence per line")
+    if len(sources) != len(references):
         raise DataError(
             f"{source} has {len(sources)} lines and {reference} {len(references)}: give two non-empty files aligned "
             "line by line"
