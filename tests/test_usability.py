@@ -388,7 +388,7 @@ def test_tensorboard_gets_each_epochs_figures_as_the_metrics_lines_have_them(tin
     out, board = tmp_path / "run", tmp_path / "board"
     sets = _sets(tiny_corpus, **{"train.epochs": "2"})
     assert main(["train", "ptb-small-vd", "--out", str(out), "--no-progress", "--tensorboard", str(board), *sets]) == 0
-    events = EventAccumulator(str(board))
+    events = EventAccumulator(str(board / "run"))  # each run its own subfolder
     events.Reload()
     lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     got = [(e.step, e.value) for e in events.Scalars("valid_ppl")]
