@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tiedlm.errors import UsageError
-from tiedlm.run_dir import RunDir, write_json_atomic, write_text_atomic
+from tiedlm.run_dir import RunDir, write_bytes_atomic, write_json_atomic, write_text_atomic
 
 
 def test_layout_and_status(tmp_path):
@@ -42,7 +42,7 @@ def test_atomic_write_replaces_whole_file_and_leaves_nothing_on_failure(tmp_path
     assert path.read_text() == "a = 1\n" and stat.S_IMODE(path.stat().st_mode) == 0o644
 
     with pytest.raises(TypeError):  # a failure mid-write: the old file stays whole, no temporary is left
-        write_text_atomic(path, 12345)
+        write_bytes_atomic(path, 12345)
     assert path.read_text() == "a = 1\n" and sorted(p.name for p in tmp_path.iterdir()) == ["config.toml"]
 
 
