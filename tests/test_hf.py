@@ -84,9 +84,10 @@ def test_generate_with_the_kv_cache_equals_greedy_decoding_step_by_step(arch):
     assert torch.equal(out, ids)
 
 
-def test_in_inference_the_label_encoding_is_computed_once_per_weight_version(monkeypatch):
-    """Under no_grad in eval mode, g_out(E) is computed by the first pass and reused until a weight changes (an
-    optimiser step); with gradients recorded it is computed in every pass."""
+def test_the_label_encoding_is_kept_within_one_generate_call_and_fresh_everywhere_else(monkeypatch):
+    """g_out(E) is computed once for a whole generate() call, whose weights cannot change, and afresh in every
+    other forward pass, so that the logits follow any change of the weights: an optimiser step, an in-place edit
+    through ``.data`` (EMA, weight averaging) or ``copy_`` under no_grad."""
     model = hf.with_output_layer(causal_lm("llama"), "drill", depth=2)
     layer, calls = model.lm_head.layer, {"n": 0}
     real = layer.encode_labels
@@ -99,20 +100,20 @@ def test_in_inference_the_label_encoding_is_computed_once_per_weight_version(mon
     x = tokens(1, 6)
     model.eval()
     with torch.no_grad():
+        model.generate(x, max_new_tokens=5, do_sample=False)
+        assert calls["n"] == 1  # five tokens, one label encoding
         first = model(input_ids=x).logits
-        for _ in range(3):
-            assert torch.equal(model(input_ids=x).logits, first)
-    assert calls["n"] == 1
-    model.train()
-    loss = model(input_ids=x, labels=x).loss
-    loss.backward()
-    torch.optim.SGD(model.parameters(), lr=0.5).step()
-    assert calls["n"] == 2
-    model.eval()
-    with torch.no_grad():
-        after = model(input_ids=x).logits
-        model(input_ids=x)
-    assert calls["n"] == 3 and not torch.equal(after, first)
+        model.get_input_embeddings().weight.data.mul_(2)  # as an EMA or weight averaging writes
+        doubled = model(input_ids=x).logits
+        model.get_input_embeddings().weight.data.div_(2)
+        assert torch.equal(model(input_ids=x).logits, first) and not torch.allclose(doubled, first)
+        layer.label_encoder.layers[0].weight.copy_(torch.zeros_like(layer.label_encoder.layers[0].weight))
+        assert not torch.allclose(model(input_ids=x).logits, first)
+    assert calls["n"] == 5
+    fresh = hf.with_output_layer(causal_lm("llama"), "drill", depth=2).eval()
+    fresh.load_state_dict(model.state_dict())
+    with torch.no_grad():  # the edited model's logits are those of a model built with its weights
+        assert torch.equal(fresh(input_ids=x).logits, model(input_ids=x).logits)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -124,7 +125,9 @@ def test_save_pretrained_then_from_pretrained_in_a_fresh_process_gives_identical
     with torch.no_grad():
         expected = model(input_ids=x).logits
     model.save_pretrained(tmp_path / "model")
-    assert {p.suffix for p in (tmp_path / "model").iterdir()} == {".json", ".safetensors"}
+    assert {p.suffix for p in (tmp_path / "model").iterdir()} == {".json", ".safetensors", ".md"}
+    card = (tmp_path / "model" / "README.md").read_text()  # what loading it needs, for a person and a program
+    assert "library_name: transformers" in card and "import tiedlm.hf" in card and "pip install 'tiedlm[hf]'" in card
     saved = json.loads((tmp_path / "model" / "config.json").read_text())
     assert saved["model_type"] == "tiedlm" and saved["tiedlm_base"] == arch
     torch.save({"x": x, "logits": expected}, tmp_path / "expected.pt")
@@ -240,8 +243,6 @@ def test_bad_combinations_are_one_line_errors():
     twice = hf.with_output_layer(causal_lm("llama"), "tied")
     with pytest.raises(UsageError, match="already has a tiedlm output layer"):
         hf.with_output_layer(twice, "drill")
-    with pytest.raises(UsageError, match="resize the model's embeddings first, then call with_output_layer"):
-        twice.resize_token_embeddings(VOCAB + 8)
     with pytest.raises(UsageError, match="expected a transformers PreTrainedModel, got Linear"):
         hf.with_output_layer(nn.Linear(2, 2), "tied")
 

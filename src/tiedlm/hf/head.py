@@ -9,6 +9,11 @@ registers them with ``AutoModelForCausalLM``, which then builds the model and lo
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import weakref
+from pathlib import Path
+
 import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedConfig, PreTrainedModel
@@ -21,42 +26,72 @@ from ..models.outputs import OUTPUTS, OutputLayer, build_output
 MODEL_TYPE = "tiedlm"
 
 
+class LiveEmbedding:
+    """The model's input embedding as the output layer sees it: ``weight`` is read from
+    ``model.get_input_embeddings()`` at every use, so the head scores against the embedding the model reads, through
+    ``set_input_embeddings``, PEFT's wrappers (``modules_to_save``) and copies. A deep copy of the whole model points
+    at the copy; a deep copy of the head alone (PEFT's ``modules_to_save=["lm_head"]``) at the model it came from."""
+
+    def __init__(self, model: nn.Module):
+        self.model = weakref.ref(model)
+
+    @property
+    def weight(self) -> torch.Tensor:
+        model = self.model()
+        if model is None:
+            raise UsageError("this tiedlm head was copied out of its model, which is gone; attach it to a model again")
+        embedding = model.get_input_embeddings()
+        return embedding.weight
+
+    def __deepcopy__(self, memo: dict) -> "LiveEmbedding":
+        model = self.model()
+        copied = memo.get(id(model)) if model is not None else None  # the model itself is being copied: follow it
+        return LiveEmbedding(copied if isinstance(copied, nn.Module) else model)
+
+    def __getstate__(self):
+        raise TypeError("a tiedlm head is saved with save_pretrained (safetensors), not pickled")
+
+
 class OutputHead(nn.Module):
     """``lm_head`` replaced: hidden states h (…, d_h) -> logits (…, |V|) = g_out(E) g_in(h) + b (DRILL eq. 7).
 
-    In training, and wherever gradients are recorded, g_out(E) is computed afresh in each forward pass (DRILL's
-    label dropout δ and the gradient need it). In evaluation under ``torch.no_grad()`` (``generate()``, scoring)
-    it is computed once per version of the weights and kept: a generated token then costs the tied head's one
-    (|V| × d) product, not DRILL's label encoder (depth·|V|·d² a pass). A weight changed in place (an optimiser
-    step, ``load_state_dict``) or replaced (``.to(dtype)``) makes a new version.
+    g_out(E) is computed afresh in every forward pass, so the logits are always those of the weights as they are
+    (an optimiser step, an EMA written through ``.data``, PEFT's ``disable_adapter()``). Within one ``generate()``
+    call, whose weights cannot change, it is computed once and kept (:meth:`labels_kept`): a generated token then
+    costs the tied head's one (|V| × d) product, not DRILL's label encoder (depth·|V|·d² a pass).
     """
 
     def __init__(self, layer: OutputLayer):
         super().__init__()
         self.layer = layer
-        self._labels: tuple[tuple, torch.Tensor] | None = None  # (weights' version, g_out(E))
+        self._keep = 0  # > 0 inside generate(): g_out(E) is computed once
+        self._labels: torch.Tensor | None = None
 
-    def _version(self) -> tuple:
-        tensors = [*self.layer.parameters()]
-        if hasattr(self.layer, "embedding_weight"):
-            tensors.append(self.layer.embedding_weight)
-        return tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
+    @contextlib.contextmanager
+    def labels_kept(self):
+        """g_out(E) computed once for what runs inside (a ``generate()`` call), and dropped after it."""
+        self._keep += 1
+        try:
+            yield
+        finally:
+            self._keep -= 1
+            if not self._keep:
+                self._labels = None
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        if self.training or torch.is_grad_enabled():
-            self._labels = None
+        if not self._keep or self.training or torch.is_grad_enabled():
             return self.layer(h)[0]
-        version = self._version()
-        if self._labels is None or self._labels[0] != version:
-            self._labels = (version, self.layer.encode_labels())
-        return self.layer.score(h, self._labels[1])
+        if self._labels is None:
+            self._labels = self.layer.encode_labels()
+        return self.layer.score(h, self._labels)
 
 
 def with_output_layer(model: PreTrainedModel, name: str, **keys) -> PreTrainedModel:
     """``model`` (a causal LM) with the tiedlm output layer ``name`` (keys as ``[model.output]``'s, e.g.
     ``depth=2``) in place of its ``lm_head``, built on ``model.get_input_embeddings()``; the same object,
-    now of class ``TiedLM<its class>``. One-line :class:`~tiedlm.errors.UsageError` where the model has no LM
-    head or no input embeddings, already has a tiedlm layer, or the layer needs h and E of one size."""
+    now of class ``TiedLM<its class>``, with a config of its own (the one given is left as it was). One-line
+    :class:`~tiedlm.errors.UsageError` where the model has no LM head or no input embeddings, already has a tiedlm
+    layer, or the layer needs h and E of one size."""
     if not isinstance(model, PreTrainedModel):
         raise UsageError(f"with_output_layer: expected a transformers PreTrainedModel, got {type(model).__name__}")
     if isinstance(model.get_output_embeddings(), OutputHead):
@@ -66,13 +101,18 @@ def with_output_layer(model: PreTrainedModel, name: str, **keys) -> PreTrainedMo
         )
     cfg = OUTPUTS.config({"name": name, **keys}, origin="with_output_layer")
     _attach(model, cfg)
-    base_config = type(model.config)
+    given = model.config
+    config = copy.deepcopy(given)  # the caller's object stays a plain config they can reuse
+    for module in model.modules():  # every part of the model that reads the config reads the new one
+        if getattr(module, "config", None) is given:
+            module.config = config
+    base_config = type(given)
     config_cls = _config_class(base_config)
     model_cls = _model_class(type(model), config_cls)
-    model.config.__class__ = config_cls
-    model.config.tiedlm_base = base_config.model_type
-    model.config.tiedlm_output = cfg.to_dict()
-    model.config.tie_word_embeddings = False  # E is shared by reference inside the layer, never copied
+    config.__class__ = config_cls
+    config.tiedlm_base = base_config.model_type
+    config.tiedlm_output = cfg.to_dict()
+    config.tie_word_embeddings = False  # E is read from the input embedding inside the layer, never copied
     if hasattr(model, "all_tied_weights_keys"):
         model.all_tied_weights_keys = {}
     model.__class__ = model_cls
@@ -81,7 +121,8 @@ def with_output_layer(model: PreTrainedModel, name: str, **keys) -> PreTrainedMo
 
 def _attach(model: PreTrainedModel, cfg) -> OutputHead:
     """Build the output layer of ``cfg`` (a validated ``[model.output]`` config) on the model's input embeddings,
-    initialise it by its own rule and set it as the model's LM head."""
+    initialise it by its own rule and set it as the model's LM head; the layer reads E live from the model
+    (:class:`LiveEmbedding`)."""
     kind = type(model).__name__
     old = model.get_output_embeddings()
     if old is None:
@@ -98,10 +139,54 @@ def _attach(model: PreTrainedModel, cfg) -> OutputHead:
         )
     weight = embedding.weight
     layer = build_output(cfg, embedding, hidden).to(device=weight.device, dtype=weight.dtype)
+    if hasattr(layer, "_embedding"):
+        layer._embedding = [LiveEmbedding(model)]
     layer.reset_parameters()
     head = OutputHead(layer)
     model.set_output_embeddings(head)
     return head
+
+
+def _resize_rows(layer: nn.Module, old: int, new: int, mean_resizing: bool, std: float) -> None:
+    """The layer's per-word parameters (its bias; ``full``'s matrix) from ``old`` to ``new`` rows as Hugging Face
+    resizes an LM head: kept rows copied, added ones at the old rows' mean (``mean_resizing``) or drawn
+    N(0, ``std``²) (a bias: 0)."""
+    for name, param in list(layer.named_parameters(recurse=False)):
+        if param.dim() == 0 or param.shape[0] != old:
+            continue
+        data = param.data.new_empty((new, *param.shape[1:]))
+        kept = min(old, new)
+        data[:kept] = param.data[:kept]
+        if new > old:
+            if mean_resizing:
+                data[old:] = param.data.float().mean(0).to(data.dtype)
+            elif param.dim() == 1:
+                data[old:] = 0
+            else:
+                data[old:].normal_(0.0, std)
+        setattr(layer, name, nn.Parameter(data, requires_grad=param.requires_grad))
+
+
+MODEL_CARD = """---
+library_name: transformers
+tags:
+- tiedlm
+---
+
+# A language model with a tiedlm output layer
+
+Its `lm_head` is tiedlm's `{name}` output layer ({summary}), built on the model's own input embeddings, on a
+`{base}` body. Transformers alone does not know this model type (`tiedlm`), and loading it as a plain `{base}`
+model would give it a random `lm_head`. Load it with tiedlm's Hugging Face extra:
+
+```python
+# pip install 'tiedlm[hf]'
+import tiedlm.hf  # registers the model type "tiedlm" with AutoConfig and AutoModelForCausalLM
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained("PATH_OR_REPO")
+```
+"""
 
 
 _CONFIGS: dict[type, type] = {}
@@ -125,13 +210,35 @@ def _model_class(base: type, config_cls: type) -> type:
             _attach(self, OUTPUTS.config(dict(config.tiedlm_output), origin="tiedlm_output"))
             self.loss_type = self.loss_type or "ForCausalLM"
 
-        def resize_token_embeddings(self, *args, **kwargs):
-            raise UsageError(
-                "resize_token_embeddings: a tiedlm output layer is sized to the vocabulary it was built on; resize "
-                "the model's embeddings first, then call with_output_layer"
-            )
+        def generate(self, *args, **kwargs):
+            with self.get_output_embeddings().labels_kept():  # the weights cannot change within one call
+                return base.generate(self, *args, **kwargs)
 
-        members = {"__init__": __init__, "resize_token_embeddings": resize_token_embeddings}
+        def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+            """Hugging Face's resize of the input embedding E, then the head's per-word parts alike; the label
+            encoder is kept, and the head reads the new E."""
+            head, old = self.get_output_embeddings(), self.get_input_embeddings().num_embeddings
+            self.get_output_embeddings = lambda: None  # Hugging Face resizes E only: the head follows it
+            try:
+                embeddings = base.resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of, mean_resizing)
+            finally:
+                del self.get_output_embeddings
+            std = getattr(self.config.get_text_config(), "initializer_range", 0.02)
+            _resize_rows(head.layer, old, embeddings.num_embeddings, mean_resizing, std)
+            return embeddings
+
+        def save_pretrained(self, save_directory, *args, **kwargs):
+            """Hugging Face's ``save_pretrained``, and a model card (README.md, unless there is one) that tells a
+            person and a program what loading it needs."""
+            base.save_pretrained(self, save_directory, *args, **kwargs)
+            card = Path(save_directory) / "README.md"
+            if not card.exists():
+                output = OUTPUTS.config(dict(self.config.tiedlm_output), origin="tiedlm_output")
+                text = MODEL_CARD.format(name=output.name, summary=output.summary(), base=base.__name__)
+                card.write_text(text, encoding="utf-8")
+
+        members = {"__init__": __init__, "generate": generate, "resize_token_embeddings": resize_token_embeddings}
+        members |= {"save_pretrained": save_pretrained}
         members |= {"config_class": config_cls, "_tied_weights_keys": {}, "__module__": __name__}
         _MODELS[base] = type(f"TiedLM{base.__name__}", (base,), members)
         AutoModelForCausalLM.register(config_cls, _MODELS[base], exist_ok=True)
@@ -148,13 +255,39 @@ class TiedLMConfig(PreTrainedConfig):
     def from_dict(cls, config_dict: dict, **kwargs):
         config_dict = dict(config_dict)
         config_dict.pop("model_type", None)
-        base_type = config_dict.get("tiedlm_base")
-        if base_type == MODEL_TYPE or base_type not in CONFIG_MAPPING:
-            raise UsageError(f"a tiedlm config needs tiedlm_base, a transformers model type; got {base_type!r}")
-        base = CONFIG_MAPPING[base_type]
+        base = _saved_base(config_dict)
+        OUTPUTS.config(dict(config_dict["tiedlm_output"]), origin="config.json tiedlm_output")  # before any build
         config_cls = _config_class(base)
         _model_class(MODEL_FOR_CAUSAL_LM_MAPPING[base], config_cls)
         return config_cls.from_dict(config_dict, **kwargs)
+
+
+def _saved_base(config_dict: dict) -> type:
+    """The architecture's config class that a saved ``tiedlm`` config names, checked before anything is built:
+    ``tiedlm_base`` a causal LM's model type whose width key the file holds, ``tiedlm_output`` a table, and the
+    saved ``architectures`` the ``TiedLM`` class of that base (one line each)."""
+    base_type, output = config_dict.get("tiedlm_base"), config_dict.get("tiedlm_output")
+    if not isinstance(base_type, str) or base_type == MODEL_TYPE or base_type not in CONFIG_MAPPING:
+        raise UsageError(f"config.json: tiedlm_base must be a transformers model type, not {base_type!r}")
+    base = CONFIG_MAPPING[base_type]
+    if base not in MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise UsageError(f"config.json: tiedlm_base = {base_type!r} has no causal LM in transformers")
+    if not isinstance(output, dict) or not isinstance(output.get("name"), str):
+        raise UsageError("config.json: tiedlm_output must be an output layer's table with its name (e.g. drill)")
+    model_cls = MODEL_FOR_CAUSAL_LM_MAPPING[base]
+    saved = config_dict.get("architectures")
+    if isinstance(saved, list) and saved and f"TiedLM{model_cls.__name__}" not in saved:
+        raise UsageError(
+            f"config.json: tiedlm_base = {base_type!r} but the weights were saved by {', '.join(map(str, saved))}; "
+            "set tiedlm_base to the architecture that saved them"
+        )
+    width = getattr(base, "attribute_map", {}).get("hidden_size", "hidden_size")
+    if width not in config_dict and "text_config" not in config_dict:
+        raise UsageError(
+            f"config.json: tiedlm_base = {base_type!r} but the file has no {width!r}, which a {base_type} config "
+            "holds; set tiedlm_base to the architecture of these keys"
+        )
+    return base
 
 
 AutoConfig.register(MODEL_TYPE, TiedLMConfig, exist_ok=True)

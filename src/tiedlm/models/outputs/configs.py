@@ -19,6 +19,8 @@ OUTPUTS = Registry(
 )
 ACTIVATIONS = ("sigmoid", "relu", "tanh", "identity")
 
+MAX_DEPTH = 64  # label-encoder layers: the paper's deepest is 4; a typo's 10**6 would build for minutes
+
 
 @dataclass
 class OutputConfig(ComponentConfig):
@@ -103,7 +105,7 @@ class DrillConfig(OutputConfig):
     init_range: float = 0.1  # uniform initialisation of the label encoder in ±init_range
 
     def validate(self, key: str) -> None:
-        self.check(self.depth >= 1, key, "depth", "an integer >= 1")
+        self.check(1 <= self.depth <= MAX_DEPTH, key, "depth", f"an integer from 1 to {MAX_DEPTH}")
         self.check(self.activation in ACTIVATIONS, key, "activation", "one of: " + ", ".join(ACTIVATIONS))
         self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
         self.check(self.init_range > 0, key, "init_range", "a number > 0")
