@@ -4,6 +4,7 @@ encoders. Tiny random GPT-2 and Llama configs built here: no hub, no download.""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -269,8 +270,8 @@ def test_any_preset_trains_on_a_hf_body_whose_config_sets_the_sizes(arch, tmp_pa
     assert cfg.model.embedding_size == 16 and cfg.model.encoder.name == "hf"
     summary = run(LanguageModelTask(cfg), tmp_path / "run", progress=False, log=lambda *a: None)
     assert summary["test_ppl"] < 120  # below a uniform guess over the 121 words
-    saved = Config.for_run(tmp_path / "run", True, [])
-    assert saved.model.encoder.config == cfg.model.encoder.config
+    saved = Config.for_run(tmp_path / "run", True, [])  # the run keeps the HF config itself, not its path
+    assert json.loads(saved.model.encoder.config) == json.loads(Path(cfg.model.encoder.config).read_text())
 
 
 def test_cli_refuses_bad_hf_encoder_settings_with_one_line_and_exit_2(tmp_path, capsys):

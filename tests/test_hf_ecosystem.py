@@ -11,7 +11,7 @@ from torch import nn
 
 from tiedlm.errors import UsageError
 
-from conftest import TINY_HF
+from conftest import TINY_HF, tiny_overrides, write_tiny_corpus, write_tiny_hf_config
 
 transformers = pytest.importorskip("transformers")
 hf = pytest.importorskip("tiedlm.hf")
@@ -145,6 +145,97 @@ def test_a_gpt2_folder_relabelled_llama_is_refused_not_built_at_llamas_default_s
     path.write_text(json.dumps(config))
     with pytest.raises(UsageError, match="has no 'hidden_size', which a llama config holds"):
         transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "m")
+
+
+# ------------------------------------------------------------------ HF bodies as tiedlm encoders
+def _hf_run(tmp_path, config, *extra):
+    from tiedlm.cli import main
+
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    tiny = [o for o in tiny_overrides(corpus, **{"train.epochs": "1"}) if not o.startswith("model.hidden_size")]
+    sets = [*tiny, "model.encoder=hf", f"model.encoder.config={config}", "model.encoder.memory=4", *extra]
+    args = ["train", "ptb-transformer-drill", "--out", str(tmp_path / "run"), "--no-progress"]
+    return main([*args, *(a for s in sets for a in ("--set", s))])
+
+
+def test_an_hf_encoder_run_keeps_its_config_moves_and_evaluates_as_it_trained(tmp_path, capsys, monkeypatch):
+    from tiedlm.cli import main
+
+    config = write_tiny_hf_config(tmp_path / "hf")
+    assert _hf_run(tmp_path, config) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    edited = json.loads(config.read_text())
+    edited["num_hidden_layers"] = 1  # edited after training, then moved away: the run does not read it again
+    config.write_text(json.dumps(edited))
+    moved = tmp_path / "elsewhere" / "run"
+    moved.parent.mkdir()
+    (tmp_path / "run").rename(moved)
+    config.rename(tmp_path / "gone.json")
+    monkeypatch.chdir(moved.parent)
+    capsys.readouterr()
+    assert main(["evaluate", str(moved), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ppl"] == pytest.approx(summary["test_ppl"], rel=1e-12)
+
+
+def test_a_folder_saved_by_tiedlm_hf_is_an_encoder_config_of_its_base_architecture(tmp_path):
+    small = transformers.AutoConfig.for_model(**TINY_HF["llama"], vocab_size=VOCAB)
+    hf.with_output_layer(transformers.AutoModelForCausalLM.from_config(small), "drill").save_pretrained(tmp_path / "m")
+    reused = hf.with_output_layer(causal_lm(), "tied").config  # a config object saved from a tiedlm model
+    reused.save_pretrained(tmp_path / "c")
+    for source in (tmp_path / "m", tmp_path / "c" / "config.json"):
+        assert _hf_run(tmp_path / source.name, source) == 0
+
+
+@pytest.mark.parametrize(
+    "config, said",
+    [
+        (
+            {
+                "model_type": "bert",
+                "hidden_size": 16,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "intermediate_size": 32,
+            },
+            "not causal",
+        ),
+        (
+            {"model_type": "t5", "d_model": 16, "d_ff": 32, "num_layers": 1, "num_heads": 2, "d_kv": 8},
+            "encoder-decoder",
+        ),
+        ({**TINY_HF["llama"], "hidden_size": 15}, "transformers refuses it"),
+        ({"model_type": "nosuchmodel", "hidden_size": 16}, "knows no model type 'nosuchmodel'"),
+    ],
+)
+def test_a_body_that_is_not_a_causal_decoder_is_refused_in_one_line(config, said, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    capsys.readouterr()
+    assert _hf_run(tmp_path, path) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0] and "Traceback" not in err, err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+    if said != "not causal":  # refused before the banner; the causal test needs the built body
+        assert "tiedlm 0.1.0 |" not in out
+
+
+def test_a_causal_body_s_logits_at_t_do_not_depend_on_later_inputs(tmp_path):
+    from tiedlm.models import LanguageModel
+    from tiedlm.tasks.lm.config import Config
+
+    config = write_tiny_hf_config(tmp_path / "hf")
+    sets = ["model.encoder=hf", f"model.encoder.config={config}", "model.encoder.memory=4", "train.bptt=8"]
+    cfg = Config.load("ptb-transformer-drill").with_overrides(sets)
+    torch.manual_seed(0)
+    model = LanguageModel(cfg.model, 30).eval()
+    x = torch.randint(0, 30, (7, 2), generator=torch.Generator().manual_seed(1))
+    later = x.clone()
+    later[-1] = (later[-1] + 1) % 30
+    with torch.no_grad():
+        a, _ = model(x, model.init_state(2))
+        b, _ = model(later, model.init_state(2))
+    assert torch.equal(a[:-1], b[:-1]) and not torch.equal(a[-1], b[-1])
 
 
 # ------------------------------------------------------------------ PEFT

@@ -33,6 +33,10 @@ class ComponentConfig:
     def validate(self, key: str) -> None:
         """Raise a one-line UsageError naming ``key.field`` for a bad value (override per component)."""
 
+    def preflight(self, key: str) -> None:
+        """Checks that need the component's own library (too slow for every config read), made once before a run
+        starts: a one-line UsageError naming ``key`` (override per component)."""
+
     def check(self, ok: bool, key: str, field: str, allowed: str) -> None:
         if not ok:
             raise UsageError(f"{key}.{field} = {getattr(self, field)!r} is not allowed; expected {allowed}")

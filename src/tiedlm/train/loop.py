@@ -121,6 +121,9 @@ class Task(ABC):
         return self.dist.is_main
 
     @abstractmethod
+    def preflight(self) -> None:
+        """Checks of the settings that need a library's own view of them, before the banner (one line each)."""
+
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         """Load the data, build the model and the optimizer (seeded); a new run also writes its own files
         (config, vocabularies) into ``run_dir``. The harness restores the checkpoint afterwards."""
@@ -294,6 +297,7 @@ class Run:
         if not self.resume and files.training_state().exists():
             again = f"resume it with --resume {path} or " if files.task == task.kind else ""
             raise UsageError(f"{path} already holds a {KINDS[files.task].noun} run; {again}pick another --out")
+        task.preflight()  # a setting that the component's own library refuses: one line, before the banner
         task.tensorboard = self._tensorboard_folder() if task_main_rank() else ""
         resolve_machine(task, self.log)
         if not task.is_main:  # one voice: rank 0 logs and shows progress

@@ -234,10 +234,22 @@ class HFConfig(EncoderConfig):
         return self.hf_sizes()["hidden"]
 
     def summary(self) -> str:
-        from .hf_config import read_config
+        from .hf_config import read_config, where
 
         raw = read_config(self.config)
-        return f"Hugging Face {raw['model_type']} body ({self.config})"
+        return f"Hugging Face {raw['model_type']} body ({where(self.config)})"
+
+    def to_dict(self) -> dict:
+        """As saved with a run: the HF config itself (JSON), not the path it was read from, so that the run folder
+        holds everything it needs (moved, or the file edited, it evaluates as it trained)."""
+        from .hf_config import inline
+
+        return {**super().to_dict(), "config": inline(self.config) if self.config else ""}
+
+    def preflight(self, key: str) -> None:
+        from .hf import check_config
+
+        check_config(self.config, f"{key}.config")
 
     def output_size(self, embedding_size: int, output) -> int:
         return self.hf_sizes()["hidden"]

@@ -17,6 +17,21 @@ def shipped_configs() -> list[str]:
     return sorted(p.stem for p in SHIPPED.glob("*.json"))
 
 
+def is_inline(source: str) -> bool:
+    """Whether ``source`` is the HF config itself (JSON text, as a run saves it) rather than where it is."""
+    return source.lstrip().startswith("{")
+
+
+def inline(source: str) -> str:
+    """The HF config of ``source`` as one line of JSON (keys sorted), what a run's config.toml keeps."""
+    return json.dumps(read_config(source), sort_keys=True)
+
+
+def where(source: str) -> str:
+    """How a message names the config: its path or name, or "kept in the run" for an inline one."""
+    return "kept in the run's config.toml" if is_inline(source) else source
+
+
 def config_path(source: str, key: str = "model.encoder.config") -> Path:
     """The config.json that ``source`` names: the file itself, a model folder holding one, or a shipped name."""
     path = Path(source).expanduser()
@@ -33,19 +48,40 @@ def config_path(source: str, key: str = "model.encoder.config") -> Path:
 
 
 def read_config(source: str, key: str = "model.encoder.config") -> dict:
-    """The HF config.json of ``source`` as a dict (one line for a file that is not a JSON object)."""
-    path = config_path(source, key)
-    return dict(_read(str(path.resolve()), path.stat().st_mtime_ns, key))
+    """The HF config.json of ``source`` (a file, a model folder, a shipped name, or the JSON itself) as a dict
+    (one line for text that is not a JSON object). A model saved by ``tiedlm.hf`` gives its base architecture's
+    config: its body is that architecture's."""
+    if is_inline(source):
+        raw = dict(_parse(source, "the JSON kept in the run's config.toml", key))
+    else:
+        path = config_path(source, key)
+        raw = dict(_read(str(path.resolve()), path.stat().st_mtime_ns, key))
+    if raw.get("model_type") == "tiedlm":
+        base = raw.get("tiedlm_base")
+        if not isinstance(base, str) or base == "tiedlm":
+            raise UsageError(f"{key}: a tiedlm.hf model's config needs tiedlm_base, its architecture; got {base!r}")
+        raw = {k: v for k, v in raw.items() if not k.startswith("tiedlm_") and k != "architectures"}
+        raw["model_type"] = base
+    return raw
 
 
 @lru_cache(maxsize=16)
 def _read(path: str, mtime: int, key: str) -> tuple:
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, ValueError) as e:
         raise UsageError(f"{key}: cannot read {path} as JSON ({e}); give a Hugging Face config.json") from None
+    return _parse(text, path, key)
+
+
+@lru_cache(maxsize=16)
+def _parse(text: str, what: str, key: str) -> tuple:
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise UsageError(f"{key}: cannot read {what} as JSON ({e}); give a Hugging Face config.json") from None
     if not isinstance(raw, dict) or "model_type" not in raw:
-        raise UsageError(f"{key}: {path} has no model_type; give a Hugging Face config.json")
+        raise UsageError(f"{key}: {what} has no model_type; give a Hugging Face config.json")
     return tuple(raw.items())
 
 
@@ -56,8 +92,7 @@ def read_sizes(source: str, key: str = "model.encoder.config") -> dict[str, int]
     hidden = next((text[k] for k in HIDDEN_KEYS if isinstance(text.get(k), int)), None)
     if hidden is None:
         raise UsageError(
-            f"{key}: {config_path(source, key)} gives no hidden size ({', '.join(HIDDEN_KEYS)}); give a causal LM's "
-            "config.json"
+            f"{key}: {where(source)} gives no hidden size ({', '.join(HIDDEN_KEYS)}); give a causal LM's config.json"
         )
     positions = next((text[k] for k in POSITION_KEYS if isinstance(text.get(k), int)), 0)
     return {"hidden": hidden, "positions": positions}

@@ -62,6 +62,11 @@ class LanguageModelTask(Task):
         self.state, self.validated_average, self.graphs = None, False, None
 
     # ------------------------------------------------------------------ set-up
+    def preflight(self) -> None:
+        """The model's components' own checks (a Hugging Face body's config as transformers reads it)."""
+        for part in ("encoder", "output"):
+            getattr(self.cfg.model, part).preflight(f"model.{part}")
+
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg, self.run_dir, self.log = self.cfg, run_dir, log
         init = Path(cfg.train.init_from).expanduser() if cfg.train.init_from and not resume else None
