@@ -147,6 +147,30 @@ def test_a_gpt2_folder_relabelled_llama_is_refused_not_built_at_llamas_default_s
         transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "m")
 
 
+@pytest.mark.parametrize("arch", list(TINY_HF))
+@pytest.mark.parametrize("on_disk", [["lm_head"], ["embedding"], ["lm_head", "embedding"]])
+def test_the_head_and_the_embedding_offloaded_to_disk_give_the_same_logits(arch, on_disk, tmp_path):
+    pytest.importorskip("accelerate")
+    model = hf.with_output_layer(causal_lm(arch), "drill", depth=2).eval()
+    model.save_pretrained(tmp_path / "m")
+    x = tokens(1, 6)
+    with torch.no_grad():
+        want = model(input_ids=x).logits
+    body = getattr(model, model.base_model_prefix)
+    embedding = next(n for n, m in body.named_children() if m is model.get_input_embeddings())
+    where = {f"{model.base_model_prefix}.{n}": "cpu" for n, _ in body.named_children()} | {"lm_head": "cpu"}
+    for part in on_disk:
+        where["lm_head" if part == "lm_head" else f"{model.base_model_prefix}.{embedding}"] = "disk"
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path / "m", device_map=where, offload_folder=str(tmp_path / "offload")
+    ).eval()
+    with torch.no_grad():
+        assert torch.allclose(loaded(input_ids=x).logits, want, atol=1e-6)
+        assert torch.equal(
+            loaded.generate(x, max_new_tokens=4, do_sample=False), model.generate(x, max_new_tokens=4, do_sample=False)
+        )
+
+
 # ------------------------------------------------------------------ HF bodies as tiedlm encoders
 def _hf_run(tmp_path, config, *extra):
     from tiedlm.cli import main

@@ -79,11 +79,30 @@ class OutputHead(nn.Module):
                 self._labels = None
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        if not self._keep or self.training or torch.is_grad_enabled():
-            return self.layer(h)[0]
-        if self._labels is None:
-            self._labels = self.layer.encode_labels()
-        return self.layer.score(h, self._labels)
+        live = getattr(self.layer, "_embedding", [None])[0]
+        model = live.model() if isinstance(live, LiveEmbedding) else None
+        with _onloaded(model.get_input_embeddings() if model is not None else None), _onloaded(self.layer):
+            if not self._keep or self.training or torch.is_grad_enabled():
+                return self.layer(h)[0]
+            if self._labels is None:
+                self._labels = self.layer.encode_labels()
+            return self.layer.score(h, self._labels)
+
+
+@contextlib.contextmanager
+def _onloaded(module: nn.Module | None):
+    """``module``'s weights in memory while the head reads them outside the module's own forward: a module that
+    accelerate offloads (``device_map`` with ``"disk"``, or CPU offload) holds them only inside that forward, so
+    its hook loads them here too, and offloads them again after."""
+    hook = getattr(module, "_hf_hook", None)
+    if hook is None or not any(p.is_meta for p in module.parameters()):
+        yield
+        return
+    hook.pre_forward(module)
+    try:
+        yield
+    finally:
+        hook.post_forward(module, None)
 
 
 def with_output_layer(model: PreTrainedModel, name: str, **keys) -> PreTrainedModel:
