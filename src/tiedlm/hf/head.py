@@ -78,6 +78,18 @@ class OutputHead(nn.Module):
             if not self._keep:
                 self._labels = None
 
+    @property
+    def weight(self) -> torch.Tensor:
+        """The (|V|, ·) table whose rows stand for the words, as tools that size a vocabulary from ``lm_head.weight``
+        read it: E for the layers built on it, ``full``'s own matrix otherwise (the logits are :meth:`forward`'s)."""
+        layer = self.layer
+        return layer.embedding_weight if hasattr(layer, "_embedding") else layer.weight
+
+    @property
+    def bias(self) -> torch.Tensor | None:
+        """The per-word output bias b (None where the layer has none)."""
+        return self.layer.bias
+
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         live = getattr(self.layer, "_embedding", [None])[0]
         model = live.model() if isinstance(live, LiveEmbedding) else None
@@ -121,21 +133,37 @@ def with_output_layer(model: PreTrainedModel, name: str, **keys) -> PreTrainedMo
     cfg = OUTPUTS.config({"name": name, **keys}, origin="with_output_layer")
     _attach(model, cfg)
     given = model.config
-    config = copy.deepcopy(given)  # the caller's object stays a plain config they can reuse
+    config = _output_config(given, cfg, type(model))  # the caller's object stays a plain config they can reuse
     for module in model.modules():  # every part of the model that reads the config reads the new one
         if getattr(module, "config", None) is given:
             module.config = config
-    base_config = type(given)
-    config_cls = _config_class(base_config)
-    model_cls = _model_class(type(model), config_cls)
-    config.__class__ = config_cls
-    config.tiedlm_base = base_config.model_type
-    config.tiedlm_output = cfg.to_dict()
-    config.tie_word_embeddings = False  # E is read from the input embedding inside the layer, never copied
     if hasattr(model, "all_tied_weights_keys"):
         model.all_tied_weights_keys = {}
-    model.__class__ = model_cls
+    model.__class__ = _MODELS[type(model)]
     return model
+
+
+def with_output_config(config: PreTrainedConfig, name: str, **keys) -> PreTrainedConfig:
+    """A copy of ``config`` (a causal LM's) from which ``AutoModelForCausalLM.from_config`` builds the model with
+    tiedlm's output layer ``name`` (keys as ``[model.output]``'s) in place of its ``lm_head``."""
+    cfg = OUTPUTS.config({"name": name, **keys}, origin="with_output_config")
+    base = type(config)
+    if base not in MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise UsageError(f"with_output_config: {base.__name__} has no causal LM in transformers")
+    return _output_config(config, cfg, MODEL_FOR_CAUSAL_LM_MAPPING[base])
+
+
+def _output_config(config: PreTrainedConfig, cfg, model_cls: type) -> PreTrainedConfig:
+    """``TiedLM<Base>``'s copy of ``config`` with the output layer ``cfg``; its model class made and registered."""
+    base = type(config)
+    config_cls = _config_class(base)
+    _model_class(model_cls, config_cls)
+    new = copy.deepcopy(config)
+    new.__class__ = config_cls
+    new.tiedlm_base = base.model_type
+    new.tiedlm_output = cfg.to_dict()
+    new.tie_word_embeddings = False  # E is read from the input embedding inside the layer, never copied
+    return new
 
 
 def _attach(model: PreTrainedModel, cfg) -> OutputHead:
