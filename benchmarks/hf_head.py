@@ -7,8 +7,8 @@ alternating blocks (hf-tied, tiedlm-tied, drill-K, hf-tied, ...):
 
 - training: tokens/s of a forward and backward pass (batch x length tokens, no optimiser);
 - generation: new tokens/s of ``generate()`` (greedy, KV cache, batch 1), where the DRILL head computes the label
-  encoding g(E) once per weight version; ``drill-K-per-token`` recomputes it at every token, to show what that
-  saves;
+  encoding g(E) once per ``generate()`` call; ``drill-K-per-token`` recomputes it at every token, to show what
+  that saves;
 
 and the peak memory of one training step in a fresh process per head (peak RSS on a CPU, the CUDA allocator's
 peak on a GPU). Each "vs hf" column is the head's figure divided by hf-tied's. Run with nothing else heavy on the
@@ -20,6 +20,7 @@ machine:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import subprocess
@@ -79,14 +80,12 @@ def generate(model, prompt: torch.Tensor, new: int, device: str, per_token: bool
     head = model.get_output_embeddings()
 
     def run():
-        kept = getattr(head, "_labels", None)  # the cached variant's g(E): the per-token variant must not replace it
-        if per_token:  # every call a new weight version: g(E) again at each generated token
-            head._version = lambda: object()
+        if per_token:  # g(E) not kept for the call: computed again at each generated token
+            head.labels_kept = contextlib.nullcontext
         model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new, min_new_tokens=new)
         sync(device)
         if per_token:
-            head.__dict__.pop("_version")
-            head._labels = kept
+            del head.labels_kept
 
     return run
 

@@ -52,31 +52,77 @@ class LiveEmbedding:
         raise TypeError("a tiedlm head is saved with save_pretrained (safetensors), not pickled")
 
 
+class _Rows:
+    """Some rows of E, as the label encoder reads an embedding (``weight``): the probe words of :class:`OutputHead`."""
+
+    def __init__(self, weight: torch.Tensor):
+        self.weight = weight
+
+
 class OutputHead(nn.Module):
     """``lm_head`` replaced: hidden states h (…, d_h) -> logits (…, |V|) = g_out(E) g_in(h) + b (DRILL eq. 7).
 
-    g_out(E) is computed afresh in every forward pass, so the logits are always those of the weights as they are
-    (an optimiser step, an EMA written through ``.data``, PEFT's ``disable_adapter()``). Within one ``generate()``
-    call, whose weights cannot change, it is computed once and kept (:meth:`labels_kept`): a generated token then
-    costs the tied head's one (|V| × d) product, not DRILL's label encoder (depth·|V|·d² a pass).
+    Outside ``generate()``, g_out(E) is computed afresh in every forward pass, so the logits are always those of the
+    weights as they are (an optimiser step, an EMA written through ``.data``, PEFT's ``disable_adapter()``). Within a
+    ``generate()`` call, whose weights cannot change, it is computed at most once (:meth:`labels_kept`), and kept for
+    the next call while the weights are unchanged: checked at each call's first token by a float64 projection of E on
+    fixed random directions and by the label encoding of 64 probe words (any change of E, of the encoder's weights or
+    of its function, as PEFT's ``disable_adapter()`` makes, changes one of them). A generated token then costs the
+    tied head's one (|V| × d) product, not DRILL's label encoder (depth·|V|·d² a pass).
     """
+
+    PROBES = 64  # words whose label encoding tells whether the encoder is still the one the kept table came from
 
     def __init__(self, layer: OutputLayer):
         super().__init__()
         self.layer = layer
-        self._keep = 0  # > 0 inside generate(): g_out(E) is computed once
+        self._keep = 0  # > 0 inside generate(): g_out(E) computed at most once
+        self._checked = False  # this call has checked the kept table against the weights
         self._labels: torch.Tensor | None = None
+        self._key: tuple | None = None  # what the kept table was computed from (:meth:`_weights_key`)
 
     @contextlib.contextmanager
     def labels_kept(self):
-        """g_out(E) computed once for what runs inside (a ``generate()`` call), and dropped after it."""
+        """g_out(E) computed at most once for what runs inside (a ``generate()`` call)."""
         self._keep += 1
+        if self._keep == 1:
+            self._checked = False
         try:
             yield
         finally:
             self._keep -= 1
-            if not self._keep:
-                self._labels = None
+
+    def _weights_key(self) -> tuple | None:
+        """(E projected on fixed random directions, in float64; the probe words' label encoding), or None for a
+        layer whose table is not built from E (``full``: its table is its own weight, nothing to compute)."""
+        layer = self.layer
+        if not hasattr(layer, "_embedding"):
+            return None
+        e = layer.embedding_weight
+        draw = torch.Generator().manual_seed(0)
+        directions = torch.randn(e.shape[1], 2, generator=draw).to(e.device, e.dtype)
+        weights = torch.randn(e.shape[0], generator=draw).to(e.device, torch.float64)
+        projection = (weights @ (e @ directions).double()).tolist()
+        rows = torch.linspace(0, e.shape[0] - 1, min(self.PROBES, e.shape[0])).long().to(e.device)
+        saved = layer._embedding
+        layer._embedding = [_Rows(e[rows])]
+        try:
+            probe = layer.encode_labels()
+        finally:
+            layer._embedding = saved
+        return projection, probe
+
+    def _kept_labels(self) -> torch.Tensor:
+        if not self._checked:
+            key = self._weights_key()
+            old = self._key
+            same = key is not None and old is not None and key[0] == old[0] and torch.equal(key[1], old[1])
+            if not same:
+                self._labels, self._key = None, key
+            self._checked = True
+        if self._labels is None:
+            self._labels = self.layer.encode_labels()
+        return self._labels
 
     @property
     def weight(self) -> torch.Tensor:
@@ -96,9 +142,7 @@ class OutputHead(nn.Module):
         with _onloaded(model.get_input_embeddings() if model is not None else None), _onloaded(self.layer):
             if not self._keep or self.training or torch.is_grad_enabled():
                 return self.layer(h)[0]
-            if self._labels is None:
-                self._labels = self.layer.encode_labels()
-            return self.layer.score(h, self._labels)
+            return self.layer.score(h, self._kept_labels())
 
 
 @contextlib.contextmanager
