@@ -247,7 +247,7 @@ class HFConfig(EncoderConfig):
         return {**super().to_dict(), "config": inline(self.config) if self.config else ""}
 
     def preflight(self, key: str) -> None:
-        from .hf import check_config
+        from .hf_config import check_config
 
         check_config(self.config, f"{key}.config")
 

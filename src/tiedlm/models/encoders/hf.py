@@ -15,49 +15,7 @@ from torch import nn
 from ...errors import UsageError
 from .base import MemoryEncoder
 from .configs import HFConfig
-from .hf_config import read_config
-
-
-def import_transformers():
-    """The ``transformers`` module, or a one-line error saying how to install it."""
-    try:
-        import transformers
-    except ImportError:
-        raise UsageError(
-            "the Hugging Face encoder needs transformers: pip install 'tiedlm[hf]' (or pip install transformers)"
-        ) from None
-    return transformers
-
-
-def check_config(source: str, key: str = "model.encoder.config") -> None:
-    """One line, before a run starts, where transformers does not know the model type, refuses the config (a
-    hidden size its heads do not divide), or the model is not a decoder-only body (T5's encoder-decoder)."""
-    body_config(source, key)
-
-
-def body_config(source: str, key: str = "model.encoder.config"):
-    """The HF config of ``source`` for a body fed embeddings: its own token table cut to one row (unused) and
-    no special token ids in it (one line for a config that transformers refuses or that is not a causal body's)."""
-    transformers = import_transformers()
-    raw = read_config(source, key)
-    kind = raw["model_type"]
-    try:
-        config = transformers.AutoConfig.for_model(**raw)
-    except Exception as e:  # ValueError, KeyError, huggingface_hub's validation errors: transformers refuses it
-        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-        reason = lines[-1][:160] if lines else type(e).__name__  # the innermost cause, e.g. "The hidden size ..."
-        if kind not in transformers.CONFIG_MAPPING:
-            reason = f"transformers {transformers.__version__} knows no model type {kind!r}"
-        raise UsageError(f"{key}: transformers refuses it ({reason}); give a causal LM's config.json") from None
-    if getattr(config, "is_encoder_decoder", False):
-        raise UsageError(f"{key}: {kind} is an encoder-decoder model; give a decoder-only (causal) LM's config.json")
-    text = config.get_text_config()
-    text.vocab_size = 1
-    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
-        if hasattr(text, key):
-            setattr(text, key, None)
-    text.use_cache = False
-    return config
+from .hf_config import body_config, check_config, import_transformers  # noqa: F401 (used here and by callers)
 
 
 class HFEncoder(MemoryEncoder):
