@@ -120,10 +120,10 @@ class Task(ABC):
         """Whether this process writes the run's files (rank 0 under torchrun)."""
         return self.dist.is_main
 
-    @abstractmethod
     def preflight(self) -> None:
         """Checks of the settings that need a library's own view of them, before the banner (one line each)."""
 
+    @abstractmethod
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         """Load the data, build the model and the optimizer (seeded); a new run also writes its own files
         (config, vocabularies) into ``run_dir``. The harness restores the checkpoint afterwards."""
