@@ -1,5 +1,6 @@
 import os
 import random
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def tiny_overrides(corpus: Path, **extra) -> list[str]:
     base = {
         "data.name": str(corpus),
         "model.embedding_size": "16",
-        "model.hidden_size": "16",
+        "model.encoder.hidden_size": "16",
         "train.epochs": "2",
         "train.batch_size": "4",
         "train.bptt": "8",
@@ -141,3 +142,14 @@ def read_metrics(run: Path) -> list[dict]:
     from tiedlm.run_dir import RunDir
 
     return RunDir(run).read_metrics()
+
+
+def flat_config(cls, raw: dict):
+    """Settings of ``cls`` from flat keys, each placed in the one section that has it: a test's shorthand (run
+    folders and TOML files name their sections)."""
+    defaults = cls()
+    sections = {}
+    for key, value in raw.items():
+        home = next(s for s in cls.section_names() if key in [f.name for f in fields(getattr(defaults, s))])
+        sections.setdefault(home, {})[key] = value
+    return cls.from_dict(sections)

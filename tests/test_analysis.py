@@ -6,6 +6,8 @@ import torch
 from tiedlm.analysis import subspace_distance
 from tiedlm.errors import UsageError
 
+from conftest import flat_config
+
 
 def _rand(shape, seed):
     return np.random.default_rng(seed).standard_normal(shape)
@@ -60,15 +62,19 @@ def test_bad_input_is_a_usage_error():
 def test_subspace_model_output_init_range():
     from tiedlm.tasks.subspace.experiment import SubspaceExperimentConfig, build_model
 
-    zero = build_model(50, 0, SubspaceExperimentConfig.from_dict(dict(hidden_size=8, layers=1, output_init_range=0.0)))
+    zero = build_model(
+        50, 0, flat_config(SubspaceExperimentConfig, dict(hidden_size=8, layers=1, output_init_range=0.0))
+    )
     assert not zero.output.weight.any() and not zero.output.bias.any()
     assert torch.allclose(zero.embedding.weight.norm(dim=1), torch.ones(50))  # unit-norm input rows (§6.2)
     small = build_model(
-        50, 0, SubspaceExperimentConfig.from_dict(dict(hidden_size=8, layers=1, output_init_range=0.01))
+        50, 0, flat_config(SubspaceExperimentConfig, dict(hidden_size=8, layers=1, output_init_range=0.01))
     )
     assert 0 < small.output.weight.abs().max() <= 0.01
     same = build_model(
-        50, 0, SubspaceExperimentConfig.from_dict(dict(hidden_size=8, layers=1, init_range=0.3, output_init_range=-1))
+        50,
+        0,
+        flat_config(SubspaceExperimentConfig, dict(hidden_size=8, layers=1, init_range=0.3, output_init_range=-1)),
     )
     assert same.output.weight.abs().max() > 0.2  # negative: W follows --init-range
 
@@ -79,7 +85,8 @@ def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path
 
     from tiedlm.tasks.subspace.experiment import SubspaceExperimentConfig, run_experiment
 
-    cfg = SubspaceExperimentConfig.from_dict(
+    cfg = flat_config(
+        SubspaceExperimentConfig,
         dict(
             runs=2,
             betas=[0.0, 1.0],
@@ -95,7 +102,7 @@ def test_subspace_experiment_writes_csv_figure_and_resumes(tiny_corpus, tmp_path
             threads=1,
             corpus=str(tiny_corpus),
             vocab="full",
-        )
+        ),
     )
     out = tmp_path / "exp"
     summary = run_experiment(cfg, out, progress=False, log=lambda *a: None)
@@ -116,12 +123,12 @@ def test_subspace_settings_key_does_not_depend_on_int_or_float_spelling():
     from tiedlm.tasks.subspace.experiment import SubspaceExperimentConfig
 
     assert (
-        SubspaceExperimentConfig.from_dict(dict(lr=1, output_init_range=-1)).settings()
-        == SubspaceExperimentConfig.from_dict(dict(lr=1.0, output_init_range=-1.0)).settings()
+        flat_config(SubspaceExperimentConfig, dict(lr=1, output_init_range=-1)).settings()
+        == flat_config(SubspaceExperimentConfig, dict(lr=1.0, output_init_range=-1.0)).settings()
     )
     assert (
-        SubspaceExperimentConfig.from_dict(dict(lr=1)).settings()
-        != SubspaceExperimentConfig.from_dict(dict(lr=2)).settings()
+        flat_config(SubspaceExperimentConfig, dict(lr=1)).settings()
+        != flat_config(SubspaceExperimentConfig, dict(lr=2)).settings()
     )
 
 
@@ -145,8 +152,8 @@ def test_a_subspace_run_is_a_task_of_the_one_loop_and_a_sigterm_in_it_resumes_ex
     import tiedlm.tasks.subspace.experiment as se
     from tiedlm.errors import RunInterrupted
 
-    cfg = se.SubspaceExperimentConfig.from_dict(
-        dict(hidden_size=12, layers=2, epochs=3, batch_size=4, bptt=10, slice_words=600)
+    cfg = flat_config(
+        se.SubspaceExperimentConfig, dict(hidden_size=12, layers=2, epochs=3, batch_size=4, bptt=10, slice_words=600)
     )
     tokens = torch.randint(0, 50, (600,), generator=torch.Generator().manual_seed(0))
     straight = se.train_point(tokens, 50, 1.0, 10.0, 3, cfg)

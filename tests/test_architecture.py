@@ -24,7 +24,6 @@ LAYERS = [
             "tiedlm.registry",
             "tiedlm.run_dir",
             "tiedlm.checkpoint_file",
-            "tiedlm.tasks",  # the task registry (names and "module:Class" strings only)
         ],
     ),
     ("data", ["tiedlm.data"]),
@@ -35,7 +34,7 @@ LAYERS = [
     # perplexity over a split (the language model validates with it), dynamic evaluation, the subspace distance
     ("evaluation", ["tiedlm.evaluation", "tiedlm.analysis.subspace"]),
     ("train", ["tiedlm.train"]),  # the harness: it knows no task
-    ("tasks", [f"tiedlm.tasks.{t}" for t in ("lm", "tagging", "translation", "subspace")]),  # peers
+    ("tasks", ["tiedlm.tasks"]),  # peers, each registered (tiedlm.registry.register_task)
     ("analysis", ["tiedlm.inference", "tiedlm.run", "tiedlm.analysis", "tiedlm.selfcheck"]),
     ("cli", ["tiedlm.reproduce", "tiedlm.cli", "tiedlm.__main__"]),
 ]
@@ -174,3 +173,17 @@ def test_no_function_in_the_package_is_longer_than_60_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
                 long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1})")
     assert not long, "split these functions: " + "; ".join(long)
+
+
+@pytest.mark.parametrize("package", ["tiedlm.train", "tiedlm.run_dir", "tiedlm.reproduce", "tiedlm.registry"])
+def test_the_harness_and_reproduce_load_no_task_whatever_they_import(package):
+    """Transitively, not just by their own imports: importing the harness, the run folders or ``reproduce`` (and all
+    they import in turn) loads no module of ``tiedlm.tasks``; they reach a task only through the registry, at run
+    time."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {package}; print(sorted(m for m in sys.modules if m.startswith('tiedlm.tasks')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", f"importing {package} loads {out.stdout.strip()}"

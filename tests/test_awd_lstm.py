@@ -70,13 +70,13 @@ def test_variable_window_lengths_cover_the_stream_and_are_seeded():
 def _awd_cfg(corpus, **extra):
     over = {
         "model.embedding_size": "12",
-        "model.hidden_size": "20",
-        "model.layers": "3",
+        "model.encoder.hidden_size": "20",
+        "model.encoder.layers": "3",
         "train.bptt": "10",
         "train.lr": "5",
         "train.epochs": "2",
-        "train.finetune_epochs": "2",
-        "train.nonmono": "1",
+        "train.optimizer.finetune_epochs": "2",
+        "train.optimizer.nonmono": "1",
     }
     over.update(extra)
     return Config.load("ptb-awd-drill-budget").with_overrides(tiny_overrides(corpus, **over))
@@ -125,7 +125,7 @@ def test_metrics_record_nt_asgd_stages_as_algorithm_1_triggers_them(tiny_corpus,
 
     from tiedlm.analysis.report import plot_curves, stage_start
 
-    cfg = _awd_cfg(tiny_corpus, **{"train.epochs": "6", "train.finetune_epochs": "3"})
+    cfg = _awd_cfg(tiny_corpus, **{"train.epochs": "6", "train.optimizer.finetune_epochs": "3"})
     tr = LMRun(cfg, tmp_path / "run")
     tr.fit()
     metrics = read_metrics(tmp_path / "run")
@@ -144,7 +144,7 @@ def test_metrics_record_nt_asgd_stages_as_algorithm_1_triggers_them(tiny_corpus,
 
 def _stall_cfg(corpus):
     """The tiny AWD-LSTM with ``stop_on_stall``, 14 epochs and a finetune stage of 3 (it stalls at epoch 6)."""
-    cfg = _awd_cfg(corpus, **{"train.epochs": "14", "train.finetune_epochs": "3"})
+    cfg = _awd_cfg(corpus, **{"train.epochs": "14", "train.optimizer.finetune_epochs": "3"})
     return cfg.with_overrides(["train.optimizer.stop_on_stall=true"])
 
 

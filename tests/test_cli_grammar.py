@@ -1,6 +1,7 @@
 """One CLI grammar for every task: --set section.key=value, --resume RUN_DIR, --threads, --json."""
 
 import json
+from pathlib import Path
 
 import pytest
 import tomllib
@@ -20,16 +21,17 @@ def _treebank(folder):
 
 
 def test_sectioned_keys_of_the_tagger_and_translator():
-    t = TaggerConfig().with_overrides(["train.epochs=3", "model.hidden_size=8", "min_count=1"])
+    t = TaggerConfig().with_overrides(["train.epochs=3", "model.hidden_size=8", "data.min_count=1"])
     assert (t.train.epochs, t.model.hidden_size, t.data.min_count) == (3, 8, 1)
     with pytest.raises(UsageError, match="tagger key 'epochs' is not in \\[model\\]; it is in \\[train\\]"):
         TaggerConfig().with_overrides(["model.epochs=3"])
     with pytest.raises(UsageError, match="unknown section \\[optim\\]"):
         TaggerConfig().with_overrides(["optim.lr=1"])
-    # the translator's output layer is the language model's [model.output] table; the old flat keys still work
+    # the translator's output layer is the language model's [model.output] table; a bare key is refused
     tr = TranslationConfig().with_overrides(["model.output=drill", "model.output.depth=3", "train.epochs=2"])
     assert (tr.model.output.name, tr.model.output.depth, tr.train.epochs) == ("drill", 3, 2)
-    assert TranslationConfig().with_overrides(["output=drill", "drill_depth=3"]).model.output == tr.model.output
+    with pytest.raises(UsageError, match="expected section.key=value"):
+        TranslationConfig().with_overrides(["output=drill"])
     assert "[model.output]" in tr.to_toml() and "drill_depth" not in tr.to_toml()
 
 
@@ -107,20 +109,28 @@ def test_train_threads_option_sets_train_threads(tiny_corpus, tmp_path, capsys):
     assert "threads = 1" in (run / "config.toml").read_text()
 
 
-def test_a_tagger_run_folder_of_the_old_layout_still_evaluates_and_resumes(tmp_path, capsys):
-    """config.json + checkpoint.safetensors + metrics.json, as tagger runs were written before the shared layout."""
+def test_a_tagger_run_folder_of_the_old_layout_is_migrated_then_evaluates_and_resumes(tmp_path, capsys):
+    """config.json (flat keys) + checkpoint.safetensors, as tagger runs were written before the shared layout:
+    tools/migrate_runs.py rewrites the folder once."""
     import dataclasses
+    import subprocess
+    import sys
 
     data, run = _treebank(tmp_path / "tb"), tmp_path / "old"
-    sets = ["--set", "epochs=1", "--set", "embedding_size=4", "--set", "hidden_size=4", "--set", "min_count=1"]
+    sets = ["--set", "train.epochs=1", "--set", "model.embedding_size=4", "--set", "model.hidden_size=4"]
+    sets += ["--set", "data.min_count=1"]
     assert main(["tag", "train", "--out", str(run), "--data", str(data), "--no-progress", "--threads", "1", *sets]) == 0
     cfg = TaggerConfig.load_run(run)
     (run / "config.toml").unlink()
     flat = {k: v for s in dataclasses.asdict(cfg).values() for k, v in s.items() if k != "optimizer"}  # none then
     (run / "config.json").write_text(json.dumps(flat))
     (run / "checkpoints" / "last.safetensors").rename(run / "checkpoint.safetensors")
+    tool = Path(__file__).resolve().parents[1] / "tools" / "migrate_runs.py"
+    migrated = subprocess.run([sys.executable, str(tool), str(run)], capture_output=True, text=True)
+    assert "tag run, settings and checkpoints rewritten" in migrated.stdout, migrated.stderr[-2000:]
+    assert TaggerConfig.load_run(run) == cfg
     capsys.readouterr()
     assert main(["tag", "evaluate", str(run), "--split", "dev", "--json"]) == 0
     assert 0 <= json.loads(capsys.readouterr().out)["dev_accuracy"] <= 1
-    assert main(["tag", "train", "--resume", str(run), "--no-progress", "--set", "epochs=2"]) == 0
+    assert main(["tag", "train", "--resume", str(run), "--no-progress", "--set", "train.epochs=2"]) == 0
     assert (run / "checkpoints" / "last.safetensors").is_file() and (run / "config.toml").is_file()

@@ -97,7 +97,9 @@ def test_lr_schedule():
 
 
 def test_overrides_and_errors():
-    c = Config.load("ptb-small-vd").with_overrides(["train.epochs=3", "loss.augmented=true", "model.dropout=0.1"])
+    c = Config.load("ptb-small-vd").with_overrides(
+        ["train.epochs=3", "loss.augmented=true", "model.encoder.dropout=0.1"]
+    )
     assert (c.train.epochs, c.loss.augmented, c.model.encoder.dropout) == (3, True, 0.1)
     bad = [
         ("train.epochs=x", "expected an integer"),
@@ -105,8 +107,8 @@ def test_overrides_and_errors():
         ("nope.x=1", "unknown section"),
         ("model.size=3", "unknown key"),
         ("train.epochs", "section.key=value"),
-        ("model.dropout=1.5", "drop probability"),
-        ("train.precision=fp16", "fp32, bf16"),
+        ("model.encoder.dropout=1.5", "drop probability"),
+        ("train.precision=fp16", "fp32 or bf16"),
     ]
     for item, msg in bad:
         with pytest.raises(UsageError, match=msg):

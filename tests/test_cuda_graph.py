@@ -21,7 +21,9 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 def _cfg(corpus, preset="ptb-small-real", **extra):
     """The preset on the tiny corpus, with ỹ fixed: gradients through ỹ (the REAL presets' setting) run eagerly."""
     return Config.load(preset).with_overrides(
-        tiny_overrides(corpus, **{"train.device": "cuda", "model.dropout": "0.3", "loss.target_grad": "false", **extra})
+        tiny_overrides(
+            corpus, **{"train.device": "cuda", "model.encoder.dropout": "0.3", "loss.target_grad": "false", **extra}
+        )
     )
 
 
@@ -204,7 +206,7 @@ def test_unsupported_runs_say_why(tiny_corpus, monkeypatch):
 @pytest.mark.parametrize(
     "preset, extra",
     [
-        ("ptb-small-vd", {"model.dropout": "0"}),
+        ("ptb-small-vd", {"model.encoder.dropout": "0"}),
         ("ptb-small-vd", {}),  # dropout masks: the same draws on both paths
         ("ptb-small-real", {}),  # the augmented loss with gradients through ỹ (loss.target_grad = true)
         ("ptb-small-al", {"loss.aug_bias": "false"}),

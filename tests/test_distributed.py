@@ -17,7 +17,9 @@ from conftest import tiny_overrides
 
 def _overrides(corpus, **extra):
     # dropout 0: the ranks draw their own masks, so only a dropout-free run can match one process exactly
-    return tiny_overrides(corpus, **{"model.dropout": "0", "train.epochs": "2", "train.batch_size": "4"} | extra)
+    return tiny_overrides(
+        corpus, **{"model.encoder.dropout": "0", "train.epochs": "2", "train.batch_size": "4"} | extra
+    )
 
 
 def _torchrun(args, tmp_path):

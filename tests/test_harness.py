@@ -20,7 +20,7 @@ from tiedlm.train import loop
 from tiedlm.train.checkpoint import load_checkpoint, save_checkpoint
 from tiedlm.train.loop import Progress
 
-from conftest import tiny_overrides, write_tiny_corpus, write_tiny_hf_config, write_tiny_parallel
+from conftest import flat_config, tiny_overrides, write_tiny_corpus, write_tiny_hf_config, write_tiny_parallel
 
 
 def _treebank(folder: Path) -> Path:
@@ -85,7 +85,7 @@ def _hf_lm(tmp_path) -> Case:
     from tiedlm.tasks.lm.config import Config
 
     corpus, config = write_tiny_corpus(tmp_path / "corpus"), write_tiny_hf_config(tmp_path / "llama")
-    tiny = [o for o in tiny_overrides(corpus, **{"train.lr": "0.003"}) if not o.startswith("model.hidden_size")]
+    tiny = [o for o in tiny_overrides(corpus, **{"train.lr": "0.003"}) if not o.startswith("model.encoder.hidden_size")]
     cfg = Config.load("ptb-llama-drill").with_overrides([*tiny, f"model.encoder.config={config}"])
     return Case(
         cfg, lambda c, run, resume: loop.run(trainer.LanguageModelTask(c), run, resume, **QUIET), trainer, "window_loss"
@@ -96,7 +96,8 @@ def _tagger(tmp_path) -> Case:
     from tiedlm.tasks.tagging import TaggerConfig
     from tiedlm.tasks.tagging import task as tagging
 
-    cfg = TaggerConfig.from_dict(
+    cfg = flat_config(
+        TaggerConfig,
         dict(
             data_dir=str(_treebank(tmp_path / "treebank")),
             own_data=True,
@@ -107,7 +108,7 @@ def _tagger(tmp_path) -> Case:
             epochs=2,
             threads=1,
             device="cpu",
-        )
+        ),
     )
     return Case(
         cfg, lambda c, run, resume: loop.run(tagging.TaggerTask(c), run, resume, **QUIET), tagging, "tagging_loss"
@@ -118,7 +119,8 @@ def _translator(tmp_path) -> Case:
     from tiedlm.tasks.translation import TranslationConfig
     from tiedlm.tasks.translation import task as translation
 
-    cfg = TranslationConfig.from_dict(
+    cfg = flat_config(
+        TranslationConfig,
         dict(
             source_lang="xx",
             target_lang="yy",
@@ -137,7 +139,7 @@ def _translator(tmp_path) -> Case:
             threads=1,
             precision="fp32",
             device="cpu",
-        )
+        ),
     )
     fit = lambda c, run, resume: loop.run(translation.TranslationTask(c), run, resume, **QUIET)  # noqa: E731
     return Case(cfg, fit, translation, "translation_loss")
@@ -152,7 +154,7 @@ def _subspace(tmp_path) -> Case:
     tokens = torch.randint(0, 50, (600,), generator=torch.Generator().manual_seed(0))
     point = lambda c: experiment.SubspacePoint(tokens, 50, 1.0, 10.0, 3, c)  # noqa: E731
     fit = lambda c, run, resume: loop.run(point(c), run, resume, **QUIET)  # noqa: E731
-    return Case(SubspaceExperimentConfig.from_dict(flat), fit, experiment, "update")
+    return Case(flat_config(SubspaceExperimentConfig, flat), fit, experiment, "update")
 
 
 QUIET = {"progress": False, "log": lambda *a: None}
@@ -163,7 +165,9 @@ RESUMED["Hugging Face LM"] = _hf_lm
 
 
 def test_every_registered_task_has_a_case_here():
-    from tiedlm.tasks import TASKS
+    from tiedlm.registry import tasks
+
+    TASKS = tasks()
 
     assert set(CASES) == set(TASKS)
 
@@ -232,12 +236,14 @@ def test_a_real_sigterm_in_a_step_stops_with_a_checkpoint_and_the_resumed_run_is
     assert (committed / "summary.json").read_text() == "{}"
     # the language model's commands name another task's run as such, with the command that works on it
     from tiedlm.cli import main
+    from tiedlm.registry import tasks
     from tiedlm.run_dir import RunDir
-    from tiedlm.tasks import TASKS
+
+    TASKS = tasks()
 
     info = TASKS[task]
-    if info.evaluate and info.kind != "lm":
-        assert RunDir(tmp_path / "split").task == info.kind
+    if info.evaluate and info.name != "lm":
+        assert RunDir(tmp_path / "split").task == info.name
         capsys.readouterr()
         assert main(["evaluate", str(tmp_path / "split")]) == 2
         err = capsys.readouterr().err.strip()
@@ -358,7 +364,8 @@ def test_resuming_says_it_keeps_its_thread_count_and_warns_when_told_another():
 @pytest.mark.parametrize("task", ["tag", "translate"])
 def test_checkpoints_of_the_tasks_own_loops_from_before_the_harness_resume(task, tmp_path):
     """The tagger's loop counted finished epochs in ``epoch`` and kept ``best_dev``; the translator's kept
-    ``step`` and ``best_valid``. A run folder stopped after epoch 1 by either resumes to the straight run."""
+    ``step`` and ``best_valid``. A run folder stopped after epoch 1 by either is refused with the migration, and
+    resumes to the straight run once tools/migrate_runs.py rewrote it."""
     case = CASES[task](tmp_path)
     straight = case.train(tmp_path / "straight", False)
     # the state after epoch 1, as the old loop wrote it: train one epoch, then rewrite the metadata
@@ -374,6 +381,9 @@ def test_checkpoints_of_the_tasks_own_loops_from_before_the_harness_resume(task,
     old |= {"batch": 0, "sums": [0.0, 0], "best_epoch": 1, "seconds": p.seconds, "epoch_seconds": 0.0}
     save_checkpoint(old_run / "checkpoints" / "last.safetensors", tensors, old | {"param_groups": meta["param_groups"]})
     (old_run / "summary.json").unlink()
+    with pytest.raises(UsageError, match="checkpoint of an older tiedlm; rewrite the run folder with"):
+        case.train(old_run, True)
+    _migrate(old_run)
     resumed = case.train(old_run, True)
     a, _ = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.safetensors")
     b, _ = load_checkpoint(old_run / "checkpoints" / "last.safetensors")
@@ -403,3 +413,14 @@ def test_a_task_that_trains_in_one_process_is_refused_under_torchrun_with_one_li
     with pytest.raises(UsageError, match=r"trains in one process: run `tiedlm tag train` without torchrun") as e:
         case.train(tmp_path / "run", False)
     assert "\n" not in str(e.value) and not (tmp_path / "run").exists()
+
+
+def _migrate(folder) -> None:
+    """tools/migrate_runs.py over ``folder``, as a user runs it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "migrate_runs.py"
+    out = subprocess.run([sys.executable, str(tool), str(folder)], capture_output=True, text=True)
+    assert out.returncode == 0 and "checkpoints rewritten" in out.stdout, out.stdout + out.stderr[-2000:]

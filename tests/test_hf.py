@@ -264,7 +264,7 @@ def test_bad_combinations_are_one_line_errors():
 def hf_overrides(tmp_path, arch="llama", *extra: str) -> list[str]:
     corpus = write_tiny_corpus(tmp_path / "corpus")
     config = write_tiny_hf_config(tmp_path / arch, arch)
-    tiny = [o for o in tiny_overrides(corpus, **{"train.lr": "0.003"}) if not o.startswith("model.hidden_size")]
+    tiny = [o for o in tiny_overrides(corpus, **{"train.lr": "0.003"}) if not o.startswith("model.encoder.hidden_size")]
     return [*tiny, "model.encoder=hf", f"model.encoder.config={config}", "model.encoder.memory=4", *extra]
 
 

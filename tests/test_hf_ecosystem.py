@@ -176,7 +176,7 @@ def _hf_run(tmp_path, config, *extra):
     from tiedlm.cli import main
 
     corpus = write_tiny_corpus(tmp_path / "corpus")
-    tiny = [o for o in tiny_overrides(corpus, **{"train.epochs": "1"}) if not o.startswith("model.hidden_size")]
+    tiny = [o for o in tiny_overrides(corpus, **{"train.epochs": "1"}) if not o.startswith("model.encoder.hidden_size")]
     sets = [*tiny, "model.encoder=hf", f"model.encoder.config={config}", "model.encoder.memory=4", *extra]
     args = ["train", "ptb-transformer-drill", "--out", str(tmp_path / "run"), "--no-progress"]
     return main([*args, *(a for s in sets for a in ("--set", s))])

@@ -54,10 +54,10 @@ def test_tied_and_drill_need_equal_sizes():
         with pytest.raises(UsageError, match="needs an encoder output of size embedding_size = 8"):
             LanguageModel(ModelConfig(embedding_size=8, encoder=VD8 | {"hidden_size": 9}, output=output), 30)
         with pytest.raises(UsageError, match="needs model.encoder.hidden_size == model.embedding_size"):
-            Config.from_dict({"model": {"embedding_size": 8, "hidden_size": 9, "output": output}})
+            Config.from_dict({"model": {"embedding_size": 8, "encoder": {"hidden_size": 9}, "output": output}})
     with pytest.raises(UsageError, match="needs model.encoder.last_hidden_size == model.embedding_size"):
         Config.from_dict(
-            {"model": {"encoder": "awd-lstm", "embedding_size": 8, "last_hidden_size": 9, "output": "drill"}}
+            {"model": {"encoder": {"name": "awd-lstm", "last_hidden_size": 9}, "embedding_size": 8, "output": "drill"}}
         )
 
 
@@ -142,5 +142,3 @@ def test_tied_with_learnable_bias_option():
     assert LanguageModel(ModelConfig(embedding_size=8, encoder=VD8, output="tied"), 50).output.bias is None
     with pytest.raises(UsageError, match="output layer 'full' has no key 'bias'"):
         Config.load("ptb-small-vd").with_overrides(["model.output.bias=true"])
-    with pytest.raises(UsageError, match="model.tied_bias belongs to output layer 'tied'"):  # the old flat key
-        Config.load("ptb-small-vd").with_overrides(["model.tied_bias=true"])

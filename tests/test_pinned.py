@@ -18,6 +18,8 @@ from tiedlm.tasks.translation.data import BOS, EOS, PAD
 from tiedlm.tasks.translation.model import TransformerTranslator
 from tiedlm.tasks.translation.task import translation_loss
 
+from conftest import flat_config
+
 
 def transformer_lm_steps(output: str, n: int = 4) -> list[float]:
     """Losses (CE + γτ·J_aug) of n SGD steps of a tiny Transformer LM with memory on fixed random tokens."""
@@ -45,7 +47,8 @@ def transformer_lm_steps(output: str, n: int = 4) -> list[float]:
 
 def translator_steps(output: str, n: int = 4) -> list[float]:
     """Label-smoothed losses of n Adam steps of a tiny translator on fixed random sentence pairs."""
-    cfg = TranslationConfig.from_dict(
+    cfg = flat_config(
+        TranslationConfig,
         dict(
             d_model=16,
             ffn_size=32,
@@ -54,7 +57,7 @@ def translator_steps(output: str, n: int = 4) -> list[float]:
             decoder_layers=2,
             dropout=0.1,
             output=translator_output(output, depth=2, dropout=0.3),
-        )
+        ),
     )
     torch.manual_seed(7)
     model = TransformerTranslator(cfg, 20, 20).train()
@@ -79,7 +82,9 @@ def translator_steps(output: str, n: int = 4) -> list[float]:
 
 def tagger_steps(density: float, n: int = 4) -> list[float]:
     """Cross-entropies of n Adam steps of a tiny BiLSTM tagger (dense or frequency-sparse embeddings)."""
-    cfg = TaggerConfig.from_dict(dict(embedding_size=8, embedding_density=density, hidden_size=6, dropout=0.2, lr=1e-2))
+    cfg = flat_config(
+        TaggerConfig, dict(embedding_size=8, embedding_density=density, hidden_size=6, dropout=0.2, lr=1e-2)
+    )
     torch.manual_seed(5)
     model = BiLSTMTagger(cfg, 40, 5).train()
     opt = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)

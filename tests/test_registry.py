@@ -8,9 +8,9 @@ import tomllib
 
 from tiedlm.cli import main
 from tiedlm.errors import UsageError
-from tiedlm.models.config import LEGACY_KEYS, LEGACY_OUTPUT_KEYS
-from tiedlm.models.encoders import ENCODERS, AWDLSTMConfig, TransformerConfig, VDLSTMConfig
+from tiedlm.models.encoders import ENCODERS, AWDLSTMConfig, TransformerConfig
 from tiedlm.models.outputs import OUTPUTS, DrillConfig, TiedConfig
+from tiedlm.registry import field_names
 from tiedlm.tasks.lm.config import Config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,102 +48,9 @@ def test_set_grammar_switches_layer_and_sets_its_keys_in_any_order():
         base.with_overrides(["model.output=drill", "model.output.depth=four"])
 
 
-def test_old_flat_keys_still_work_from_set():
-    old = Config.load("ptb-small-re").with_overrides(
-        ["model.drill_depth=4", "model.output=drill", "model.drill_dropout=0.6"]
-    )
-    assert old.model.output == DrillConfig(depth=4, dropout=0.6)
-
-
 def test_a_layer_too_small_for_tied_scoring_is_refused_with_the_fix():
     with pytest.raises(UsageError, match="needs model.encoder.hidden_size == model.embedding_size.*'bilinear'"):
-        Config.load("ptb-small-re").with_overrides(["model.hidden_size=300"])
-
-
-def _legacy(raw_model: dict) -> dict:
-    """The old [model] table: `output` a string and every output key flat, as old config.toml files hold them."""
-    flat = dict(raw_model)
-    table = flat.pop("output")
-    flat["output"] = table["name"]
-    for old, (layer, key) in LEGACY_OUTPUT_KEYS.items():
-        flat[old] = (
-            table.get(key, getattr(OUTPUTS[layer].config(), key))
-            if layer == table["name"]
-            else getattr(OUTPUTS[layer].config(), key)
-        )
-    return flat
-
-
-@pytest.mark.parametrize(
-    "preset,override",
-    [
-        ("ptb-awd-drill", []),
-        ("ptb-small-re", ["model.output.bias=true"]),
-        # the flat format knew only the dual layer's joint_size (its residual setting came later)
-        (
-            "ptb-awd-dual",
-            [
-                "model.output.joint_size=300",
-                "model.output.residual=false",
-                "model.output.dropout=0",
-                "model.output.init_range=0",
-            ],
-        ),
-        ("ptb-small-vd", []),
-    ],
-)
-def test_old_flat_config_files_load_as_the_same_config(tmp_path, preset, override):
-    cfg = Config.load(preset).with_overrides(override)
-    raw = cfg.to_dict()
-    raw["model"] = _legacy(raw["model"])
-    assert "output" in raw["model"] and isinstance(raw["model"]["output"], str)
-    assert Config.from_dict(raw) == cfg
-
-
-ADDED_SINCE = {("train", "device"), ("train", "max_nonfinite"), ("train", "optimizer")}
-
-
-def test_committed_old_run_folders_load():
-    """Results committed before the [model.output] table (flat keys, every layer's defaults listed) still load."""
-    from tiedlm.reproduce import TABLES, run_config
-    from tiedlm.tasks.translation.config import TranslationConfig
-
-    files = sorted((ROOT / "results").rglob("config.toml"))
-    assert files
-    for path in files:
-        raw = tomllib.loads(path.read_text())
-        table = TABLES.get(path.parent.parent.name)
-        spec = next(iter(table.runs.values()))[0] if table else None
-        outside = spec is None and "source_lang" in raw["data"]  # a translator's run outside the tables
-        if outside or (spec is not None and spec.task != "lm"):  # a tagger's or translator's run: its own config
-            kind = TranslationConfig if outside else type(run_config(spec, []))
-            loaded = tomllib.loads(kind.load_run(path.parent).to_toml())
-            if isinstance(raw["model"].get("output"), str):  # a translator's flat output keys: now its table
-                from tiedlm.tasks.translation.config import LEGACY_OUTPUT_KEYS as FLAT
-
-                table, flat = loaded["model"]["output"], raw["model"]
-                assert table["name"] == flat.pop("output"), path
-                for old, key in FLAT.items():
-                    value = flat.pop(old)
-                    assert table.get(key, value) == value, (path, old)  # a key the layer has keeps its value
-                loaded["model"].pop("output")
-            for section, values in raw.items():  # every saved value loads as it was saved
-                assert {k: loaded[section][k] for k in values} == values, (path, section)
-            new = {(s, k) for s, vs in loaded.items() for k in vs} - {(s, k) for s, vs in raw.items() for k in vs}
-            assert new <= ADDED_SINCE, (path, new)  # settings added since the run: their defaults
-            assert all(loaded[s][k] == kind().to_dict()[s][k] for s, k in new)
-            continue
-        cfg = Config.load(path)
-        flat = raw["model"]
-        if isinstance(flat.get("output"), str):  # an old file: the converted table has the flat values
-            assert cfg.model.output.name == flat["output"]
-            for old, (layer, key) in LEGACY_OUTPUT_KEYS.items():
-                if layer == flat["output"] and old in flat:
-                    assert getattr(cfg.model.output, key) == flat[old], (path, old)
-            assert cfg.model.encoder.name == flat.get("encoder", "vd-lstm")
-            for key in vars(cfg.model.encoder):  # the encoder's own keys keep their flat values
-                if key in flat:
-                    assert getattr(cfg.model.encoder, key) == flat[key], (path, key)
+        Config.load("ptb-small-re").with_overrides(["model.encoder.hidden_size=300"])
 
 
 def test_list_command_shows_every_component_and_its_keys(capsys):
@@ -180,26 +87,30 @@ def test_encoder_table_and_its_set_grammar():
         Config.load("ptb-small-vd").with_overrides(["model.encoder.dropout=1.5"])
 
 
-def test_old_flat_encoder_keys_from_set_map_to_the_table_or_name_their_owner():
-    vd = Config.load("ptb-small-vd").with_overrides(["model.hidden_size=650", "model.dropout=0.5"])
-    assert vd.model.encoder == VDLSTMConfig(hidden_size=650, dropout=0.5)
-    assert vd == Config.load("ptb-small-vd").with_overrides(
-        ["model.encoder.hidden_size=650", "model.encoder.dropout=0.5"]
-    )
-    with pytest.raises(
-        UsageError, match="model.weight_drop belongs to encoder 'awd-lstm', but model.encoder is 'vd-lstm'"
-    ):
-        Config.load("ptb-small-vd").with_overrides(["model.weight_drop=0.5"])
+def _migration():
+    import importlib.util
+    import sys
+
+    tool = ROOT / "tools" / "migrate_runs.py"
+    sys.path.insert(0, str(tool.parent))
+    spec = importlib.util.spec_from_file_location("migrate_runs", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def test_old_flat_files_with_every_key_convert_exactly():
-    """An old config.toml listed every [model] key flat, those of other encoders and output layers included."""
+def test_old_flat_files_with_every_key_migrate_exactly():
+    """An old config.toml listed every [model] key flat, those of other encoders and output layers included:
+    tools/migrate_runs.py rewrites it as the config it was."""
+    migrate = _migration()
+    legacy_keys = {old: ("output", layer, key) for old, (layer, key) in migrate.OUTPUT_KEYS.items()}
+    legacy_keys |= {k: ("encoder", None, k) for e in ENCODERS for k in field_names(e.config)}
     for preset in ("ptb-awd-drill", "ptb-transformer-tied", "ptb-small-real", "ptb-awd-sparse-budget"):
         cfg = Config.load(preset)
         raw = cfg.to_dict()
         model = {k: v for k, v in raw["model"].items() if k not in ("encoder", "output")}
         model["encoder"], model["output"] = cfg.model.encoder.name, cfg.model.output.name
-        for old, (table, layer, key) in LEGACY_KEYS.items():  # every flat key: this run's value or a default
+        for old, (table, layer, key) in legacy_keys.items():  # every flat key: this run's value or a default
             component = getattr(cfg.model, table)
             owners = [
                 e
@@ -208,53 +119,36 @@ def test_old_flat_files_with_every_key_convert_exactly():
             ]
             mine = component.name in [e.name for e in owners]
             model[old] = getattr(component, key) if mine else getattr(owners[0].config(), key)
-        raw["model"] = model
+        raw["model"] = migrate.lm_model(model)
         assert Config.from_dict(raw) == cfg, preset
 
 
-def test_an_interrupted_run_with_an_old_flat_config_resumes_exactly(tiny_corpus, tmp_path):
-    """A run folder written before [model.encoder] / [model.output] (every key flat in [model]) resumes, through
-    the converted config, to the numbers of an uninterrupted run."""
-    import tomli_w
+def test_every_committed_run_folder_is_in_todays_layout():
+    """results/ was migrated once (tools/migrate_runs.py): each config.toml names its task and loads as it is,
+    and the migration finds nothing left to rewrite."""
+    from tiedlm.registry import tasks
+    from tiedlm.run_dir import RunDir
 
-    from tiedlm.errors import RunInterrupted
-
-    from conftest import LMRun, read_metrics, tiny_overrides
-
-    cfg = Config.load("ptb-small-re").with_overrides(
-        tiny_overrides(tiny_corpus, **{"train.epochs": "2", "model.output": "drill", "model.output.depth": "2"})
-    )
-    full = LMRun(cfg, tmp_path / "full")
-    s_full = full.fit()
-    part = LMRun(cfg, tmp_path / "part")
-    with pytest.raises(RunInterrupted):
-        part.fit(5)
-    raw = cfg.to_dict()  # the old flat form, every key of every component listed, as old runs wrote it
-    model = {k: v for k, v in raw["model"].items() if k not in ("encoder", "output")}
-    model |= {k: v for k, v in raw["model"]["encoder"].items() if k != "name"} | {"encoder": "vd-lstm"}
-    model |= {"output": "drill", "drill_depth": 2, "tied_bias": False, "joint_size": 0, "weight_drop": 0.0}
-    raw["model"] = model
-    (tmp_path / "part" / "config.toml").write_text(tomli_w.dumps(raw))
-    resumed = LMRun(Config.load(tmp_path / "part" / "config.toml"), tmp_path / "part", resume=True)
-    s_res = resumed.fit()
-    assert [m["valid_ppl"] for m in read_metrics(tmp_path / "full")] == [
-        m["valid_ppl"] for m in read_metrics(tmp_path / "part")
-    ]
-    assert s_full["test_ppl"] == s_res["test_ppl"]
+    files = sorted((ROOT / "results").rglob("config.toml"))
+    assert files
+    for path in files:
+        task = RunDir(path.parent).task
+        assert task in tasks(), path
+        tasks()[task].config.load_run(path.parent)
+    assert _migration().main([str(ROOT / "results")]) == 0
 
 
-def test_optimizer_table_and_its_old_flat_keys():
+def test_optimizer_table():
     from tiedlm.optimizers import AdamConfig, NTASGDConfig, SGDConfig
 
     awd = Config.load("ptb-awd-drill")
     assert awd.train.optimizer == NTASGDConfig(nonmono=5, finetune_epochs=500) and awd.train.total_epochs == 1000
     assert "[train.optimizer]" in awd.to_toml() and Config.from_dict(tomllib.loads(awd.to_toml())) == awd
-    old = awd.with_overrides(["train.nonmono=3", "train.finetune_epochs=0"])  # the old flat keys still work
-    assert old.train.optimizer == NTASGDConfig(nonmono=3, finetune_epochs=0) and old.train.total_epochs == 500
-    assert old == awd.with_overrides(["train.optimizer.nonmono=3", "train.optimizer.finetune_epochs=0"])
+    short = awd.with_overrides(["train.optimizer.nonmono=3", "train.optimizer.finetune_epochs=0"])
+    assert short.train.optimizer == NTASGDConfig(nonmono=3, finetune_epochs=0) and short.train.total_epochs == 500
     vd = Config.load("ptb-small-vd")
     assert vd.train.optimizer == SGDConfig() and vd.train.total_epochs == vd.train.epochs
-    with pytest.raises(UsageError, match="train.nonmono belongs to optimizer 'nt-asgd'"):
+    with pytest.raises(UsageError, match="unknown key 'nonmono'"):
         vd.with_overrides(["train.nonmono=3"])
     adam = vd.with_overrides(["train.optimizer=adam", "train.optimizer.beta2=0.999"])
     assert adam.train.optimizer == AdamConfig(beta2=0.999)

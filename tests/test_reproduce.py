@@ -16,15 +16,17 @@ import pytest
 
 from tiedlm import reproduce as rp
 from tiedlm.cli import main
-from tiedlm.tasks import TASKS
+from tiedlm.registry import tasks as _tasks
 
-from conftest import write_tiny_parallel, write_tiny_treebank
+from conftest import write_tiny_treebank
+
+TASKS = _tasks()
 
 TINY = [
     "--set",
     "model.embedding_size=16",
     "--set",
-    "model.hidden_size=16",
+    "model.encoder.hidden_size=16",
     "--set",
     "train.epochs=1",
     "--set",
@@ -173,7 +175,7 @@ def test_dry_run_estimates_a_started_run_at_its_own_pace(tiny_corpus, tmp_path, 
     def untimed(*args, **kwargs):
         raise AssertionError("a started run's estimate times no steps")
 
-    monkeypatch.setattr("tiedlm.tasks.lm.estimate.estimate_seconds", untimed)
+    monkeypatch.setattr("tiedlm.reproduce.estimate.estimate_seconds", untimed)
     monkeypatch.setattr("os.getloadavg", lambda: (3.0, 3.0, 3.0))
     monkeypatch.setattr("tiedlm.runtime.cpu_model", lambda: "Test CPU (family 1 model 2)")
     dry = ["reproduce", "transformer-lm", "--dry-run", "--data", str(tiny_corpus), "--runs", str(tmp_path / "runs")]
@@ -457,34 +459,38 @@ def test_publish_copies_finished_runs_and_never_overwrites_other_results(tmp_pat
     assert json.loads((dst / "summary.json").read_text())["test_ppl"] == 90.1
 
 
-def test_the_estimate_times_the_trainers_step_in_the_runs_precision(monkeypatch):
-    """bf16 trains the small VD-LSTM ~1.4x faster on an AVX512-BF16 CPU: the timed steps must run in the precision
-    the run will train in (they once ignored it), through the trainer's own window loss."""
+def test_the_estimate_times_the_tasks_own_train_step_in_the_runs_precision(tiny_corpus, monkeypatch):
+    """``reproduce --dry-run`` times the task's own ``train_step`` (no copy of it), set up by the harness as the
+    run will be, in the precision the run will train in: a whole run is the mean timed step times the task's own
+    batches an epoch and its epochs, plus 10% for validation."""
     import torch
 
     from tiedlm.runtime import resolve_precision
     from tiedlm.tasks.lm.config import Config
-    from tiedlm.tasks.lm.estimate import estimate_seconds
-    from tiedlm.train import step as train_step
+    from tiedlm.tasks.lm.task import LanguageModelTask
+    from tiedlm.train import timing
 
-    seen = []
-    real = train_step.window_loss
+    from conftest import tiny_overrides
 
-    def spy(model, loss_fn, x, y, state, precision, **kw):
-        seen.append(precision)
-        return real(model, loss_fn, x, y, state, "fp32", **kw)  # fp32 here: bf16 is emulated on some CPUs
+    seen, real = [], LanguageModelTask.train_step
 
-    monkeypatch.setattr(train_step, "window_loss", spy)
+    def spy(self, batch, progress):
+        seen.append((self.precision, len(self.batches(1))))
+        return real(self, batch, progress)
+
+    monkeypatch.setattr(LanguageModelTask, "train_step", spy)
+    monkeypatch.setattr(timing.statistics, "mean", lambda xs: 0.5)  # a fixed step time: the arithmetic checked
     for asked in ("bf16", "auto", "fp32"):
         cfg = Config.load("ptb-small-vd").with_overrides(
-            [f"train.precision={asked}", "model.embedding_size=8", "model.hidden_size=8", "train.batch_size=2"]
+            tiny_overrides(tiny_corpus, **{"train.precision": asked, "train.epochs": "3"})
         )
         seen.clear()
-        assert estimate_seconds(cfg, threads=1, sizes=(50, 1000)) > 0
-        assert seen and set(seen) == {resolve_precision(asked, torch.device("cpu"))}, asked
+        seconds = timing.estimate_seconds(LanguageModelTask(cfg), threads=1)
+        assert len(seen) == 3 and {p for p, _ in seen} == {resolve_precision(asked, torch.device("cpu"))}, asked
+        assert seconds == pytest.approx(1.1 * 0.5 * seen[0][1] * 3)
 
 
-def test_dry_run_estimates_tagger_and_translator_runs_from_timed_batches(tmp_path, capsys, monkeypatch):
+def test_dry_run_estimates_tagger_runs_from_timed_batches(tmp_path, capsys, monkeypatch):
     """Every run of the POS table gets an estimate (timed batches of its tagger on the treebank given); the
     translator's estimate counts the target tokens it trains on, per epoch."""
     data = write_tiny_treebank(tmp_path / "tb")
@@ -493,21 +499,6 @@ def test_dry_run_estimates_tagger_and_translator_runs_from_timed_batches(tmp_pat
     plan = json.loads(capsys.readouterr().out)
     assert len(plan["runs"]) == 27 and all(r["estimated_s"] > 0 for r in plan["runs"])  # 9 runs, 3 seeds
     assert plan["estimated_s"] == pytest.approx(sum(r["estimated_s"] for r in plan["runs"]), abs=0.01)
-
-    from tiedlm.tasks.translation import TranslationConfig
-
-    seen = []
-    monkeypatch.setattr(
-        "tiedlm.train.timing.seconds_per_token", lambda step, batches, steps: seen.append(steps) or 1e-3
-    )
-    cfg = TranslationConfig.from_dict(
-        dict(source_lang="xx", target_lang="yy", data_dir=str(write_tiny_parallel(tmp_path)), vocab_size=40, epochs=3)
-    )
-    pairs = [ln.split() for ln in (tmp_path / "para" / "train.yy").read_text().splitlines()]
-    seconds = TASKS["translate"].estimate_seconds(cfg, threads=1)
-    tokens = sum(len(ids) + 1 for ids in _subword_ids(cfg, tmp_path))  # targets plus </s>
-    assert seen == [3] and seconds == pytest.approx(1.1 * 1e-3 * tokens * 3)
-    assert tokens >= sum(len(p) + 1 for p in pairs)  # at least one subword a word
 
 
 def _subword_ids(cfg, tmp_path):
@@ -647,15 +638,12 @@ def test_published_bands_grow_with_the_runs_but_never_change_a_published_figure(
 
 def test_budget_rows_train_in_fp32_on_any_machine_and_paper_rows_keep_auto():
     """A CPU with bf16 (AVX512-BF16) would train "auto" budget rows in bf16 and others in fp32: the rows of one
-    table, trained on different machines, must not differ in precision. The tagger has no precision setting. A
+    table, trained on different machines, must not differ in precision (every task has train.precision). A
     row that names its precision (hf-llama-lm's bf16) keeps it, and so do all rows of its table."""
     for t in rp.TABLES.values():
         precisions = set()
         for spec in t.runs["budget"]:
             cfg = rp.run_config(spec, [])
-            if spec.task == "tag":
-                assert not hasattr(cfg, "precision") and not hasattr(getattr(cfg, "train", None), "precision")
-                continue
             own = [o for o in spec.overrides if o.startswith("train.precision=")]
             precision = cfg.train.precision
             precisions.add(precision)
@@ -890,7 +878,7 @@ def test_a_rows_seeds_run_as_row_and_row_seedN_each_with_its_seed():
     assert budget["dense"].overrides[0] == rp.BUDGET_PRECISION  # budget rows train in fp32
     assert [s.name for s in tab.runs["paper"]] == ["dense", "sparse"] and tab.runs["paper"][0].paper == (None, 58.8)
     pos = rp.table("demeester2018-pos").runs["budget"]
-    assert rp.BUDGET_PRECISION not in pos[0].overrides  # the tagger has no precision setting
+    assert pos[0].overrides[0] == rp.BUDGET_PRECISION  # every task's budget rows train in fp32
 
 
 def test_a_notes_figures_come_from_the_run_files_and_change_with_them(tmp_path):

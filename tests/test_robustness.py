@@ -274,14 +274,14 @@ def test_a_second_reproduce_on_one_runs_folder_is_refused_at_once(tiny_corpus, t
     runs.mkdir()
     with folder_lock(runs, "held"):  # as the first `tiedlm reproduce` holds it while its runs train
         args = ["reproduce", "transformer-lm", "--runs", str(runs), "--data", str(tiny_corpus), "--no-page"]
-        assert main([*args, "--set", "train.epochs=1", "--set", "model.hidden_size=16"]) == 2
+        assert main([*args, "--set", "train.epochs=1", "--set", "model.encoder.hidden_size=16"]) == 2
     assert "another `tiedlm reproduce` is training runs" in _one_line(capsys)
     assert not any(runs.iterdir())  # nothing started
 
 
 def test_a_dry_run_says_at_once_what_it_times(tiny_corpus, tmp_path, capsys):
     dry = ["reproduce", "transformer-lm", "--dry-run", "--data", str(tiny_corpus), "--runs", str(tmp_path / "r")]
-    tiny = ["--set", "model.hidden_size=16", "--set", "model.embedding_size=16", "--set", "train.bptt=8"]
+    tiny = ["--set", "model.encoder.hidden_size=16", "--set", "model.embedding_size=16", "--set", "train.bptt=8"]
     assert main([*dry, *tiny]) == 0
     err = capsys.readouterr().err
     assert "--dry-run: timing training steps of tied (1 of at most" in err

@@ -65,7 +65,9 @@ def test_a_second_process_cannot_train_in_a_held_run_folder(tiny_corpus, tmp_pat
     `tiedlm train` (new or resumed), `tag train` and `translate train` there stop with a one-line error and
     change nothing; once the holder dies (even by SIGKILL, which runs no clean-up) the run resumes."""
     from tiedlm.cli import main
-    from tiedlm.tasks import TASKS
+    from tiedlm.registry import tasks
+
+    TASKS = tasks()
     from tiedlm.train import run as train
 
     from conftest import tiny_overrides
@@ -87,7 +89,7 @@ def test_a_second_process_cannot_train_in_a_held_run_folder(tiny_corpus, tmp_pat
         assert "another process is training in" in err  # a new run there is refused too, before anything else
         for info in (TASKS["tag"], TASKS["translate"]):
             with pytest.raises(UsageError, match="another process is training in"):
-                train(info.task_class()(info.config_class()()), run, resume=True, progress=False)
+                train(info.task_class()(info.config()), run, resume=True, progress=False)
         assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
         fresh = tmp_path / "fresh"
         with RunDir(fresh).training_lock():  # a new folder is held as well, and left out if nothing is written

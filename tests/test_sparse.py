@@ -125,10 +125,14 @@ def test_the_authors_sparse_awd_lstm_shape():
 @pytest.mark.parametrize("layers", [1, 2, 4])
 def test_sparse_fraction_one_keeps_each_layers_dense_count(layers):
     """With f = 1 every layer gets exactly its dense count (k = 1 where nothing needs to be left out)."""
-    m = Config.load("ptb-awd-tied-budget").with_overrides([f"model.layers={layers}", "model.sparse_fraction=1"]).model
+    m = (
+        Config.load("ptb-awd-tied-budget")
+        .with_overrides([f"model.encoder.layers={layers}", "model.encoder.sparse_fraction=1"])
+        .model
+    )
     with torch.device("meta"):
         sparse = LanguageModel(m, 100)
-    dense_m = Config.load("ptb-awd-tied-budget").with_overrides([f"model.layers={layers}"]).model
+    dense_m = Config.load("ptb-awd-tied-budget").with_overrides([f"model.encoder.layers={layers}"]).model
     with torch.device("meta"):
         dense = LanguageModel(dense_m, 100)
     assert all(isinstance(layer, SparseLSTMLayer) for layer in sparse.encoder.layers)
@@ -177,18 +181,13 @@ def test_sparse_embedding_stores_only_trainable_entries_and_favours_frequent_wor
     assert (expected[~emb.mask] == 0).all() and (expected[used & emb.mask] != 0).all()
 
 
-def _model(**model):
-    base = {
-        "encoder": "awd-lstm",
-        "embedding_size": 16,
-        "hidden_size": 24,
-        "layers": 3,
-        "output": "tied",
-        "weight_drop": 0.2,
-        "dropout_input": 0.1,
-        "dropout_hidden": 0.1,
-    }
-    cfg = Config.from_dict({"model": base | model})
+def _model(**keys):
+    encoder = {"name": "awd-lstm", "hidden_size": 24, "layers": 3, "weight_drop": 0.2, "dropout_input": 0.1}
+    encoder["dropout_hidden"] = 0.1
+    own = {"embedding_size", "embedding_density", "output", "init_range", "dropout_embedding"}  # [model]'s keys
+    model = {"embedding_size": 16, "output": "tied"} | {k: v for k, v in keys.items() if k in own}
+    encoder |= {k: v for k, v in keys.items() if k not in own}
+    cfg = Config.from_dict({"model": model | {"encoder": encoder}})
     return LanguageModel(cfg.model, 50)
 
 

@@ -11,6 +11,8 @@ from tiedlm.tasks.tagging import TaggerConfig, TaggerTask, evaluate_tagger, load
 from tiedlm.tasks.tagging.data import build_vocabulary
 from tiedlm.train import run
 
+from conftest import flat_config
+
 
 def train_tagger(cfg, run_dir, resume=False, **kw):
     return run(TaggerTask(cfg), run_dir, resume, **kw)
@@ -57,7 +59,7 @@ def _cfg(ewt, **kw):
         data_dir=str(ewt),
         lr=5e-3,
     )
-    return TaggerConfig.from_dict(base | kw)
+    return flat_config(TaggerConfig, base | kw)
 
 
 @pytest.mark.slow
@@ -88,15 +90,15 @@ def test_tag_cli_train_evaluate_and_errors(ewt, tmp_path, capsys):
                 "--no-progress",
                 "--json",
                 "--set",
-                "epochs=1",
+                "train.epochs=1",
                 "--set",
-                "max_sentences=50",
+                "data.max_sentences=50",
                 "--set",
-                "embedding_size=8",
+                "model.embedding_size=8",
                 "--set",
-                "hidden_size=8",
+                "model.hidden_size=8",
                 "--set",
-                "threads=1",
+                "train.threads=1",
                 "--data-dir",
                 str(ewt),
             ]
@@ -108,14 +110,14 @@ def test_tag_cli_train_evaluate_and_errors(ewt, tmp_path, capsys):
     assert metrics["device"] == ("cuda" if torch.cuda.is_available() else "cpu")  # train.device = auto
     assert main(["tag", "evaluate", str(out), "--split", "dev", "--data-dir", str(ewt)]) == 0
     assert "dev accuracy" in capsys.readouterr().out
-    assert main(["tag", "train", "--out", str(tmp_path / "x"), "--set", "embedding_density=0.01"]) == 2
+    assert main(["tag", "train", "--out", str(tmp_path / "x"), "--set", "model.embedding_density=0.01"]) == 2
     assert "embedding_density" in capsys.readouterr().err
     assert main(["tag", "train", "--out", str(tmp_path / "x"), "--set", "colour=blue"]) == 2
     assert main(["tag", "evaluate", str(tmp_path / "nothing")]) == 2
     with pytest.raises(UsageError):
-        TaggerConfig.from_dict(dict(epochs=0))
+        flat_config(TaggerConfig, dict(epochs=0))
     with pytest.raises(UsageError, match="device"):
-        TaggerConfig.from_dict(dict(device="gpu"))
+        flat_config(TaggerConfig, dict(device="gpu"))
     if not torch.cuda.is_available():  # train.device is honoured: a GPU asked for and not here is one line
         assert main(["tag", "train", "--out", str(tmp_path / "y"), "--set", "train.device=cuda"]) == 2
         assert "no CUDA GPU is visible" in capsys.readouterr().err

@@ -1,35 +1,42 @@
-"""The task registry (tiedlm.tasks.TASKS): every task is one entry that names its config and Task classes; no code
-outside the registries branches on a task's or a component's name; and a run folder of each task written before
-the tasks moved onto one harness (tests/fixtures/folders) still evaluates and resumes."""
+"""The task registry (tiedlm.registry.tasks): every task is declared once, on its settings class, naming its Task
+class; no code outside the registries branches on a task's or a component's name; and a run folder of each task
+written in an older layout (tests/fixtures/folders), rewritten once by tools/migrate_runs.py, evaluates and
+resumes."""
 
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tiedlm.cli import main
 from tiedlm.config import SectionedConfig
-from tiedlm.tasks import KINDS, TASKS
+from tiedlm.registry import tasks
 from tiedlm.train.loop import Task
 
 from conftest import write_tiny_corpus, write_tiny_parallel, write_tiny_treebank
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "tiedlm"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "folders"
-NAMES = "|".join(sorted({*TASKS, *KINDS}))
+TASKS = tasks()
+NAMES = "|".join(sorted({*TASKS, "tagger", "translator"}))
 
 
-def test_each_task_names_its_config_and_task_classes_and_they_agree():
+def test_each_task_is_declared_once_on_its_settings_class():
+    """The declaration is the only place a task's identity is written: the settings class carries it, the Task
+    class reads it through its settings, and neither base class has a task's defaults."""
+    assert set(TASKS) == {"lm", "tag", "translate", "subspace"}
     for name, info in TASKS.items():
-        config, task = info.config_class(), info.task_class()
+        config, task = info.config, info.task_class()
         assert issubclass(config, SectionedConfig) and issubclass(task, Task), name
-        assert config.kind == task.kind == info.kind and KINDS[info.kind] is info, name
-        assert config.command == " ".join(info.train), name
-        if info.estimate:
-            module, _, function = info.estimate.partition(":")
-            assert callable(getattr(__import__(module, fromlist=[function]), function)), name
+        assert config.task_info is info and info.name == name, name
+        assert not any(hasattr(task, a) for a in ("kind", "label")) and "title" not in vars(task), name
+        assert info.command == "tiedlm " + " ".join(info.train), name
+    assert not hasattr(SectionedConfig, "task_info") and not hasattr(SectionedConfig, "kind")
 
 
 def test_no_code_outside_the_registries_branches_on_a_task_or_component_name():
@@ -58,13 +65,27 @@ def fixture_runs(tmp_path):
     shutil.copytree(FIXTURES, runs)
     for config in runs.rglob("config.toml"):
         config.write_text(config.read_text().replace("/tmp/fx-data", str(data)))
+    migrate = subprocess.run(
+        [sys.executable, str(SRC.parents[1] / "tools" / "migrate_runs.py"), str(runs)], capture_output=True, text=True
+    )
+    assert migrate.returncode == 0 and "4 run folder(s) rewritten" in migrate.stderr, migrate.stderr[-2000:]
+    for task, folder in (("lm", "lm"), ("tag", "tagger"), ("translate", "translator"), ("subspace", "subspace")):
+        assert tomllib.loads((runs / folder / "config.toml").read_text())["task"] == task
     return runs
 
 
+def test_a_run_folder_in_an_older_layout_is_refused_with_the_migration(fixture_runs, tmp_path, capsys):
+    old = tmp_path / "old"
+    shutil.copytree(FIXTURES / "lm", old)
+    assert main(["train", "--resume", str(old), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "older tiedlm" in err and f"tools/migrate_runs.py {old}" in err and len(err.splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("name", ["lm", "tag", "translate"])
-def test_a_run_folder_written_before_the_harness_evaluates_and_resumes(name, fixture_runs, capsys):
+def test_a_migrated_run_folder_evaluates_and_resumes(name, fixture_runs, capsys):
     info = TASKS[name]
-    run = fixture_runs / info.kind
+    run = fixture_runs / {"lm": "lm", "tag": "tagger", "translate": "translator"}[name]
     quiet = ["--no-progress", "--json"]
     assert main([*info.evaluate, str(run), "--json"]) == 0  # its best weights (epoch 1)
     capsys.readouterr()
@@ -82,7 +103,7 @@ def test_a_run_folder_written_before_the_harness_evaluates_and_resumes(name, fix
     assert evaluated[key] == pytest.approx(summary[figure], rel=1e-9)
 
 
-def test_a_subspace_experiment_stopped_before_the_harness_finishes(fixture_runs, capsys):
+def test_a_migrated_subspace_experiment_finishes(fixture_runs, capsys):
     out = fixture_runs / "subspace"
     assert main(["experiment", "subspace", "--resume", str(out), "--no-progress", "--json"]) == 0
     rows = (out / "subspace.csv").read_text().splitlines()
@@ -96,7 +117,7 @@ def test_a_resume_moves_only_verified_data_and_never_to_another_corpus(name, fix
     """`--resume RUN --data-dir D` (the same verified corpus found elsewhere) is refused with one line for a run on
     a folder of its own, as every fixture is, and `--resume RUN --data D` for every run; config.toml stays."""
     info = TASKS[name]
-    run = fixture_runs / info.kind
+    run = fixture_runs / {"lm": "lm", "tag": "tagger", "translate": "translator"}[name]
     before = (run / "config.toml").read_text()
     for option, message in (("--data-dir", "trains on a folder of its own"), ("--data", "trains on its own corpus")):
         capsys.readouterr()

@@ -18,7 +18,7 @@ from tiedlm.tasks.translation import TransformerTranslator, TranslationConfig, b
 from tiedlm.tasks.translation.config import translator_output
 from tiedlm.tasks.translation.data import BOS, EOS, PAD
 
-from conftest import write_tiny_parallel
+from conftest import flat_config, write_tiny_parallel
 
 
 def lm_config(output: str = "tied", **model) -> Config:
@@ -76,7 +76,8 @@ def test_attention_key_padding_mask_hides_padded_keys():
 
 
 def tiny_translator(output="tied", vocab=7, **kw) -> TransformerTranslator:
-    cfg = TranslationConfig.from_dict(
+    cfg = flat_config(
+        TranslationConfig,
         dict(
             d_model=16,
             ffn_size=32,
@@ -86,7 +87,7 @@ def tiny_translator(output="tied", vocab=7, **kw) -> TransformerTranslator:
             dropout=0.0,
             output=translator_output(output, dropout=0.0),
             **kw,
-        )
+        ),
     )
     torch.manual_seed(3)
     model = TransformerTranslator(cfg, vocab, vocab).eval()
@@ -181,13 +182,13 @@ def test_wide_beam_finds_the_exhaustive_optimum():
 
 def test_translation_config_errors():
     with pytest.raises(UsageError, match="share_embeddings"):
-        TranslationConfig.from_dict(dict(vocab="separate"))
+        flat_config(TranslationConfig, dict(vocab="separate"))
     with pytest.raises(UsageError, match="heads"):
-        TranslationConfig.from_dict(dict(d_model=10, heads=4))
+        flat_config(TranslationConfig, dict(d_model=10, heads=4))
     with pytest.raises(UsageError, match="--set"):
         TranslationConfig().with_overrides(["no_such_key=1"])
     with pytest.raises(UsageError, match="device"):
-        TranslationConfig.from_dict(dict(device="gpu"))
+        flat_config(TranslationConfig, dict(device="gpu"))
     assert TranslationConfig().with_overrides(["train.device=cpu"]).train.device == "cpu"
 
 
@@ -210,11 +211,11 @@ def test_translator_honours_train_device(tmp_path, capsys):
             "--set",
             "train.device=cuda",
             "--set",
-            "source_lang=xx",
+            "data.source_lang=xx",
             "--set",
-            "target_lang=yy",
+            "data.target_lang=yy",
             "--set",
-            "vocab_size=40",
+            "data.vocab_size=40",
         ]
     )
     assert code == 2 and not (out / "config.toml").exists()
@@ -228,7 +229,8 @@ def test_train_save_load_translate_round_trip(tmp_path):
     from tiedlm.train import run as train
 
     folder = write_tiny_parallel(tmp_path)
-    cfg = TranslationConfig.from_dict(
+    cfg = flat_config(
+        TranslationConfig,
         dict(
             source_lang="xx",
             target_lang="yy",
@@ -249,7 +251,7 @@ def test_train_save_load_translate_round_trip(tmp_path):
             beam=3,
             threads=1,
             precision="fp32",
-        )
+        ),
     )
     run = tmp_path / "run"
     m = train(TranslationTask(cfg), run, progress=False, log=lambda *a: None)
@@ -326,8 +328,8 @@ def test_the_translator_takes_any_key_of_its_output_layer_as_the_lm_does(tmp_pat
 
     from tiedlm.tasks.translation import TransformerTranslator
 
-    cfg = TranslationConfig.from_dict(
-        dict(d_model=16, ffn_size=32, heads=2, encoder_layers=1, decoder_layers=1)
+    cfg = flat_config(
+        TranslationConfig, dict(d_model=16, ffn_size=32, heads=2, encoder_layers=1, decoder_layers=1)
     ).with_overrides(["model.output=dual", "model.output.residual=true", "model.output.dropout=0.6"])
     layer = cfg.model.output
     assert layer.name == "dual" and layer.residual is True and layer.dropout == 0.6

@@ -161,9 +161,8 @@ def test_a_resumed_run_accepts_the_settings_marked_resumable_and_names_them(run,
     assert main(["train", "--resume", str(run), "--set", "train.bptt=10"]) == 2
     err = _one_line_error(capsys).strip()
     assert err.endswith(
-        "--set train.bptt=10: a resumed run only accepts train.epochs, train.lr, train.clip, train.cuda_graph, "
-        "train.threads, train.max_nonfinite, train.finetune_epochs, train.optimizer.finetune_epochs, "
-        "train.optimizer.stop_on_stall"
+        "--set train.bptt=10: a resumed run only accepts train.epochs, train.lr, train.clip, train.threads, "
+        "train.max_nonfinite, train.cuda_graph, train.optimizer.finetune_epochs, train.optimizer.stop_on_stall"
     ), err
     assert (run / "config.toml").read_text() == before
     assert (
@@ -250,7 +249,7 @@ def test_a_checkpoint_of_another_model_is_named_not_a_size_mismatch_nor_blamed_o
     for name in ("best", "last"):
         (ours / f"{name}.safetensors").unlink()
     wide = tmp_path / "wide"
-    sets = _sets(run.parent / "corpus", **{"model.embedding_size": "24", "model.hidden_size": "24"})
+    sets = _sets(run.parent / "corpus", **{"model.embedding_size": "24", "model.encoder.hidden_size": "24"})
     assert main(["train", "ptb-small-vd", "--out", str(wide), "--no-progress", *sets]) == 0
     capsys.readouterr()
     for name in ("best", "last"):
@@ -270,8 +269,12 @@ def test_misleading_messages_name_what_the_folder_holds(run, tmp_path, capsys):
     assert "is a language model run (`tiedlm train`), not a translator's: use `tiedlm evaluate" in err
     assert main(["train", str(run)]) == 2  # said the config file "does not exist"
     assert "is a run folder: resume it with `tiedlm train --resume" in _one_line_error(capsys)
-    (run / "subspace.csv").write_text("beta,tau\n")  # a subspace experiment's folder
-    assert main(["report", str(run)]) == 2  # said "unknown section [runs]"
+    from tiedlm.tasks.subspace.config import SubspaceExperimentConfig
+
+    experiment = tmp_path / "experiment"
+    experiment.mkdir()
+    (experiment / "config.toml").write_text(SubspaceExperimentConfig().to_toml())  # as the experiment saves it
+    assert main(["report", str(experiment)]) == 2  # said "unknown section [runs]"
     assert "is a subspace experiment run" in _one_line_error(capsys)
 
 
@@ -309,10 +312,10 @@ def test_a_split_file_that_is_almost_there_is_named(tmp_path, present, said):
 
 def test_a_model_too_big_for_memory_is_refused_before_it_is_allocated(tiny_corpus, tmp_path, capsys):
     args = ["train", "ptb-small-vd", "--out", str(tmp_path / "big"), "--no-progress", *_sets(tiny_corpus)]
-    assert main([*args, "--set", "model.hidden_size=200000"]) == 2  # 3.2e11 parameters: terabytes
+    assert main([*args, "--set", "model.encoder.hidden_size=200000"]) == 2  # 3.2e11 parameters: terabytes
     err = _one_line_error(capsys)
     assert "parameters: its weights, gradients and optimiser state need about" in err and "smaller model" in err
-    assert main([*args, "--set", "model.hidden_size=1000000000"]) == 2  # beyond any tensor
+    assert main([*args, "--set", "model.encoder.hidden_size=1000000000"]) == 2  # beyond any tensor
     assert "larger than a tensor can hold; choose smaller model sizes" in _one_line_error(capsys)
     assert not (tmp_path / "big" / "checkpoints").exists()
 

@@ -299,7 +299,33 @@ name = "adam"
 """
 
 
+def tabled(text: str) -> str:
+    """A preset written with the flat keys above as today's layout: its leading comments, then the encoder's,
+    output layer's and optimiser's keys in their tables (tools/migrate_runs.py's rewriting of older configs)."""
+    import tomli_w
+    import tomllib
+    from migrate_runs import lm_model, lm_train
+
+    raw = tomllib.loads(text)
+    raw["model"], raw["train"] = lm_model(raw.get("model", {})), lm_train(raw.get("train", {}))
+    comments = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+    return comments + "\n" + tomli_w.dumps(raw)
+
+
+class _Tabled:
+    """``OUT / NAME`` whose ``write_text`` writes :func:`tabled` text."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write_text(self, text: str) -> None:
+        self.path.write_text(tabled(text))
+
+
 def main() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     OUT.mkdir(parents=True, exist_ok=True)
     for old in OUT.glob("*.toml"):
         old.unlink()
@@ -307,28 +333,30 @@ def main() -> None:
     for corpus_key in ("ptb", "wt2"):
         for size in SIZES:
             for variant in VARIANTS:
-                (OUT / f"{corpus_key}-{size}-{variant}.toml").write_text(preset(corpus_key, size, variant))
+                _Tabled(OUT / f"{corpus_key}-{size}-{variant}.toml").write_text(preset(corpus_key, size, variant))
                 n += 1
-    (OUT / "ptb-small-real-bias.toml").write_text(real_bias_preset())  # deviation: learnable output bias
+    _Tabled(OUT / "ptb-small-real-bias.toml").write_text(real_bias_preset())  # deviation: learnable output bias
     n += 1
     for corpus_key in ("wt2half1", "wt2half2"):
         for variant in VARIANTS:
-            (OUT / f"{corpus_key}-small-{variant}.toml").write_text(preset(corpus_key, "small", variant))
+            _Tabled(OUT / f"{corpus_key}-small-{variant}.toml").write_text(preset(corpus_key, "small", variant))
             n += 1
     awd = [("ptb", o) for o in AWD_OUTPUTS] + [("wt2", "tied"), ("wt2", "drill")]
     for corpus_key, output in awd:
         for budget in (False, True):
             name = f"{corpus_key}-awd-{output}{'-budget' if budget else ''}"
-            (OUT / f"{name}.toml").write_text(awd_preset(corpus_key, output, budget))
+            _Tabled(OUT / f"{name}.toml").write_text(awd_preset(corpus_key, output, budget))
             n += 1
     for budget in (False, True):
-        (OUT / f"ptb-awd-sparse{'-budget' if budget else ''}.toml").write_text(awd_preset("ptb", "tied", budget, True))
+        _Tabled(OUT / f"ptb-awd-sparse{'-budget' if budget else ''}.toml").write_text(
+            awd_preset("ptb", "tied", budget, True)
+        )
         n += 1
     for corpus_key, output in [("ptb", o) for o in TRANSFORMER_OUTPUTS] + [("wt2", "tied"), ("wt2", "drill")]:
-        (OUT / f"{corpus_key}-transformer-{output}.toml").write_text(transformer_preset(corpus_key, output))
+        _Tabled(OUT / f"{corpus_key}-transformer-{output}.toml").write_text(transformer_preset(corpus_key, output))
         n += 1
     for output in LLAMA_OUTPUTS:
-        (OUT / f"ptb-llama-{output}.toml").write_text(llama_preset(output))
+        _Tabled(OUT / f"ptb-llama-{output}.toml").write_text(llama_preset(output))
         n += 1
     print(f"wrote {n} presets to {OUT}")
 

@@ -5,8 +5,8 @@ what every task's sections share. Each task's settings are its subclass (the lan
 
 from __future__ import annotations
 
-import json
-from dataclasses import fields
+import math
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, get_type_hints
 
@@ -14,7 +14,8 @@ import tomli_w
 import tomllib
 
 from .errors import UsageError
-from .registry import ComponentConfig, assign_typed, field_names, parse_text, resumable_fields
+from .optimizers import OPTIMIZERS, SGDConfig
+from .registry import ComponentConfig, TaskInfo, assign_typed, field_names, parse_text, resumable, resumable_fields
 from .run_dir import RunDir
 
 PRESET_DIR = Path(__file__).parent / "presets"
@@ -23,79 +24,51 @@ PRESET_DIR = Path(__file__).parent / "presets"
 class SectionedConfig:
     """The settings of a run of any task, in sections (``[data]``, ``[model]``, ``[train]``, ...): a dataclass of
     section dataclasses, a registered component (output layer, encoder, optimiser) a table inside its section.
-    One loader for every task: :meth:`from_dict` (TOML as read, older layouts converted by :meth:`convert`),
+    One loader for every task: :meth:`from_dict` (TOML as read),
     :meth:`with_overrides` (``--set section.key=value``, a component switched with ``section.component=NAME``),
     :meth:`to_toml`, :meth:`resumable_keys` (the fields marked ``resumable``), :meth:`for_run` (a new run or the
     saved settings of the one being resumed). The language model's :class:`Config`, the tagger's and the
-    translator's settings are its subclasses; each adds ``validate()``."""
+    translator's settings are its subclasses, each declared a task by
+    :func:`~tiedlm.registry.register_task` (:attr:`task_info`); each adds ``validate()``."""
 
-    label: ClassVar[str] = "config"  # for messages
-    command: ClassVar[str] = "train"  # the CLI command that trains it (`tiedlm train`, `tiedlm tag train`)
-    kind: ClassVar[str] = "lm"  # what its run folders are called (RunDir.task)
+    task_info: ClassVar[TaskInfo]  # the task these settings are of (set by register_task)
     # section -> {field: registry}: the fields that hold a registered component's table ([model.output])
-    COMPONENTS: ClassVar[dict[str, dict[str, Any]]] = {}
-    # a bare --set KEY=VALUE names the one section that has KEY (the tagger's and translator's older grammar)
-    BARE_KEYS: ClassVar[bool] = False
+    COMPONENTS: ClassVar[dict[str, dict[str, Any]]] = {"train": {"optimizer": OPTIMIZERS}}
 
     def validate(self) -> None:
         """Raise a one-line UsageError for the first setting that is not allowed."""
 
-    # ----- hooks ----------------------------------------------------------------------------
     @classmethod
-    def convert(cls, raw: dict[str, Any], origin: str) -> dict[str, Any]:
-        """Older layouts of saved settings as today's sections (the base: flat keys into their sections)."""
-        flat = {k: v for k, v in raw.items() if not isinstance(v, dict) or k not in cls.section_names()}
-        if not flat:
-            return raw
-        out = {k: dict(v) for k, v in raw.items() if k not in flat}
-        for key, value in flat.items():
-            out.setdefault(cls.home_of(key, origin), {})[key] = value
-        return out
-
-    @classmethod
-    def rewrite_override(cls, section: str, key: str) -> tuple[str, str]:
-        """An older ``--set`` name as today's (section, key); the base: unchanged."""
-        return section, key
+    def label(cls) -> str:
+        """What messages call these settings: the task's noun."""
+        info = getattr(cls, "task_info", None)
+        return info.noun if info else "config"
 
     def component_defaults(self, section: str, field: str, name: str) -> dict[str, Any]:
         """The table a switch to component ``name`` starts from (the base: the component's own defaults)."""
         return {"name": name}
-
-    def override_legacy(self, raw: dict, section: str, key: str, text: str, dotted: str) -> bool:
-        """Apply an older flat key of ``--set`` to ``raw``; True where ``key`` was one (the base has none)."""
-        return False
 
     # ----- sections ---------------------------------------------------------------------------
     @classmethod
     def section_names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
 
-    @classmethod
-    def home_of(cls, key: str, origin: str) -> str:
-        """The section holding ``key`` (a one-line error where none does)."""
-        defaults = cls()
-        homes = [s for s in cls.section_names() if key in field_names(getattr(defaults, s))]
-        if not homes:
-            raise UsageError(f"{origin}: {cls.label} has no key {key!r}; {cls.sections_hint()}")
-        return homes[0]
-
-    @classmethod
-    def sections_hint(cls) -> str:
-        defaults = cls()
-        return "; ".join(f"[{s}] {', '.join(field_names(getattr(defaults, s)))}" for s in cls.section_names())
-
     def section(self, name: str, origin: str) -> Any:
         if name not in self.section_names():
             raise UsageError(
-                f"{origin}: unknown section [{name}]; {self.label} sections are {', '.join(self.section_names())}"
+                f"{origin}: unknown section [{name}]; {self.label()} sections are {', '.join(self.section_names())}"
             )
         return getattr(self, name)
 
     # ----- construction -------------------------------------------------------------------
     @classmethod
     def from_dict(cls, raw: dict[str, Any], origin: str = "config"):
-        """Settings from their tables (as TOML reads them), validated."""
-        raw = cls.convert(dict(raw), origin)
+        """Settings from their tables (as TOML reads them; a run's ``config.toml`` also names its ``task``),
+        validated."""
+        raw = dict(raw)
+        task, info = raw.pop("task", None), getattr(cls, "task_info", None)
+        if task is not None and info is not None and task != info.name:
+            raise UsageError(f"{origin}: these are the settings of a {task!r} run, not a {cls.label()}'s")
         cfg = cls()
         for name, values in raw.items():
             sub = cfg.section(name, origin)
@@ -113,6 +86,8 @@ class SectionedConfig:
                     setattr(sub, key, components[key].config(value, origin))
                 else:
                     assign_typed(sub, name, key, value, origin)
+        if isinstance(getattr(cfg, "train", None), TrainSettings):
+            cfg.train.check()
         cfg.validate()
         return cfg
 
@@ -133,11 +108,10 @@ class SectionedConfig:
     def _dotted(self, item: str) -> tuple[str, str, str]:
         """``--set`` item as (section, key, text): checks its form, resolves a bare key and older names."""
         dotted, sep, text = item.partition("=")
-        if not sep or (not self.BARE_KEYS and "." not in dotted):
+        if not sep or "." not in dotted:
             raise UsageError(f"--set {item!r}: expected section.key=value, e.g. --set train.epochs=3")
-        section, key = dotted.split(".", 1) if "." in dotted else ("", dotted)  # "": the bare key's own section
-        section, key = self.rewrite_override(section, key)
-        return section or self.home_of(key, f"--set {item!r}"), key, text
+        section, key = dotted.split(".", 1)
+        return section, key, text
 
     def with_overrides(self, overrides: list[str]):
         """These settings with ``--set section.key=value`` items applied (typed by the field), validated."""
@@ -155,14 +129,12 @@ class SectionedConfig:
                     raw[section][component], section, component, registry, field or "name", text, dotted
                 )
                 continue
-            if self.override_legacy(raw, section, key, text, dotted):
-                continue
             ftypes = {k: v for k, v in get_type_hints(type(sub)).items() if k in field_names(sub)}
             if key not in ftypes:
                 homes = [s for s in self.section_names() if key in field_names(getattr(self, s))]
                 if homes:
                     raise UsageError(
-                        f"--set {dotted}: {self.label} key {key!r} is not in [{section}]; it is in [{homes[0]}]"
+                        f"--set {dotted}: {self.label()} key {key!r} is not in [{section}]; it is in [{homes[0]}]"
                     )
                 raise UsageError(f"--set {dotted}: unknown key {key!r}; [{section}] has {', '.join(ftypes)}")
             raw[section][key] = parse_text(text, ftypes[key], dotted)
@@ -201,7 +173,8 @@ class SectionedConfig:
         return out
 
     def to_toml(self) -> str:
-        return tomli_w.dumps(self.to_dict())
+        """The settings as a run folder's ``config.toml``: its task's name, then the sections."""
+        return tomli_w.dumps({"task": self.task_info.name, **self.to_dict()})
 
     # ----- a run's settings ---------------------------------------------------------------------
     @classmethod
@@ -240,17 +213,17 @@ class SectionedConfig:
     @classmethod
     def check_resume(cls, run_dir: Path) -> None:
         """One line unless ``run_dir`` holds a stopped run of this task: its checkpoint and its config."""
-        files, train = RunDir(run_dir), f"`tiedlm {cls.command}`"
+        files, train = RunDir(run_dir), f"`{cls.task_info.command}`"
         if not files.path.exists():
             raise UsageError(f"{run_dir} does not exist; give the --out folder of a {train} run")
-        if not files.training_state().is_file():
+        if not files.checkpoint("last").is_file():
             raise UsageError(
                 f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder of an "
                 f"interrupted {train}"
             )
-        if not cls.saved(run_dir):
+        if not files.config.is_file():
             raise UsageError(f"{run_dir} has no config.toml; a run folder needs the config.toml that {train} wrote")
-        if error := files.other_task_error(cls.kind, resuming=True):
+        if error := files.other_task_error(cls.task_info.name, resuming=True):
             raise error
 
     def own_folder(self) -> str:
@@ -267,31 +240,61 @@ class SectionedConfig:
             )
 
     @classmethod
-    def saved(cls, run_dir: Path) -> bool:
-        return RunDir(run_dir).config.is_file() or (Path(run_dir) / "config.json").is_file()
-
-    @classmethod
     def load_run(cls, run_dir: Path):
-        """The settings saved in a run folder: ``config.toml``, or an older run's ``config.json`` (flat keys)."""
+        """The settings saved in a run folder (``config.toml``)."""
         files = RunDir(run_dir)
-        if files.config.is_file():
-            return cls.load(files.config)
-        legacy = Path(run_dir) / "config.json"
-        if not legacy.is_file():
+        if not files.config.is_file():
             raise UsageError(
-                f"{run_dir} is not a {cls.label} run directory (no config.toml); train one with `tiedlm {cls.command}`"
+                f"{run_dir} is not a {cls.label()} run directory (no config.toml); train one with "
+                f"`{cls.task_info.command}`"
             )
-        return cls.from_dict(json.loads(legacy.read_text()), origin=str(legacy))
+        if files.task is None:
+            raise UsageError(
+                f"{run_dir} was written by an older tiedlm (its config.toml names no task); rewrite it once with "
+                f"`python tools/migrate_runs.py {run_dir}` (from a tiedlm checkout)"
+            )
+        return cls.load(files.config)
 
     def save(self, run_dir: Path) -> None:
         RunDir(run_dir).write_text(RunDir(run_dir).config, self.to_toml())
 
 
-class Epochs:
-    """What every task's ``[train]`` section answers of its epochs (``reproduce`` plans by them)."""
+@dataclass
+class TrainSettings:
+    """The ``[train]`` keys of every task, which the harness reads (threads, device, precision: resolved and
+    written back; epochs; max_nonfinite) and the task's step uses (lr, clip, seed, the optimiser), checked here
+    once (:meth:`check`). A task's ``[train]`` subclasses it, with its own defaults and keys."""
 
-    epochs: int
-    optimizer = None
+    epochs: int = resumable(10)  # epochs of the main stage
+    lr: float = 1.0  # learning rate (the peak rate with a warm-up)
+    clip: float = 5.0  # maximum global gradient norm (0: no clipping)
+    seed: int = 1  # seed of every random draw
+    threads: int = resumable(0)  # 0: the cores other processes leave free
+    device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
+    precision: str = "auto"  # auto (bf16 where the device has it) | fp32 | bf16
+    max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated (skipped) before the run stops
+    # the optimiser: a table [train.optimizer] with name = sgd | nt-asgd | adam and its own keys (`tiedlm list`)
+    optimizer: ComponentConfig = field(default_factory=SGDConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.optimizer, (str, dict)):  # TrainConfig(optimizer="nt-asgd") or a table
+            self.optimizer = OPTIMIZERS.config(self.optimizer, type(self).__name__)
+
+    def check(self) -> None:
+        """A one-line UsageError for the first of these keys that is not allowed."""
+        for section, prefix in ((self, "train"), (self.optimizer, "train.optimizer")):
+            for f in fields(section):
+                value = getattr(section, f.name)
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise UsageError(f"{prefix}.{f.name} = {value!r} is not allowed; expected a finite number")
+        _check(self.epochs >= 1, "train.epochs", self.epochs, "an integer >= 1")
+        _check(self.lr > 0, "train.lr", self.lr, "a number > 0")
+        _check(self.clip >= 0, "train.clip", self.clip, "a max global gradient norm >= 0 (0 disables)")
+        _check(self.threads >= 0, "train.threads", self.threads, "an integer >= 0 (0 = the free cores)")
+        _check(device_is_valid(self.device), "train.device", self.device, "one of: auto, cpu, cuda, cuda:N")
+        _check(self.precision in ("auto", "fp32", "bf16"), "train.precision", self.precision, "auto, fp32 or bf16")
+        _check(self.max_nonfinite >= 1, "train.max_nonfinite", self.max_nonfinite, "an integer >= 1")
+        self.optimizer.validate("train.optimizer")
 
     @property
     def finetune_epochs(self) -> int:

@@ -2,17 +2,15 @@
 
 Torch-free, like the encoders' and output layers' configs; each names the function that builds the optimiser
 (:mod:`tiedlm.train.optimizers`). ``lr``, ``weight_decay`` and the schedule stay in ``[train]``: every optimiser
-has them. Runs written before the table (``optimizer = "nt-asgd"``, ``nonmono``, ``finetune_epochs`` flat in
-``[train]``) still load (:func:`convert_legacy_train`).
+has them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from .errors import UsageError
-from .registry import ComponentConfig, Registry, field_names, resumable
+from .registry import ComponentConfig, Registry, resumable
 
 OPTIMIZERS = Registry("optimizer", "train.optimizer")
 
@@ -70,29 +68,3 @@ class AdamConfig(OptimizerConfig):
         self.check(0.0 <= self.beta1 < 1.0, key, "beta1", "a number in [0, 1)")
         self.check(0.0 <= self.beta2 < 1.0, key, "beta2", "a number in [0, 1)")
         self.check(self.eps > 0.0, key, "eps", "a number > 0")
-
-
-# the flat keys of the old [train] table -> (the optimiser they belonged to, its key)
-LEGACY_TRAIN_KEYS = {"nonmono": ("nt-asgd", "nonmono"), "finetune_epochs": ("nt-asgd", "finetune_epochs")}
-
-
-def convert_legacy_train(raw: dict[str, Any], strict: bool = False, origin: str = "config") -> dict[str, Any]:
-    """A ``[train]`` table with ``optimizer = "NAME"`` and the flat ``nonmono`` / ``finetune_epochs`` rewritten
-    into the ``optimizer`` table. Keys of another optimiser had no effect: dropped from a file, an error from
-    ``--set`` (``strict``)."""
-    raw = dict(raw)
-    value = raw.get("optimizer", "sgd")
-    table = {"name": value} if isinstance(value, str) else dict(value)
-    for old, (name, key) in LEGACY_TRAIN_KEYS.items():
-        if old not in raw:
-            continue
-        value = raw.pop(old)
-        if table.get("name") == name and key in field_names(OPTIMIZERS[name].config):
-            table[key] = value
-        elif strict and value != getattr(OPTIMIZERS[name].config(), key):
-            raise UsageError(
-                f"{origin}: train.{old} belongs to optimizer {name!r}, but train.optimizer is "
-                f"{table.get('name')!r}; set train.optimizer.name first, then train.optimizer.{key}"
-            )
-    raw["optimizer"] = table
-    return raw

@@ -219,3 +219,103 @@ def parse_text(text: str, want: type, dotted: str) -> Any:
     except ValueError:
         what = {int: "an integer", float: "a number", bool: "true or false"}.get(want, f"a {want.__name__}")
         raise UsageError(f"--set {dotted}={text}: expected {what}") from None
+
+
+# ----- tasks ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskInfo:
+    """A task, declared once by :func:`register_task` on its settings class: what the CLI, the run folders, the
+    harness's messages and ``reproduce`` know of it."""
+
+    name: str  # `tiedlm NAME train`, a results table's `task`, and what each of its run folders records
+    noun: str  # in messages: "tagger"
+    task: str  # its tiedlm.train.Task, "module:Class" (imported on first use: the CLI and configs stay torch-free)
+    config: type = object  # its settings (a tiedlm.config.SectionedConfig subclass): the decorated class
+    train: tuple[str, ...] = ()  # the words of the command that trains it; default: (name, "train")
+    evaluate: tuple[str, ...] = ()  # the words of the command that evaluates a finished run (() where none)
+    help: str = ""  # one line for `tiedlm --help` and the train command's
+    # a results page: (column title, summary keys of the valid and test figure, their format), seed columns
+    metric: tuple = ("", (), "")
+    seed_columns: tuple[str, str] = ("", "")
+    preset: bool = False  # a run starts from a preset (`tiedlm train PRESET`)
+    own_data: tuple[str, ...] = ("data.data_dir={folder}", "data.own_data=true")  # --data FOLDER as --set items
+    batch1: bool = False  # its test figure is the papers' batch-1 perplexity (a language model)
+    curves: bool = False  # its page draws validation curves and frequency bands
+    results: str = ""  # what a finished run holds, where it has no evaluate command
+    done: str = ""  # the line its train command ends with: str.format over the summary and run_dir
+
+    @property
+    def command(self) -> str:
+        """The command that trains (and, with ``--resume``, resumes) it."""
+        return "tiedlm " + " ".join(self.train)
+
+    @property
+    def title(self) -> str:
+        """What log lines call one of its runs."""
+        return f"{self.noun} training"
+
+    def task_class(self):
+        return import_named(self.task)
+
+    def new_config(self, preset: str = "", overrides=()):
+        """The config of a new run: the preset's (or the defaults) with ``overrides``."""
+        return (self.config.load(preset) if preset else self.config()).with_overrides(list(overrides))
+
+
+TASKS: dict[str, TaskInfo] = {}  # filled by register_task as the task modules are imported (see tasks())
+TASK_GROUP = "tiedlm.tasks"  # the entry points that name task modules: tiedlm's own and any package's
+TASK_MODULES = "TIEDLM_TASKS"  # comma-separated modules of tasks of one's own, not packaged (fairseq's --user-dir)
+
+
+def register_task(name: str, noun: str, task: str, **keys: Any) -> Callable[[type], type]:
+    """Decorator of a task's settings class (a :class:`~tiedlm.config.SectionedConfig`): the task's one
+    declaration (:class:`TaskInfo`), kept as the class's ``task_info`` and in :data:`TASKS`::
+
+        @register_task("char", "character LM", task="mypkg.task:CharTask", help="a character-level LM")
+        @dataclass
+        class CharConfig(SectionedConfig): ...
+
+    The module is found through the ``tiedlm.tasks`` entry points of an installed package or the
+    ``TIEDLM_TASKS`` environment variable (:func:`tasks`)."""
+
+    def add(config: type) -> type:
+        info = TaskInfo(name, noun, task, config, **{"train": (name, "train"), **keys})
+        old = TASKS.get(name)
+        if old is not None and old.config.__qualname__ != config.__qualname__:
+            raise ValueError(f"task {name!r} is registered twice ({old.config.__qualname__}, {config.__qualname__})")
+        config.task_info = TASKS[name] = info
+        return config
+
+    return add
+
+
+def tasks() -> dict[str, TaskInfo]:
+    """Every registered task, by name: the modules named by the ``tiedlm.tasks`` entry points (tiedlm's own four
+    and any installed package's) and by ``TIEDLM_TASKS`` are imported once, on the first call."""
+    import os
+    from importlib.metadata import entry_points
+
+    global _DISCOVERED
+    if not _DISCOVERED:
+        _DISCOVERED = True
+        modules = [e.value for e in entry_points(group=TASK_GROUP)]
+        modules += [m.strip() for m in os.environ.get(TASK_MODULES, "").split(",") if m.strip()]
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise UsageError(
+                    f"task module {module!r} cannot be imported ({exc}); install its package or fix {TASK_MODULES}"
+                ) from None
+    return TASKS
+
+
+_DISCOVERED = False
+
+
+def task_named(name: str) -> TaskInfo:
+    """The registered task ``name``; a one-line error naming the others."""
+    found = tasks()
+    if name not in found:
+        raise UsageError(f"no task {name!r}; the tasks are {', '.join(found)}")
+    return found[name]

@@ -4,18 +4,16 @@ module spells a file name.
 ::
 
     RUN/
-      config.toml                the full resolved config (what `--resume` and `evaluate` read)
+      config.toml                the task (``task = "lm"``) and its full resolved settings (what `--resume` and
+                                 `evaluate` read)
       vocab.txt                  the vocabulary, one word per line, in id order
       metrics.jsonl              one JSON record per epoch
       summary.json               written once the run finished (test perplexity, wall time, command)
       checkpoints/last.safetensors   the resumable training state (weights, optimiser, RNG, position)
       checkpoints/best.safetensors   the weights of the best validation epoch
 
-The tagger and the translator use the same names: ``config.toml`` (their settings in sections),
-``metrics.jsonl``, ``summary.json`` and ``checkpoints/last.safetensors`` (one file holding the model, the best
-model, the optimiser, RNG and position), plus their own files (``tags.txt``; the sentencepiece models and
-``test.hyp.txt``). Their run folders written before this layout (``config.json``, ``checkpoint.safetensors``,
-``metrics.json``) are still read.
+Every task's run has this layout, plus its own files (the tagger's ``tags.txt``; the translator's sentencepiece
+models and ``test.hyp.txt``). Folders written in older layouts are rewritten once by ``tools/migrate_runs.py``.
 
 Text files are replaced atomically (write a temporary file, then rename), so an interrupted write never
 leaves a half-written config or summary behind. One process at a time trains in a run folder
@@ -33,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from .errors import TiedlmError, UsageError
 
@@ -88,12 +88,6 @@ class RunDir:
         """``last`` (the resumable state) or ``best`` (the best validation epoch's weights)."""
         return self.checkpoints / f"{which}.safetensors"
 
-    def training_state(self) -> Path:
-        """A tagger's or translator's resumable state: ``checkpoints/last.safetensors``, or the
-        ``checkpoint.safetensors`` of a run folder from before the shared layout."""
-        legacy = self.path / "checkpoint.safetensors"
-        return legacy if legacy.is_file() and not self.checkpoint("last").is_file() else self.checkpoint("last")
-
     # ----- its state ----------------------------------------------------------------------------
     def status(self) -> str:
         """finished | running (another process trains here now) | interrupted | missing."""
@@ -119,25 +113,23 @@ class RunDir:
             os.close(fd)  # a lock this probe took goes with it
 
     @property
-    def task(self) -> str:
-        """Which task's run this folder holds, by its own files: ``tagger`` (``tags.txt``), ``translator``
-        (sentencepiece models ``spm.*.model``) or ``lm`` (a language model, ``tiedlm train``)."""
-        if self.tags.is_file():
-            return "tagger"
-        if any(self.path.glob("spm.*.model")):
-            return "translator"
-        if (self.path / "subspace.csv").is_file() or (self.path / "points").is_dir():
-            return "subspace"
-        return "lm"
+    def task(self) -> str | None:
+        """The name of the task whose run this folder holds, as its ``config.toml`` records it (None: no readable
+        config here)."""
+        try:
+            return tomllib.loads(self.config.read_text(encoding="utf-8")).get("task")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return None
 
     def other_task_error(self, wanted: str, resuming: bool = False) -> UsageError | None:
-        """None where this folder holds a ``wanted`` task's run; else the one-line error that names what it holds
-        and the command that works on it (``resuming``: the one that resumes it)."""
-        from .tasks import KINDS
+        """None where this folder holds a ``wanted`` task's run (or records no task); else the one-line error that
+        names what it holds and the command that works on it (``resuming``: the one that resumes it)."""
+        from .registry import tasks
 
-        if self.task == wanted:
+        known = tasks()
+        if self.task in (None, wanted) or self.task not in known:
             return None
-        info, p = KINDS[self.task], self.path
+        info, p = known[self.task], self.path
         train, evaluate = " ".join(info.train), " ".join(info.evaluate)
         if not info.evaluate:
             use = f"`tiedlm {train} --resume {p}` finishes it (its results: {info.results})"
@@ -147,7 +139,7 @@ class RunDir:
             use = f"`tiedlm {evaluate} {p}`" + (
                 f" or `tiedlm {train} --resume {p}`" if self.status() == "interrupted" else ""
             )
-        return UsageError(f"{p} is a {info.noun} run (`tiedlm {train}`), not a {KINDS[wanted].noun}'s: use {use}")
+        return UsageError(f"{p} is a {info.noun} run (`tiedlm {train}`), not a {known[wanted].noun}'s: use {use}")
 
     def require_config(self) -> None:
         """A one-line error unless this is a language-model run folder (the config.toml `tiedlm train` wrote);

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import UsageError
+from ..registry import task_named
 from ..run_dir import RunDir
-from ..tasks.lm.config import Config
 from .markdown import cell
 from .paper import paper_results, paper_row, variant_name
 
@@ -20,7 +20,7 @@ def read_run(run_dir: Path) -> dict:
     """Config, per-epoch metrics and (if the run finished) summary of a run directory."""
     files = RunDir(run_dir)
     files.require_config()
-    cfg = Config.load(files.config)
+    cfg = task_named("lm").config.load(files.config)
     metrics, summary = files.read_metrics(), files.read_summary()
     return {"dir": run_dir, "name": run_dir.name, "config": cfg, "metrics": metrics, "summary": summary}
 
@@ -86,7 +86,7 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True, title: str = "
     plt.close(fig)
 
 
-def _count_parameters(run_dir: Path, cfg: Config) -> int | None:
+def _count_parameters(run_dir: Path, cfg) -> int | None:
     """Total parameters of an unfinished run (no summary.json yet), from its config and vocabulary."""
     from ..data import Vocabulary
     from ..run import count_parameters

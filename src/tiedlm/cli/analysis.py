@@ -101,12 +101,21 @@ def _new_experiment(args):
 
     if args.data and args.data_dir:
         raise UsageError("give either --data (a corpus of your own) or --data-dir (PTB's files), not both")
-    flat = {k: getattr(args, k) for k in _SETTINGS if k not in ("data", "betas", "taus")}
+    flat = {k: getattr(args, k) for k in _SETTINGS if k not in ("data", "betas", "taus", "optimizer", "momentum")}
     flat |= {"data_dir": args.data_dir or "", "threads": args.threads}
     flat |= {k: getattr(args, k) for k in ("betas", "taus") if getattr(args, k)}
     if args.data:
         flat["corpus"] = str(Path(args.data).expanduser().resolve())
-    return SubspaceExperimentConfig.from_dict(flat, origin="tiedlm experiment subspace").with_overrides(args.set)
+    # --optimizer adam: PyTorch's betas and the loss per token; sgd: the loss summed over the BPTT steps
+    flat["optimizer"], flat["loss_reduction"] = {
+        "adam": ({"name": "adam", "beta2": 0.999}, "mean"),
+        "sgd": ({"name": "sgd", "momentum": args.momentum}, "sum_over_time"),
+    }[args.optimizer]
+    defaults, raw = SubspaceExperimentConfig(), {}
+    for key, value in flat.items():  # each option into the section that has it
+        home = next(s for s in defaults.section_names() if hasattr(getattr(defaults, s), key))
+        raw.setdefault(home, {})[key] = value
+    return SubspaceExperimentConfig.from_dict(raw, origin="tiedlm experiment subspace").with_overrides(args.set)
 
 
 def cmd_report(args) -> int:

@@ -95,8 +95,8 @@ def add_run_arguments(
         action="append",
         default=[],
         metavar="SECTION.KEY=VALUE",
-        help=f"override a setting, e.g. --set {example} (the bare KEY=VALUE works too; a list value is "
-        "comma-separated, e.g. --set sweep.betas=0,0.5,1)",
+        help=f"override a setting, e.g. --set {example} (a list value is comma-separated, e.g. "
+        "--set sweep.betas=0,0.5,1)",
     )
     parser.add_argument(
         "--resume",

@@ -31,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.register(add)
     inference.register(add)
     analysis.register(add, Parser)
-    tagging.register(add, Parser)
-    translation.register(add, Parser)
+    groups = {**tagging.register(add, Parser), **translation.register(add, Parser)}
+    train.register_tasks(add, Parser, groups)
     reproduce.register(add)
     selfcheck.register(add)
     return p

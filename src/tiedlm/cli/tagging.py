@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from .common import emit
-from .train import train_command
 
 
 def cmd_tag_evaluate(args) -> int:
@@ -23,34 +22,16 @@ def cmd_tag_evaluate(args) -> int:
     return 0
 
 
-def register(add, sub_parser_class) -> None:
-    from .common import add_command, add_group, add_run_arguments
+def register(add, sub_parser_class) -> dict:
+    """``tiedlm tag evaluate`` (``tag train`` is generated for every task: :func:`.train.register_tasks`)."""
+    from ..tasks.tagging.config import TaggerConfig
+    from .common import add_command, add_group
 
-    tsub = add_group(
-        add,
-        "tag",
-        "part-of-speech tagging with dense or frequency-sparse embeddings (UD English-EWT)",
-        "tag_command",
-        sub_parser_class,
-        metavar="ACTION",
-    )
-    tr = add_command(
-        tsub,
-        "train",
-        train_command("tag"),
-        "train a BiLSTM UPOS tagger",
-        "Train a BiLSTM UPOS tagger on UD English-EWT r2.16; keys for --set: [model] embedding_size, "
-        "embedding_density, hidden_size, layers, dropout; [data] min_count, max_sentences, data_dir; "
-        "[train] epochs, batch_size, lr, clip, seed, threads.",
-    )
-    add_run_arguments(
-        tr,
-        "model.embedding_density=0.25",
-        "continue a stopped run where it stopped",
-        "folder holding en_ewt-ud-{train,dev,test}.conllu (overrides TIEDLM_DATA)",
-    )
+    info = TaggerConfig.task_info
+    tsub = add_group(add, "tag", info.help, "tag_command", sub_parser_class, metavar="ACTION")
     ev = add_command(tsub, "evaluate", cmd_tag_evaluate, "accuracy of a trained tagger")
     ev.add_argument("run", help="tagger run directory")
     ev.add_argument("--split", nargs="+", choices=["train", "dev", "test"], default=["dev", "test"])
     ev.add_argument("--data-dir")
     ev.add_argument("--file", help="one CoNLL-U file of your own to tag and score (another test set)")
+    return {"tag": tsub}

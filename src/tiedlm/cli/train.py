@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -11,15 +12,17 @@ from .common import device_setting, emit, progress_log, refuse_empty, tensorboar
 
 
 def train_command(name: str):
-    """The command that trains task ``name`` (``train``, ``tag train``, ``translate train``): :func:`train_run`,
-    then the summary (``--json``) or the task's line of it (``TASKS[name].done``)."""
+    """The command that trains task ``name`` (``train``, ``tag train``, ``translate train``, any registered task's
+    ``NAME train``): :func:`train_run`, then the summary (``--json``) or the task's line of it (``done``)."""
 
     def cmd(args) -> int:
-        from ..tasks import TASKS
+        from ..registry import task_named
 
         run_dir, summary = train_run(args, name)
+        done = task_named(name).done or "{noun} run {run_dir} finished"
         if os.environ.get("RANK", "0") == "0":  # under torchrun only rank 0 speaks
-            emit(args, {"run_dir": str(run_dir), **summary}, TASKS[name].done.format(run_dir=run_dir, **summary))
+            line = done.format(run_dir=run_dir, noun=task_named(name).noun, **summary)
+            emit(args, {"run_dir": str(run_dir), **summary}, line)
         return 0
 
     return cmd
@@ -29,21 +32,21 @@ cmd_train = train_command("lm")
 
 
 def train_run(args, name: str) -> tuple[Path, dict]:
-    """``train``, ``tag train`` and ``translate train``: one path over :data:`~tiedlm.tasks.TASKS`. The run's config
+    """Every task's train command: one path over the registered tasks (:func:`~tiedlm.registry.tasks`). The run's config
     (a new run's: the preset or the defaults, ``--set``, ``--data``/``--data-dir``; a stopped run's: its saved one
     through its config class's ``for_run``, which checks the folder), then the harness's ``run()``; returns the
     run folder and the summary."""
     from ..paths import portable_command
+    from ..registry import task_named
     from ..runtime import resumed_threads_note
-    from ..tasks import TASKS
     from ..train import run
 
-    info = TASKS[name]
+    info = task_named(name)
     refuse_empty(args, "out", "data", "data_dir", "resume")
     args.set = device_setting(args)
     if args.threads is not None:  # --threads N is --set train.threads=N
         args.set = [*args.set, f"train.threads={args.threads}"]
-    cls, resume = info.config_class(), args.resume not in (None, False)
+    cls, resume = info.config, args.resume not in (None, False)
     if resume:
         run_dir = _resumed_folder(args)
         cls.check_resume(run_dir)  # before the thread count it recorded is read
@@ -155,8 +158,6 @@ def cmd_presets(args) -> int:
 
 def cmd_list(args) -> int:
     """The registered components, each with its summary and its own keys (and their defaults)."""
-    import dataclasses
-
     from ..tasks.lm.config import SECTION_COMPONENTS
 
     rows, lines = [], []
@@ -171,6 +172,39 @@ def cmd_list(args) -> int:
             lines += [f"  {e.name:11s} {e.summary}", f"  {'':11s} keys: {shown}"]
     emit(args, rows, "\n".join(lines))
     return 0
+
+
+def register_tasks(add, parser_class, groups: dict) -> None:
+    """``tiedlm NAME train`` of every registered task trained so (the language model's ``tiedlm train`` is
+    :func:`register`'s), generated from its declaration and settings: one grammar (:func:`add_run_arguments`);
+    ``groups``: the command groups that the task's own CLI module made (``tag``, with ``tag evaluate``)."""
+    from ..registry import tasks
+    from .common import add_command, add_group, add_run_arguments
+
+    for info in tasks().values():
+        if info.train != (info.name, "train"):
+            continue
+        group = groups.get(info.name) or add_group(
+            add, info.name, info.help or f"train a {info.noun}", f"{info.name}_command", parser_class, "ACTION"
+        )
+        defaults = info.config()
+        keys = "; ".join(
+            f"[{s}] {', '.join(f.name for f in dataclasses.fields(getattr(defaults, s)))}"
+            for s in info.config.section_names()
+        )
+        tr = add_command(
+            group,
+            "train",
+            train_command(info.name),
+            f"train a {info.noun}",
+            f"Train a {info.noun}. Keys for --set: {keys}.",
+        )
+        add_run_arguments(
+            tr,
+            "train.epochs=3",
+            "continue a stopped run where it stopped",
+            "folder holding the corpus's verified files (overrides TIEDLM_DATA)",
+        )
 
 
 def register(add) -> None:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .common import emit
-from .train import train_command
 from .types import POSITIVE
 
 
@@ -53,32 +52,14 @@ def cmd_translate_translate(args) -> int:
     return 0
 
 
-def register(add, sub_parser_class) -> None:
-    from .common import add_command, add_group, add_run_arguments
+def register(add, sub_parser_class) -> dict:
+    """``tiedlm translate evaluate|translate`` (``translate train`` is generated for every task:
+    :func:`.train.register_tasks`)."""
+    from ..tasks.translation.config import TranslationConfig
+    from .common import add_command, add_group
 
-    tsub = add_group(
-        add,
-        "translate",
-        "Transformer translation (Multi30k En-De) with tied/dual/DRILL output layers",
-        "translate_command",
-        sub_parser_class,
-        metavar="ACTION",
-    )
-    tr = add_command(
-        tsub,
-        "train",
-        train_command("translate"),
-        "train a Transformer translator",
-        "Train a Transformer encoder-decoder on Multi30k En->De with sentencepiece subwords; the test "
-        "BLEU (sacrebleu) is computed at the end. Keys for --set: see TranslationConfig "
-        "(e.g. output=drill, vocab_size=8000, epochs=10, beam=5).",
-    )
-    add_run_arguments(
-        tr,
-        "model.output=drill",
-        "continue a stopped run where it stopped",
-        "folder holding {train,valid,test}.{en,de} (overrides TIEDLM_DATA)",
-    )
+    info = TranslationConfig.task_info
+    tsub = add_group(add, "translate", info.help, "translate_command", sub_parser_class, metavar="ACTION")
     ev = add_command(tsub, "evaluate", cmd_translate_evaluate, "BLEU and perplexity of a trained translator")
     ev.add_argument("run", help="translation run directory")
     ev.add_argument("--split", choices=["valid", "test"], default="test")
@@ -91,3 +72,4 @@ def register(add, sub_parser_class) -> None:
     tl.add_argument("run", help="translation run directory")
     tl.add_argument("sentence", nargs="*", help="source sentences; none: read one per line from stdin")
     tl.add_argument("--beam", type=POSITIVE, help="beam size (default: the run's; 1 = greedy)")
+    return {"translate": tsub}

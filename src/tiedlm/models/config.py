@@ -15,9 +15,6 @@
     name = "drill"
     depth = 4
 
-Run folders written before the components had their tables (every key flat in ``[model]``: ``encoder =
-"awd-lstm"``, ``hidden_size``, ``output = "drill"``, ``drill_depth`` ...) still load: :func:`convert_legacy`
-moves those keys into the tables (keys the named component does not have had no effect then and are dropped).
 """
 
 from __future__ import annotations
@@ -28,32 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UsageError
-from ..registry import ComponentConfig, Registry, assign_typed, field_names
+from ..registry import ComponentConfig, Registry, assign_typed
 from .encoders import ENCODERS, VDLSTMConfig
 from .outputs import OUTPUTS, FullConfig
 
 # the component tables of [model]: key -> its registry
 COMPONENTS: dict[str, Registry] = {"encoder": ENCODERS, "output": OUTPUTS}
-
-# the flat keys of the old [model] table -> (component table, the layer it belonged to or None for any, its key)
-LEGACY_KEYS: dict[str, tuple[str, str | None, str]] = {
-    "tied_bias": ("output", "tied", "bias"),
-    "joint_size": ("output", "dual", "joint_size"),
-    **{
-        f"drill_{k}": ("output", "drill", k)
-        for k in (
-            "depth",
-            "activation",
-            "dropout",
-            "variational",
-            "residual_embedding",
-            "residual_previous",
-            "init_range",
-        )
-    },
-    **{k: ("encoder", None, k) for e in ENCODERS for k in field_names(e.config)},
-}
-LEGACY_OUTPUT_KEYS = {old: (layer, key) for old, (table, layer, key) in LEGACY_KEYS.items() if table == "output"}
 
 
 @dataclass
@@ -79,7 +56,6 @@ class ModelConfig:
     # ----- (de)serialisation ----------------------------------------------------------------
     @classmethod
     def from_dict(cls, raw: dict[str, Any], origin: str = "config") -> "ModelConfig":
-        raw = convert_legacy(raw, strict=origin == "--set", origin=origin)
         cfg = cls()
         for key, value in raw.items():
             if key in COMPONENTS:  # a table without a name is the default component's (vd-lstm, full)
@@ -131,42 +107,6 @@ class ModelConfig:
                 f"== model.embedding_size, got {m.encoder_output_size()} != {m.embedding_size}; set them equal or "
                 f"use output = 'bilinear' or 'dual' (any sizes)"
             )
-
-
-def convert_legacy(raw: dict[str, Any], strict: bool = False, origin: str = "config") -> dict[str, Any]:
-    """A ``[model]`` table with the old flat keys rewritten into the ``encoder`` and ``output`` tables.
-
-    ``encoder = "NAME"`` / ``output = "NAME"`` become ``{"name": NAME}``; ``hidden_size``, ``drill_depth``,
-    ``tied_bias`` ... move into the table of the component they belong to, when the named component has them.
-    Keys it does not have had no effect in the old format: dropped from a file (old run folders list every
-    key), an error from ``--set`` (``strict``), where the user just typed them.
-    """
-    raw = dict(raw)
-    tables = {}
-    for key, registry in COMPONENTS.items():
-        value = raw.get(key, registry.names()[0] if key == "encoder" else "full")
-        tables[key] = {"name": value} if isinstance(value, str) else dict(value)
-    for old, (table_key, layer, key) in LEGACY_KEYS.items():
-        if old not in raw:
-            continue
-        value = raw.pop(old)
-        table = tables[table_key]
-        registry = COMPONENTS[table_key]
-        name = table.get("name")
-        owns = (
-            (layer is None or layer == name) and name in registry.names() and key in field_names(registry[name].config)
-        )
-        if owns:
-            table[key] = value
-        elif strict:
-            owners = [e.name for e in registry if key in field_names(e.config)] if layer is None else [layer]
-            raise UsageError(
-                f"{origin}: model.{old} belongs to {registry.kind} {' / '.join(map(repr, owners))}, "
-                f"but model.{table_key} is {name!r}; set model.{table_key}.name first, then "
-                f"model.{table_key}.{key}"
-            )
-    raw.update(tables)
-    return raw
 
 
 def _check(ok: bool, key: str, value: Any, allowed: str) -> None:

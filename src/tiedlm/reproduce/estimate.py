@@ -7,8 +7,9 @@ import json
 from datetime import date
 from pathlib import Path
 
+from ..registry import task_named
 from ..run_dir import RunDir, write_text_atomic
-from ..tasks import TASKS
+from ..train.timing import estimate_seconds
 
 ESTIMATE = "estimate.json"  # a table's last --dry-run estimates of its unfinished runs: RUNS/TABLE/estimate.json
 PACE_EPOCHS = 5  # a resumed run's pace: the median wall time of its last (up to) this many epochs
@@ -78,11 +79,11 @@ def estimate_rows(rows: list[dict], threads: int, log=None) -> tuple[list[dict],
             whole_run = 0.0
         elif paced:
             whole_run = paced[0] * planned_epochs(r)
-        else:  # the task's own estimate (tiedlm.tasks.TASKS)
+        else:  # the task's own steps, timed
             timed += 1
             if log is not None:
                 log(f"--dry-run: timing training steps of {r['label']} ({timed} of at most {to_time}) ...")
-            whole_run = TASKS[r["spec"].task].estimate_seconds(cfg, threads)
+            whole_run = estimate_seconds(task_named(r["spec"].task).task_class()(cfg), threads)
         seconds = whole_run * fraction_left(r, epochs_done)  # an interrupted run: its epochs still to train
         total += seconds
         plan_rows.append(

@@ -22,8 +22,8 @@ import re
 from pathlib import Path
 
 from ..analysis.report import stage_start
+from ..registry import task_named
 from ..run_dir import RunDir
-from ..tasks import TASKS
 
 PLACEHOLDER = re.compile(r"\{\{(\+?)([^{}]+)\}\}")
 
@@ -44,12 +44,12 @@ def _figure(row: str, field: str, runs: dict[str, Path], task: str) -> float:
     summary = files.read_summary() if files is not None else None
     if summary is None:
         raise Missing(row)
-    _, keys, fmt = TASKS[task].metric
+    _, keys, fmt = task_named(task).metric
     scale = 100.0 if "%" in fmt else 1.0
     if field == "valid":
         return scale * summary[keys[0]]
     if field == "test":
-        batch1 = batch1_test_ppl(summary) if TASKS[task].batch1 else None
+        batch1 = batch1_test_ppl(summary) if task_named(task).batch1 else None
         return batch1 if batch1 is not None else scale * summary[keys[1]]
     if field == "streams":
         return summary.get("test_ppl_streams", summary["test_ppl"])

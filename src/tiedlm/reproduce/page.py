@@ -6,8 +6,8 @@ import json
 import re
 from pathlib import Path
 
+from ..registry import task_named
 from ..run_dir import RunDir
-from ..tasks import TASKS
 from .estimate import ESTIMATE, estimate_line
 from .notes import batch1_test_ppl, render_notes
 from .plan import plan, planned_epochs, rerun_command
@@ -42,12 +42,12 @@ def _mean_sd(values: list[float], signed: bool = False) -> str:
 def seeds_section(tab: Table, finished: dict[str, dict], task: str) -> list[str]:
     """Mean ± sample standard deviation of each row over its finished seeds (where there are two or more), and
     for ``tab.pairs`` the difference at every seed both rows have, with whether its sign held at every one."""
-    title, keys, fmt = TASKS[task].metric
+    title, keys, fmt = task_named(task).metric
     scale = 100.0 if "%" in fmt else 1.0  # accuracies in points
     groups = {row: seeds for row, seeds in seed_groups(finished).items() if len(seeds) >= 2}
     if not groups:
         return []
-    names = TASKS[task].seed_columns
+    names = task_named(task).seed_columns
     lines = [
         "",
         "## Across seeds",
@@ -167,7 +167,7 @@ def render(
         folders = {r["spec"].name: Path(r["dir"]) for r in rows}
         text = render_notes(notes.read_text(encoding="utf-8").strip(), folders, task, bands)
         lines += ["", "## Notes", "", text] if text else []
-    if TASKS[task].curves:
+    if task_named(task).curves:
         lines += _bands_section(tab, runs_dir, out)
     lines += _commands_section(
         f"`tiedlm reproduce {tab.name} --scale {scale} --runs {train_runs} --only RUN`", commands, waiting
@@ -212,13 +212,13 @@ def _page_head(tab: Table, scale: str, rows: list[dict], task: str, out: Path, c
     present = [  # named as the table's rows are (a run shared with another table has that table's folder name)
         {**read_run(r["dir"]), "name": r["spec"].name}
         for r in rows
-        if TASKS[task].curves and RunDir(r["dir"]).config.is_file()
+        if task_named(task).curves and RunDir(r["dir"]).config.is_file()
     ]
     if present:
         plot_curves(present, out / f"{tab.name}-valid.png", title=tab.title)
         lines += [f"![validation perplexity per epoch]({tab.name}-valid.png)", ""]
     return lines + [
-        f"| run | paper | ours: {TASKS[task].metric[0]} | params | epochs | wall time | device | tok/s | status |",
+        f"| run | paper | ours: {task_named(task).metric[0]} | params | epochs | wall time | device | tok/s | status |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
 
@@ -252,7 +252,7 @@ def _table_row(r: dict, task: str, command: str, links_from: Path) -> tuple[str,
     import os
 
     spec, status = r["spec"], r["status"]
-    info = TASKS[task]
+    info = task_named(task)
     _, keys, fmt = info.metric
     files = RunDir(r["dir"])
     summary = files.read_summary() if status == "finished" else None
@@ -261,10 +261,10 @@ def _table_row(r: dict, task: str, command: str, links_from: Path) -> tuple[str,
     if summary:
         test = _test_ppl(summary) if info.batch1 else fmt.format(summary[keys[1]])
         ours = f"{fmt.format(summary[keys[0]])} / {test}"
-        params = f"{summary['parameters']['total'] / 1e6:.2f}M"
+        params = f"{summary['parameters']['total'] / 1e6:.2f}M" if "parameters" in summary else "–"
         seconds = summary.get("wall_time_s", summary.get("train_seconds"))
         wall = f"{seconds / 60:.1f} min" if seconds is not None else "–"
-        device = summary.get("device") or _logged_device(files) or info.old_device
+        device = summary.get("device") or _logged_device(files) or "–"
         device += f", {summary['precision']}" if "precision" in summary else ""
         tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
         folder = Path(os.path.relpath(r["dir"], links_from)).as_posix()

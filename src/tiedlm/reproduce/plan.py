@@ -5,8 +5,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from ..registry import task_named
 from ..run_dir import RunDir
-from ..tasks import TASKS
 from .tables import RunSpec, Table
 
 
@@ -24,7 +24,7 @@ def train_command(row: dict, threads: int) -> list[str]:
     the thread count it started with (so that it ends as an uninterrupted run would), whatever ``threads`` is."""
     spec, run_dir = row["spec"], row["dir"]
     if row["status"] in RESUMED:
-        resume = [*TASKS[spec.task].train, "--resume", str(run_dir), "--no-progress"]
+        resume = [*task_named(spec.task).train, "--resume", str(run_dir), "--no-progress"]
         return resume + [a for s in row.get("extend", ()) for a in ("--set", s)]
     start, sets = _start(spec, row["extra"])
     return [*start, "--out", str(run_dir), "--no-progress", "--threads", str(threads), *sets]
@@ -34,7 +34,7 @@ def run_train_config(spec: RunSpec, run_dir: Path):
     """The ``[train]`` settings a run folder holds (its config.toml), or None (no config yet): read once per row
     for :func:`epochs_to_extend` and :func:`settings_to_adopt`."""
     own = RunDir(run_dir).config
-    return TASKS[spec.task].config_class().load(own).train if own.is_file() else None
+    return task_named(spec.task).config.load(own).train if own.is_file() else None
 
 
 def epochs_to_extend(mine, config) -> list[str]:
@@ -63,7 +63,7 @@ def settings_to_adopt(mine, config) -> list[str]:
 
 def _start(spec: RunSpec, extra: list[str]) -> tuple[list[str], list[str]]:
     """The command that starts ``spec`` (``train PRESET``, ``tag train``, ...) and its ``--set`` arguments."""
-    command = [*TASKS[spec.task].train, *([spec.preset] if spec.preset else [])]
+    command = [*task_named(spec.task).train, *([spec.preset] if spec.preset else [])]
     return command, [a for s in (*spec.overrides, *extra) for a in ("--set", s)]
 
 
@@ -75,12 +75,12 @@ def rerun_command(spec: RunSpec, extra: list[str]) -> str:
 
 def run_config(spec: RunSpec, extra: list[str]):
     """The config a run of ``spec`` trains with (the table's and the caller's overrides applied)."""
-    return TASKS[spec.task].new_config(spec.preset, [*spec.overrides, *extra])
+    return task_named(spec.task).new_config(spec.preset, [*spec.overrides, *extra])
 
 
 def data_settings(task: str, folder: str) -> list[str]:
     """``reproduce --data FOLDER`` as the task's settings: the LM's corpus, or the tagger's/translator's own data."""
-    return [s.format(folder=folder) for s in TASKS[task].own_data]
+    return [s.format(folder=folder) for s in task_named(task).own_data]
 
 
 def plan(tab: Table, scale: str, runs_dir: Path, extra: list[str]) -> list[dict]:

@@ -22,14 +22,13 @@ from pathlib import Path
 import tomllib
 
 from ..errors import UsageError
-from ..tasks import TASKS
 
 SCALES = ("budget", "paper")
 SEEDED = re.compile(r"^(?P<row>.+)-seed(?P<seed>\d+)$")  # run ROW-seedN: row ROW at another seed
 
 # The budget rows train in fp32 on every machine: where the CPU has bf16 (AVX512-BF16), "auto" would train in
 # bf16 there, and a table whose rows were trained on different machines would then compare precisions as well
-# as models (the tagger has no precision setting); a row whose `set` names train.precision keeps its own
+# as models; a row whose `set` names train.precision keeps its own
 BUDGET_PRECISION = "train.precision=fp32"
 ROW_KEYS = {"name", "preset", "set", "seeds", "paper_valid", "paper_test", "note", "same_as", "scales", "gpu_epoch_s"}
 TABLE_KEYS = {"title", "source", "task", "bands_baseline", "pairs", "row"}
@@ -68,7 +67,7 @@ class Table:
 def _runs_of_row(row: dict, task: str, scale: str) -> list[tuple[int, RunSpec]]:
     """(seed index, run) for each seed of one ``[[row]]`` at ``scale``."""
     sets = tuple(row.get("set", ()))
-    if scale == "budget" and TASKS[task].precision and not any(s.startswith("train.precision=") for s in sets):
+    if scale == "budget" and not any(s.startswith("train.precision=") for s in sets):
         sets = (BUDGET_PRECISION, *sets)  # unless the row names its precision itself
     seeds = row.get("seeds") or [None]
     runs = []
@@ -131,6 +130,9 @@ TABLES: dict[str, Table] = _load_all()
 
 
 def table(name: str) -> Table:
+    """A known table by name, or a table file of one's own (``PATH.toml``, the same format)."""
+    if name.endswith(".toml") and Path(name).is_file():
+        return load_table(Path(name))
     if name not in TABLES:
         import difflib
 

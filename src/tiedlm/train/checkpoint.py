@@ -113,11 +113,8 @@ def save_best_weights(path: Path, weights: dict[str, torch.Tensor], meta: dict) 
 
 def best_weights(files) -> dict[str, torch.Tensor]:
     """The best weights of the run folder ``files`` (a :class:`~tiedlm.run_dir.RunDir`): its ``best``
-    checkpoint, or for a tagger or translator run from before the one schema the ``best.`` tensors of its
-    resumable checkpoint."""
-    if files.checkpoint("best").is_file():
-        return model_state(load_checkpoint(files.checkpoint("best"))[0])
-    return model_state(load_checkpoint(files.training_state())[0], "best.")
+    checkpoint."""
+    return model_state(load_checkpoint(files.checkpoint("best"))[0])
 
 
 def state_tensors(state) -> dict[str, torch.Tensor]:
@@ -126,13 +123,12 @@ def state_tensors(state) -> dict[str, torch.Tensor]:
 
 
 def carried_state(tensors: dict[str, torch.Tensor], device) -> list | None:
-    """The carried state saved by :func:`state_tensors` (``state.{layer}.h/.c`` in older checkpoints); None where
-    the checkpoint holds none."""
+    """The carried state saved by :func:`state_tensors`; None where the checkpoint holds none."""
     layers: dict[int, dict[str, torch.Tensor]] = {}
     for name, t in tensors.items():
         if name.startswith("state."):
             _, i, j = name.split(".")
-            layers.setdefault(int(i), {})[{"h": "0", "c": "1"}.get(j, j)] = t.to(device)
+            layers.setdefault(int(i), {})[j] = t.to(device)
     if not layers:
         return None
     return [tuple(parts[j] for j in sorted(parts, key=int)) for _, parts in sorted(layers.items())]

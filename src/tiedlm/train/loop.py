@@ -29,6 +29,7 @@ import dataclasses
 import json
 import math
 import os
+import platform
 import signal
 import sys
 import threading
@@ -45,10 +46,10 @@ from ..checkpoint_file import clear_temporaries
 from ..errors import TiedlmError, UsageError
 from ..interrupts import RunInterrupted, StopRequest, StopRequested
 from ..paths import ensure_writable_folder, refuse_committed
+from ..registry import TaskInfo, tasks
 from ..run_dir import RunDir, append_text, write_json_atomic, write_text_atomic
 from ..runtime import host_record, resolve_device, resolve_precision, set_threads
-from ..tasks import KINDS
-from .checkpoint import best_weights, load_train_state, model_state, save_best_weights, save_train_state
+from .checkpoint import best_weights, load_train_state, save_best_weights, save_train_state
 from .distributed import DistributedContext
 from .step import NonFiniteSteps
 
@@ -76,21 +77,16 @@ class Progress:
     @classmethod
     def from_meta(cls, meta: dict) -> Progress:
         names = {f.name for f in dataclasses.fields(cls)}
-        p = cls(**{k: v for k, v in meta.items() if k in names})
-        if isinstance(p.sums, list):  # (loss sum, count), as the tasks' own loops kept them
-            p.sums = {"loss": p.sums[0], "count": p.sums[1]}
-        return p
+        return cls(**{k: v for k, v in meta.items() if k in names})
 
 
 class Task(ABC):
     """One task's part of a run. :class:`Run` resolves the machine (threads, device, precision, torchrun's ranks)
     from the task's :meth:`settings` and calls ``setup``; :func:`fit` then calls per epoch ``batches`` and
     ``train_step`` for each batch, ``validate``, ``epoch_record`` and ``epoch_line``, and at the end ``summary`` on
-    the best weights. The other members are hooks with defaults."""
+    the best weights. The other members are hooks with defaults. What the task is called, and the command that
+    trains it, come from its settings class's declaration (:attr:`info`, :func:`~tiedlm.registry.register_task`)."""
 
-    title = "training"  # names the run in messages: "tagger training"
-    kind = "lm"  # which run a folder holds (RunDir.task): a folder of another kind is not resumed by this task
-    command = "tiedlm train"  # the command that resumes it, without --resume
     unit = "batch"  # what one step trains on, in messages
     higher_is_better = False  # the validation score's direction
     distributed = False  # whether it trains data-parallel under torchrun (one process otherwise)
@@ -109,11 +105,25 @@ class Task(ABC):
     tensorboard = ""  # a folder that also gets each epoch's figures as TensorBoard scalars ("": none)
     show_progress: bool = False  # whether progress bars are shown (the task's own too)
     stop: StopRequest | None = None  # set by the loop while it trains: a task's long work may call check_stop
+    invocation: str = ""  # the command line that started the run (its summary's "command")
+
+    @property
+    def info(self) -> TaskInfo:
+        """The task's declaration (``register_task`` on the class of :attr:`cfg`)."""
+        return type(self.cfg).task_info
+
+    @property
+    def title(self) -> str:
+        return self.info.title
+
+    @property
+    def command(self) -> str:
+        return self.info.command
 
     def settings(self):
-        """The settings that hold ``threads``, ``device`` and ``precision`` (those it has; None: the defaults),
-        resolved by :class:`Run` and written back, so that a resumed run keeps them however busy the machine is."""
-        return getattr(getattr(self, "cfg", None), "train", None)
+        """The ``[train]`` settings, whose ``threads``, ``device`` and ``precision`` :class:`Run` resolves and
+        writes back, so that a resumed run keeps them however busy the machine is."""
+        return self.cfg.train
 
     @property
     def is_main(self) -> bool:
@@ -189,12 +199,8 @@ class Task(ABC):
         return {}, {}
 
     def load_extra_state(self, tensors: dict[str, torch.Tensor], meta: dict, progress: Progress) -> None:
-        """A resumed run's :meth:`extra_state` (``meta``: the ``task`` metadata, or a checkpoint's whole metadata
-        from before the one schema), after the model, optimizer and RNG were restored."""
-
-    def convert(self, meta: dict) -> dict:
-        """The metadata of a checkpoint written before this harness, as :class:`Progress` fields."""
-        return meta
+        """A resumed run's :meth:`extra_state` (``meta``: its ``task`` metadata), after the model, optimizer and
+        RNG were restored."""
 
     def finished(self, run_dir: Path, done: int, asked: int) -> str:
         """Why a finished run (``done`` epochs; ``asked``: its train.epochs) has nothing to train, and how to
@@ -294,9 +300,10 @@ class Run:
         task, files, path = self.task, self.files, self.path
         if task_main_rank():  # under the lock: a write killed before its rename left these
             clear_temporaries(path)
-        if not self.resume and files.training_state().exists():
-            again = f"resume it with --resume {path} or " if files.task == task.kind else ""
-            raise UsageError(f"{path} already holds a {KINDS[files.task].noun} run; {again}pick another --out")
+        if not self.resume and files.checkpoint("last").exists():
+            held = tasks().get(files.task)
+            again = f"resume it with --resume {path} or " if held is task.info else ""
+            raise UsageError(f"{path} already holds a {held.noun if held else 'tiedlm'} run; {again}pick another --out")
         task.preflight()  # a setting that the component's own library refuses: one line, before the banner
         task.tensorboard = self._tensorboard_folder() if task_main_rank() else ""
         resolve_machine(task, self.log)
@@ -337,13 +344,14 @@ class Run:
 
     def _restore(self) -> Progress:
         task, files, path = self.task, self.files, self.path
-        tensors, meta = load_train_state(files.training_state(), task.model, task.optimizer, task.dist.rank)
-        ours = meta.get("schema") == SCHEMA
-        p = Progress.from_meta(meta if ours else task.convert(meta))
-        task.load_extra_state(tensors, meta["task"] if ours else meta, p)
-        if task.is_main and not files.checkpoint("best").is_file() and any(k.startswith("best.") for k in tensors):
-            # a checkpoint from before the one schema: its best weights (inside it) become the best checkpoint
-            save_best_weights(files.checkpoint("best"), model_state(tensors, "best."), {"epoch": p.best_epoch})
+        tensors, meta = load_train_state(files.checkpoint("last"), task.model, task.optimizer, task.dist.rank)
+        if meta.get("schema") != SCHEMA:
+            raise UsageError(
+                f"{files.checkpoint('last')} is a checkpoint of an older tiedlm; rewrite the run folder with "
+                "`python tools/migrate_runs.py " + str(path) + "`, then resume"
+            )
+        p = Progress.from_meta(meta)
+        task.load_extra_state(tensors, meta["task"], p)
         done, asked = p.epoch - 1, getattr(task.settings(), "epochs", task.epochs)
         if (p.epoch > task.epochs or task.finished_early()) and files.summary.exists():
             raise UsageError(f"{path} is finished: {task.finished(path, done, asked)}")
@@ -401,7 +409,7 @@ def fit(task: Task, files: RunDir, p: Progress, progress: bool, log, budget: int
         try:
             if task.keeps_best:
                 task.model.load_state_dict(best_weights(files))
-            summary = task.summary(p, files.read_metrics())
+            summary = {**task.summary(p, files.read_metrics()), **run_facts(task, p)}
         except (StopRequested, KeyboardInterrupt):  # the final evaluation is done again on resume
             raise task.interrupted(files.path, p, saved=False, final=True) from None
     if task.is_main:
@@ -464,6 +472,21 @@ def _epoch(task: Task, files: RunDir, p: Progress, stop: StopRequest, progress: 
                 f"tiedlm: could not write TensorBoard scalars to {task.tensorboard} ({exc.strerror or exc}); "
                 "training goes on"
             )
+
+
+def run_facts(task: Task, p: Progress) -> dict:
+    """What the harness adds to every task's summary: how the run was started, and where and how it trained."""
+    s = task.settings()
+    return {
+        **({"best_epoch": p.best_epoch} if task.keeps_best else {}),
+        "seed": s.seed,
+        "command": task.invocation,
+        "device": str(task.device),
+        "precision": task.precision,
+        "threads": task.threads,
+        "versions": {"tiedlm": __version__, "torch": torch.__version__, "python": platform.python_version()},
+        **host_record(task.device),  # where the final evaluation ran; metrics.jsonl: each epoch's
+    }
 
 
 def save(task: Task, files: RunDir, p: Progress) -> None:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_type_hints
 
-from ...config import Epochs, SectionedConfig, _check, device_is_valid
+from ...config import SectionedConfig, TrainSettings, _check
 from ...errors import UsageError
-from ...models.config import COMPONENTS, LEGACY_KEYS, ModelConfig
-from ...optimizers import LEGACY_TRAIN_KEYS, OPTIMIZERS, SGDConfig, convert_legacy_train
-from ...registry import ComponentConfig, field_names, parse_text, resumable, resumable_fields
+from ...models.config import COMPONENTS, ModelConfig
+from ...optimizers import OPTIMIZERS
+from ...registry import register_task, resumable
 
 SECTION_COMPONENTS = {"model": COMPONENTS, "train": {"optimizer": OPTIMIZERS}}  # the component tables of a config
 
@@ -47,90 +46,59 @@ class LossConfig:
 
 
 @dataclass
-class TrainConfig(Epochs):
+class TrainConfig(TrainSettings):
+    """``[train]``: the keys of every task (:class:`~tiedlm.config.TrainSettings`) and the language model's."""
+
     epochs: int = resumable(40)  # epochs of the main stage
+    seed: int = 1111  # seed of every random draw (weights, dropout masks, window lengths)
+    lr: float = resumable(1.0)  # SGD learning rate (peak rate with adam and warm-up)
+    clip: float = resumable(5.0)  # maximum global gradient norm (0: no clipping)
     batch_size: int = 20  # parallel streams the training text is cut into
     bptt: int = 35  # time steps per truncated-BPTT window
-    lr: float = resumable(1.0)  # SGD learning rate (peak rate with adam and warm-up)
     lr_decay: float = 0.9  # factor per epoch from decay_start on
     decay_start: int = 5  # first epoch (1-based) whose lr is decayed: lr_e = lr * decay^max(0, e - start + 1)
-    clip: float = resumable(5.0)  # maximum global gradient norm (0: no clipping)
     # sum_over_time: the loss whose gradient SGD follows is summed over the BPTT steps and averaged over the
     # batch (Zaremba et al.'s TensorFlow code, which Inan et al. follow; lr = 1 assumes it). mean: per token.
     loss_reduction: str = "sum_over_time"
-    seed: int = 1111  # seed of every random draw (weights, dropout masks, window lengths)
     warmup_steps: int = 0  # linear lr warm-up over the first N updates (Transformers with adam)
     weight_decay: float = 0.0  # L2 weight decay (sgd / nt-asgd) or decoupled decay (adam)
     variable_bptt: bool = False  # AWD-LSTM's random window lengths around bptt (lr scaled by length / bptt)
-    precision: str = "auto"  # auto | fp32 | bf16
-    device: str = "auto"  # auto | cpu | cuda
     # auto: on a GPU, capture the training step once per window length as a CUDA graph and replay it
     # (tiedlm.tasks.lm.cuda_graph) where the encoder's capture has been checked on a GPU, else eager; on: also
     # capture an encoder declared capturable but not yet run on a GPU (none today); off: eager
     cuda_graph: str = resumable("auto")
     eval_batch_size: int = 10  # streams for validation (test: batch 1, the papers' protocol)
-    threads: int = resumable(0)  # 0: the cores other processes leave free
-    max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated before the run stops
     # start from the final weights (last checkpoint) of this run directory, with a fresh lr schedule: Inan et
     # al. re-train their small PTB models this way (arXiv footnote 4, ICLR footnote 5). Same architecture and
     # vocabulary required.
     init_from: str = ""
-    # the optimiser: a table [train.optimizer] with name = sgd | nt-asgd (non-monotonically triggered averaged SGD,
-    # Merity et al. 2017) | adam and that optimiser's own keys (`tiedlm list` shows them)
-    optimizer: ComponentConfig = field(default_factory=SGDConfig)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.optimizer, (str, dict)):  # TrainConfig(optimizer="nt-asgd") or a table
-            self.optimizer = OPTIMIZERS.config(self.optimizer, "TrainConfig")
 
 
-def resumable_keys() -> tuple[str, ...]:
-    """The settings ``tiedlm train --resume RUN --set ...`` may change (the fields marked ``resumable``; the
-    others would make it another run), as ``--set`` names them, with the old flat names of the optimiser's keys
-    (``Config.resumable_keys``)."""
-    optimizer = {k: None for e in OPTIMIZERS for k in resumable_fields(e.config)}
-    legacy = [f"train.{old}" for old, (_, new) in LEGACY_TRAIN_KEYS.items() if new in optimizer]
-    train = [f"train.{k}" for k in resumable_fields(TrainConfig)]
-    return (*train, *legacy, *(f"train.optimizer.{k}" for k in optimizer))
-
-
+@register_task(
+    "lm",
+    "language model",
+    task="tiedlm.tasks.lm.task:LanguageModelTask",
+    train=("train",),
+    evaluate=("evaluate",),
+    help="train a language model from a preset or a TOML config",
+    metric=("valid / test perplexity (test: batch 1)", ("valid_ppl", "test_ppl"), "{:.2f}"),
+    seed_columns=("valid ppl", "test ppl (batch 1)"),
+    preset=True,
+    own_data=("data.name={folder}",),
+    batch1=True,
+    curves=True,
+    done="run {run_dir}: valid ppl {valid_ppl:.2f}, test ppl {test_ppl:.2f}",
+)
 @dataclass
 class Config(SectionedConfig):
     """A language model's run: ``[data]``, ``[model]`` (:class:`ModelConfig`, its encoder and output layer
     registered components), ``[loss]`` and ``[train]`` (its optimiser a component)."""
 
-    label, command = "language-model", "train"
     COMPONENTS = SECTION_COMPONENTS
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     loss: LossConfig = field(default_factory=LossConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-
-    @classmethod
-    def convert(cls, raw: dict[str, Any], origin: str) -> dict[str, Any]:
-        """The optimiser's keys of runs from before ``[train.optimizer]`` (flat ``[train]`` keys) moved into it."""
-        if isinstance(raw.get("train"), dict):
-            raw["train"] = convert_legacy_train(raw["train"], strict=origin == "--set", origin=origin)
-        return raw
-
-    def override_legacy(self, raw: dict, section: str, key: str, text: str, dotted: str) -> bool:
-        """``--set train.nonmono=5`` / ``model.drill_depth=4``: an old flat key, typed by the component that has
-        it now (``from_dict`` moves it there)."""
-        if section == "train" and key in LEGACY_TRAIN_KEYS:
-            name, new_key = LEGACY_TRAIN_KEYS[key]
-            raw["train"][key] = parse_text(text, get_type_hints(OPTIMIZERS[name].config)[new_key], dotted)
-            return True
-        if section == "model" and key in LEGACY_KEYS:
-            table, layer, new_key = LEGACY_KEYS[key]
-            registry = COMPONENTS[table]
-            owner = registry[layer] if layer else next(e for e in registry if new_key in field_names(e.config))
-            raw["model"][key] = parse_text(text, get_type_hints(owner.config)[new_key], dotted)
-            return True
-        return False
-
-    @classmethod
-    def resumable_keys(cls) -> tuple[str, ...]:
-        return resumable_keys()
 
     def own_folder(self) -> str:
         from ...data.sources import CORPORA
@@ -140,11 +108,9 @@ class Config(SectionedConfig):
     # ----- validation ---------------------------------------------------------------------
     def validate(self) -> None:
         m, ls, t = self.model, self.loss, self.train
-        for name, section in (("loss", ls), ("train", t), ("train.optimizer", t.optimizer)):
-            for f in fields(section):
-                value = getattr(section, f.name)
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise UsageError(f"{name}.{f.name} = {value!r} is not allowed; expected a finite number")
+        for f in fields(ls):
+            if isinstance(value := getattr(ls, f.name), float) and not math.isfinite(value):
+                raise UsageError(f"loss.{f.name} = {value!r} is not allowed; expected a finite number")
         m.validate()
         e = m.encoder
         e.check_run(t)  # what the encoder needs of the run (the Transformer's positions against bptt)
@@ -158,33 +124,20 @@ class Config(SectionedConfig):
                 f"loss.ar / loss.tar regularise the activations an encoder keeps for them (the AWD-LSTM's); "
                 f"model.encoder = {e.name!r} keeps none: set model.encoder = 'awd-lstm' or leave them at 0"
             )
-        _check(t.epochs >= 1, "train.epochs", t.epochs, "an integer >= 1")
         _check(t.batch_size >= 1, "train.batch_size", t.batch_size, "an integer >= 1")
         _check(t.eval_batch_size >= 1, "train.eval_batch_size", t.eval_batch_size, "an integer >= 1")
         _check(t.bptt >= 1, "train.bptt", t.bptt, "an integer >= 1")
-        _check(t.lr > 0, "train.lr", t.lr, "a number > 0")
         _check(0 < t.lr_decay <= 1, "train.lr_decay", t.lr_decay, "a factor in (0, 1]")
         _check(t.decay_start >= 1, "train.decay_start", t.decay_start, "an epoch number >= 1")
-        _check(t.clip >= 0, "train.clip", t.clip, "a max global gradient norm >= 0 (0 disables)")
         _check(
             t.loss_reduction in ("sum_over_time", "mean"),
             "train.loss_reduction",
             t.loss_reduction,
             "one of: sum_over_time, mean",
         )
-        _check(t.precision in ("auto", "fp32", "bf16"), "train.precision", t.precision, "one of: auto, fp32, bf16")
-        _check(
-            device_is_valid(t.device),
-            "train.device",
-            t.device,
-            "one of: auto, cpu, cuda, cuda:N",
-        )
-        _check(t.threads >= 0, "train.threads", t.threads, "an integer >= 0 (0 = the free cores)")
         _check(t.cuda_graph in ("auto", "on", "off"), "train.cuda_graph", t.cuda_graph, "one of: auto, on, off")
-        t.optimizer.validate("train.optimizer")
         _check(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "an integer >= 0")
         _check(t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "a number >= 0")
-        _check(t.max_nonfinite >= 1, "train.max_nonfinite", t.max_nonfinite, "an integer >= 1")
 
     def lr_at(self, epoch: int) -> float:
         """Learning rate of 1-based ``epoch``: constant, then decayed by a constant factor per epoch."""

@@ -19,15 +19,13 @@ the same step op by op.
 from __future__ import annotations
 
 import copy
-import math
 import os
-import platform
 import time
 from pathlib import Path
 
 import torch
 
-from ... import __version__, native
+from ... import native
 from ...data import Vocabulary, batchify, load_corpus
 from ...data.batching import fixed_window_lengths, scheduled_windows, variable_window_lengths
 from ...data.corpus import check_split_sizes
@@ -37,9 +35,8 @@ from ...losses import LanguageModelLoss
 from ...models import LanguageModel
 from ...models.encoders.state import detach_state
 from ...run_dir import RunDir, write_text_atomic
-from ...runtime import host_record
 from ...train.checkpoint import carried_state, load_checkpoint, model_state, state_tensors
-from ...train.loop import SCHEMA, Progress, Task
+from ...train.loop import Progress, Task
 from ...train.optimizers import make_optimizer
 from ...train.step import update, window_loss
 from .config import Config
@@ -53,7 +50,7 @@ class LanguageModelTask(Task):
     summary (valid and test perplexity of the best weights). ``command``: the command line it was started with
     (kept in the summary)."""
 
-    title, unit, distributed = "training", "window", True
+    unit, distributed = "window", True
 
     def __init__(self, cfg: Config, command: str = ""):
         cfg = copy.deepcopy(cfg)  # resolved by the run; the caller's config is left as it was
@@ -125,7 +122,7 @@ class LanguageModelTask(Task):
                 f"train.init_from = {str(run_dir)!r}: its weights do not fit this model's architecture "
                 f"({first}); use the same model.* settings as that run"
             ) from None
-        at = Progress.from_meta(meta if meta.get("schema") == SCHEMA else self.convert(meta))
+        at = Progress.from_meta(meta)
         done = f"{at.epoch - 1} epochs" + (f" and {at.batch} windows" if at.batch else "")
         self.log(f"initialised from the weights of {run_dir} after {done}; lr schedule starts afresh")
 
@@ -292,20 +289,6 @@ class LanguageModelTask(Task):
             # a checkpoint from before averaged_from was kept: the average's first entry follows the SGD epochs
             self.nt_asgd.averaged_from = sum(r["stage"] == "sgd" for r in records)
 
-    def convert(self, meta: dict) -> dict:
-        """A checkpoint of the language model's own loop (before the harness): its names for the position."""
-        sums = meta["sums"]
-        return {
-            "epoch": meta["epoch"],
-            "batch": meta["window"],
-            "updates": meta.get("updates", 0),
-            "sums": {"loss": sums["ce"], "count": sums["tokens"], "aug": sums["aug"], "skipped": sums["skipped"]},
-            "epoch_seconds": sums["time"],
-            "seconds": meta["elapsed"],
-            "best_score": None if math.isinf(meta["best_valid"]) else meta["best_valid"],
-            "best_epoch": meta["best_epoch"],
-        }
-
     # ------------------------------------------------------------------ end of training
     def summary(self, progress: Progress, history: list[dict]) -> dict:
         """Valid and test perplexity of the best weights, and the run's facts."""
@@ -320,7 +303,6 @@ class LanguageModelTask(Task):
         summary = {
             "valid_ppl": valid["ppl"],
             "test_ppl": test["ppl"],
-            "best_epoch": progress.best_epoch,
             "test_protocol": "batch 1: the test split read as one stream (the papers' protocol)",
             "test_ppl_streams": test_streams["ppl"],
             "valid_tokens": valid["tokens"],
@@ -330,15 +312,8 @@ class LanguageModelTask(Task):
             "wall_time_s": round(progress.seconds + time.perf_counter() - start, 1),
             "train_time_s": round(train_time, 1),
             "tokens_per_s": round(train_tokens / train_time, 1) if train_time else None,
-            "command": self.invocation,
-            "seed": t.seed,
             "preset_data": self.cfg.data.name,
-            "device": str(self.device),
-            "precision": self.precision,
-            "threads": self.threads,
             "eval_batch_size": t.eval_batch_size,
-            "versions": {"tiedlm": __version__, "torch": torch.__version__, "python": platform.python_version()},
-            **host_record(self.device),  # where the final evaluation ran; metrics.jsonl: each epoch's
         }
         if self.dist.enabled:
             summary["distributed"] = {

@@ -1,6 +1,6 @@
 """Settings of the subspace experiment (Inan et al. 2017, §6.2 / Figure 1), importable without torch: a
 :class:`~tiedlm.config.SectionedConfig` like every task's, its optimiser a ``[train.optimizer]`` table of the
-optimiser registry. An experiment folder's older flat ``config.toml`` loads too."""
+optimiser registry."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...config import Epochs, SectionedConfig, _check
+from ...config import SectionedConfig, TrainSettings, _check
 from ...optimizers import OPTIMIZERS, SGDConfig
-from ...registry import ComponentConfig, resumable
+from ...registry import ComponentConfig, register_task
 
 # the settings that make one experiment: a row of subspace.csv is kept for the experiment whose key it carries
 SETTINGS = (
@@ -18,15 +18,10 @@ SETTINGS = (
     "output_init_range"
 ).split()
 
-# an older flat ``optimizer = "sgd" | "adam"``: its table's keys and the loss it followed (Adam: PyTorch's betas,
-# the loss per token)
-LEGACY_OPTIMIZERS = {"sgd": ({}, "sum_over_time"), "adam": ({"beta2": 0.999}, "mean")}
-
 
 @dataclass
 class SweepSection:
-    runs: int = 3  # seeds per point
-    seed: int = 1  # run r uses seed + r for its slice and its initialisation
+    runs: int = 3  # seeds per point: run r uses train.seed + r for its slice and its initialisation
     betas: list[float] = field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)])  # sweep (a)
     beta_sweep_tau: float = 10.0
     taus: list[float] = field(default_factory=lambda: [1.0, 2.0, 5.0, 10.0, 20.0, 40.0])  # sweep (b)
@@ -50,50 +45,36 @@ class SubspaceModel:
 
 
 @dataclass
-class SubspaceTrain(Epochs):
+class SubspaceTrain(TrainSettings):
     epochs: int = 15
+    precision: str = "fp32"
+    device: str = "cpu"
     batch_size: int = 20
     bptt: int = 35
-    lr: float = 1.0
-    clip: float = 5.0
-    precision: str = "fp32"
-    threads: int = resumable(0)  # 0: the cores other processes leave free
-    max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated (skipped) before a run stops
     loss_reduction: str = "sum_over_time"  # the loss summed over the BPTT steps (SGD, as the LM presets) | mean
     # sgd (the loss summed over the BPTT steps, as the LM presets; its momentum keeps the updates in the span of the
     # gradients) | adam (per-coordinate scaling, which does not)
     optimizer: ComponentConfig = field(default_factory=SGDConfig)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.optimizer, (str, dict)):
-            self.optimizer = OPTIMIZERS.config(self.optimizer, "SubspaceTrain")
 
-
+@register_task(
+    "subspace",
+    "subspace experiment",
+    task="tiedlm.tasks.subspace.experiment:SubspacePoint",
+    train=("experiment", "subspace"),
+    results="summary.md, subspace.csv",
+)
 @dataclass
 class SubspaceExperimentConfig(SectionedConfig):
-    label, command, kind = "subspace experiment", "experiment subspace", "subspace"
     COMPONENTS = {"train": {"optimizer": OPTIMIZERS}}
-    BARE_KEYS = True
     sweep: SweepSection = field(default_factory=SweepSection)
     data: SubspaceData = field(default_factory=SubspaceData)
     model: SubspaceModel = field(default_factory=SubspaceModel)
     train: SubspaceTrain = field(default_factory=SubspaceTrain)
 
-    @classmethod
-    def convert(cls, raw: dict[str, Any], origin: str) -> dict[str, Any]:
-        """The flat settings of an older experiment folder: ``optimizer = "sgd" | "adam"`` and ``momentum`` as the
-        ``[train.optimizer]`` table (Adam with PyTorch's default betas, as those experiments ran)."""
-        if isinstance(raw.get("optimizer"), str) or "momentum" in raw:
-            name, momentum = raw.pop("optimizer", "sgd"), raw.pop("momentum", 0.0)
-            keys, reduction = LEGACY_OPTIMIZERS[name]
-            raw["optimizer"] = {"name": name, **keys, **({"momentum": momentum} if momentum else {})}
-            raw.setdefault("loss_reduction", reduction)
-        return super().convert(raw, origin)
-
     def validate(self) -> None:
         s, d, t = self.sweep, self.data, self.train
         _check(s.runs >= 1, "sweep.runs", s.runs, "an integer >= 1 (--runs)")
-        _check(t.epochs >= 1, "train.epochs", t.epochs, "an integer >= 1 (--epochs)")
         _check(d.vocab in ("full", "slice"), "data.vocab", d.vocab, "full or slice (--vocab)")
         _check(all(0.0 <= b <= 1.0 for b in [*s.betas, s.tau_sweep_beta]), "sweep.betas", s.betas, "values in [0, 1]")
         _check(all(x > 0 for x in [*s.taus, s.beta_sweep_tau]), "sweep.taus", s.taus, "temperatures > 0")
@@ -105,7 +86,6 @@ class SubspaceExperimentConfig(SectionedConfig):
             t.loss_reduction,
             "sum_over_time or mean",
         )
-        _check(t.max_nonfinite >= 1, "train.max_nonfinite", t.max_nonfinite, "an integer >= 1")
 
     def points(self) -> list[tuple[float, float]]:
         """Unique (beta, tau) points of both sweeps, in sweep order."""

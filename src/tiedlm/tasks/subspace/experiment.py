@@ -36,7 +36,7 @@ from ...models import LanguageModel
 from ...models.config import ModelConfig
 from ...models.encoders.state import detach_state
 from ...run_dir import RunDir
-from ...runtime import autocast, resolve_precision, set_threads
+from ...runtime import autocast
 from ...train.checkpoint import carried_state, state_tensors
 from ...train.loop import Progress, Task, run
 from ...train.optimizers import make_optimizer
@@ -105,8 +105,7 @@ class SubspacePoint(Task):
     no best weights: §6.2 measures the final ``W``. A stopped run resumes from its last window (the carried
     state is in its checkpoint)."""
 
-    title, unit, kind = "subspace run", "window", "subspace"
-    command = "tiedlm experiment subspace"
+    unit = "window"
     keeps_best = False  # §6.2 measures the final weights
 
     def __init__(self, tokens, vocab_size: int, beta: float, tau: float, seed: int, cfg, on_epoch=None):
@@ -114,18 +113,16 @@ class SubspacePoint(Task):
         self.cfg, self.on_epoch = cfg, on_epoch
         self.epochs, self.max_nonfinite = cfg.train.epochs, cfg.train.max_nonfinite
 
-    def settings(self):
-        return self.cfg
-
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg = self.cfg
-        self.model = build_model(self.vocab_size, self.seed, cfg)
+        self.model = build_model(self.vocab_size, self.seed, cfg).to(self.device)
         self.loss_fn = LanguageModelLoss(augmented=self.beta > 0, tau=self.tau, form="beta", beta=self.beta)
         t = cfg.train
         self.optimizer = make_optimizer(t.optimizer, self.model.parameters(), t.lr, 0.0)
         # sum_over_time: the loss summed over the BPTT steps and averaged over the batch (Zaremba et al.'s convention)
         self.scale = float(t.bptt) if t.loss_reduction == "sum_over_time" else 1.0
-        self.data, self.state, self.t0 = batchify(self.tokens, cfg.train.batch_size), None, time.perf_counter()
+        self.data, self.state = batchify(self.tokens.to(self.device), cfg.train.batch_size), None
+        self.t0 = time.perf_counter()
 
     def start_epoch(self, progress: Progress) -> None:
         self.model.train()
@@ -138,7 +135,7 @@ class SubspacePoint(Task):
 
     def train_step(self, batch, progress: Progress) -> tuple[bool, dict]:
         k, x, y = batch
-        with autocast(torch.device("cpu"), self.precision):
+        with autocast(self.device, self.precision):
             logits, state = self.model(x, detach_state(self.state))
         total, ce, _ = self.loss_fn(logits, y, self.model.input_embeddings)
         made = update(total * self.scale, self.model.parameters(), self.optimizer, self.cfg.train.clip)
@@ -166,11 +163,16 @@ class SubspacePoint(Task):
         return state_tensors(self.state), {}
 
     def load_extra_state(self, tensors: dict, meta: dict, progress: Progress) -> None:
-        self.state = carried_state(tensors, torch.device("cpu"))
+        self.state = carried_state(tensors, self.device)
 
     def summary(self, progress: Progress, history: list[dict]) -> dict:
         ce, aug = _fit(
-            self.model, self.tokens, self.cfg.train.batch_size, self.cfg.train.bptt, self.tau, self.precision
+            self.model,
+            self.tokens.to(self.device),
+            self.cfg.train.batch_size,
+            self.cfg.train.bptt,
+            self.tau,
+            self.precision,
         )
         distance = subspace_distance(self.model.input_embeddings, self.model.output.weight)
         return {
@@ -237,18 +239,6 @@ def _done_rows(csv_path: Path, settings: str) -> dict[tuple, dict]:
     return {(float(r["beta"]), float(r["tau"]), int(r["run"])): r for r in rows}
 
 
-def _experiment_threads(cfg: SubspaceExperimentConfig, out: Path) -> int:
-    """The threads the experiment runs with (set): ``cfg.train.threads``, else, for a stopped experiment run again,
-    the count it started with; saved resolved, so a resume keeps it however busy the machine is then."""
-    threads = cfg.train.threads
-    if not threads and (out / "points").is_dir():
-        try:
-            threads = SubspaceExperimentConfig.load_run(out).train.threads
-        except (UsageError, ValueError, TypeError, OSError):
-            threads = 0
-    return set_threads(threads)
-
-
 def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = True, log=print) -> dict:
     """Run (or finish) both sweeps; rows go to ``out/subspace.csv`` as each run ends, and a stopped run keeps its
     checkpoint in ``out/points/POINT`` (the training loop's), so an interrupted experiment resumes where it
@@ -256,8 +246,6 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
     from tqdm import tqdm
 
     cfg.validate()
-    cfg.train.threads = _experiment_threads(cfg, out)
-    precision = resolve_precision(cfg.train.precision, torch.device("cpu"))
     out.mkdir(parents=True, exist_ok=True)
     cfg.save(out)  # the settings of the latest invocation: what --resume finishes
     csv_path = out / "subspace.csv"
@@ -267,7 +255,7 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
     todo = [(b, t, r) for r in range(cfg.sweep.runs) for (b, t) in cfg.points() if (b, t, r) not in done]
     log(
         f"subspace experiment: {len(cfg.points())} points x {cfg.sweep.runs} runs, {len(done)} already in {csv_path}, "
-        f"{len(todo)} to train ({cfg.train.epochs} epochs each, precision {precision})"
+        f"{len(todo)} to train ({cfg.train.epochs} epochs each, precision {cfg.train.precision})"
     )
     new_file = not csv_path.exists()
     bar = tqdm(total=len(todo) * cfg.train.epochs, unit="epoch", disable=not progress, dynamic_ncols=True)
@@ -276,7 +264,7 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
         if new_file:
             writer.writeheader()
         for beta, tau, r in todo:
-            seed = cfg.sweep.seed + r
+            seed = cfg.train.seed + r
             start, tokens = draw_slice(corpus.train, cfg.data.slice_words, seed)
             vocab_size = len(corpus.vocab)
             if cfg.data.vocab == "slice":
@@ -285,6 +273,7 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
             bar.set_description(f"beta={beta:g} tau={tau:g} run {r + 1}/{cfg.sweep.runs}")
             folder = out / "points" / f"beta={beta:g},tau={tau:g},run={r}"
             res = train_point(tokens, vocab_size, beta, tau, seed, cfg, lambda: bar.update(1), folder)
+            cfg.save(out)  # with the threads and precision the harness resolved: a resumed sweep keeps them
             bar.set_postfix(distance=f"{res['distance']:.3f}", train_ppl=f"{res['train_ppl']:.1f}")
             writer.writerow(
                 {

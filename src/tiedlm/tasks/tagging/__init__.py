@@ -1,17 +1,23 @@
 """Part-of-speech tagging with dense or frequency-sparse embeddings (Demeester et al. 2018, §4.2)."""
 
-from .config import TaggerConfig
-from .data import TaggingCorpus, load_tagging_corpus, read_conllu
-from .model import BiLSTMTagger
-from .task import TaggerTask, evaluate_tagger, load_tagger
+import importlib
 
-__all__ = [
-    "BiLSTMTagger",
-    "TaggerConfig",
-    "TaggerTask",
-    "TaggingCorpus",
-    "evaluate_tagger",
-    "load_tagger",
-    "load_tagging_corpus",
-    "read_conllu",
-]
+# each public name and its module, imported on first use: importing the package (its settings, which the task
+# registry reads) loads no torch
+_WHERE = {
+    "TaggerConfig": ".config",
+    "TaggingCorpus": ".data",
+    "load_tagging_corpus": ".data",
+    "read_conllu": ".data",
+    "BiLSTMTagger": ".model",
+    "TaggerTask": ".task",
+    "evaluate_tagger": ".task",
+    "load_tagger": ".task",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name], __name__), name)

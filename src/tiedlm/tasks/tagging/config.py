@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...config import Epochs, SectionedConfig, _check, device_is_valid
+from ...config import SectionedConfig, TrainSettings, _check
 from ...optimizers import OPTIMIZERS, AdamConfig
-from ...registry import ComponentConfig, resumable
+from ...registry import ComponentConfig, register_task, resumable
 
 
 @dataclass
@@ -28,24 +28,28 @@ class TaggerModel:
 
 
 @dataclass
-class TaggerTrain(Epochs):
+class TaggerTrain(TrainSettings):
     epochs: int = resumable(8)  # passes over the training sentences
-    batch_size: int = 32  # sentences per batch
     lr: float = 2e-3  # Adam
-    clip: float = 5.0  # maximum global gradient norm (0: no clipping)
-    seed: int = 1  # seed of every random draw
-    threads: int = resumable(0)  # 0: the cores other processes leave free
-    device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
-    max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated (skipped) before the run stops
+    precision: str = "fp32"  # auto | fp32 | bf16 (the paper's runs: fp32)
+    batch_size: int = 32  # sentences per batch
     # the optimiser ([train.optimizer], `tiedlm list`): Adam with PyTorch's default betas (no weight decay)
     optimizer: ComponentConfig = field(default_factory=lambda: AdamConfig(beta2=0.999))
 
 
+@register_task(
+    "tag",
+    "tagger",
+    task="tiedlm.tasks.tagging.task:TaggerTask",
+    evaluate=("tag", "evaluate"),
+    help="part-of-speech tagging with dense or frequency-sparse embeddings (UD English-EWT)",
+    metric=("dev / test accuracy (%)", ("dev_accuracy", "test_accuracy"), "{:.2%}"),
+    seed_columns=("dev accuracy (%)", "test accuracy (%)"),
+    done="tagger {run_dir}: dev {dev_accuracy:.2%}, test {test_accuracy:.2%} (best epoch {best_epoch}), "
+    "embedding parameters {parameters[embedding]:,}",
+)
 @dataclass
 class TaggerConfig(SectionedConfig):
-    label, command = "tagger", "tag train"
-    kind = "tagger"
-    BARE_KEYS = True
     COMPONENTS = {"train": {"optimizer": OPTIMIZERS}}
     data: TaggerData = field(default_factory=TaggerData)
     model: TaggerModel = field(default_factory=TaggerModel)
@@ -65,10 +69,4 @@ class TaggerConfig(SectionedConfig):
         _check(0 <= m.dropout < 1, "model.dropout", m.dropout, "a drop probability in [0, 1)")
         _check(d.min_count >= 1, "data.min_count", d.min_count, "an integer >= 1")
         _check(d.max_sentences >= 0, "data.max_sentences", d.max_sentences, "an integer >= 0 (0 = all)")
-        _check(t.epochs >= 1, "train.epochs", t.epochs, "an integer >= 1")
         _check(t.batch_size >= 1, "train.batch_size", t.batch_size, "an integer >= 1")
-        _check(t.lr > 0, "train.lr", t.lr, "a number > 0")
-        _check(t.clip >= 0, "train.clip", t.clip, "a number >= 0 (0 disables)")
-        _check(t.threads >= 0, "train.threads", t.threads, "an integer >= 0")
-        _check(device_is_valid(t.device), "train.device", t.device, "auto, cpu, cuda or cuda:N")
-        _check(t.max_nonfinite >= 1, "train.max_nonfinite", t.max_nonfinite, "an integer >= 1")

@@ -18,8 +18,7 @@ import torch.nn.functional as F
 from ...data.vocab import Vocabulary
 from ...errors import DataError, UsageError
 from ...run_dir import RunDir, write_text_atomic
-from ...runtime import host_record, run_device, set_threads
-from ...train import timing
+from ...runtime import autocast, run_device
 from ...train.checkpoint import best_weights
 from ...train.loop import Progress, Task
 from ...train.optimizers import make_optimizer
@@ -53,8 +52,6 @@ class TaggerTask(Task):
     """The tagger's part of a run (:func:`tiedlm.train.loop.run` does the rest): Adam on the mean
     cross-entropy of each batch of sentences, shuffled per epoch, kept by its dev accuracy."""
 
-    title, kind = "tagger training", "tagger"
-    command = "tiedlm tag train"
     higher_is_better = True
 
     def __init__(self, cfg: TaggerConfig, command: str = ""):
@@ -90,7 +87,8 @@ class TaggerTask(Task):
 
     def train_step(self, batch, progress: Progress) -> tuple[bool, dict]:
         ids, tags, lengths = batch
-        loss = tagging_loss(self.model, ids.to(self.device), tags.to(self.device), lengths)
+        with autocast(self.device, self.precision):
+            loss = tagging_loss(self.model, ids.to(self.device), tags.to(self.device), lengths)
         if not update(loss, self.model.parameters(), self.optimizer, self.cfg.train.clip):
             return False, {}
         n = int(lengths.sum())
@@ -115,30 +113,20 @@ class TaggerTask(Task):
         return {
             "dev_accuracy": accuracy(self.model, self.corpus, "dev"),
             "test_accuracy": accuracy(self.model, self.corpus, "test"),
-            "best_epoch": progress.best_epoch,
             "epochs": cfg.train.epochs,
             "parameters": self.model.parameter_counts(),
             "embedding_size": cfg.model.embedding_size,
             "embedding_density": cfg.model.embedding_density,
             "train_seconds": progress.seconds,
-            "threads": self.threads,
-            "device": str(self.device),
-            **host_record(self.device),
-            "seed": cfg.train.seed,
-            "command": self.invocation,
             "vocab_size": len(self.corpus.vocab),
             "history": history,
         }
-
-    def convert(self, meta: dict) -> dict:
-        """A checkpoint of the tagger's own loop (before the harness): ``epoch`` counted the finished epochs."""
-        return meta | {"epoch": meta["epoch"] + 1, "best_score": meta.get("best_dev"), "updates": 0}
 
 
 def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, list[str]]:
     """The best model of a tagger run directory."""
     run_dir = Path(run_dir)
-    if RunDir(run_dir).config.is_file() and (error := RunDir(run_dir).other_task_error("tagger")):
+    if RunDir(run_dir).config.is_file() and (error := RunDir(run_dir).other_task_error("tag")):
         raise error
     cfg = TaggerConfig.load_run(run_dir)
     vocab = Vocabulary.load(RunDir(run_dir).vocab)
@@ -172,24 +160,3 @@ def evaluate_tagger(run_dir: Path, splits=("dev", "test"), data_dir: str = "", o
         data_dir or cfg.data.data_dir, vocab=vocab, tags=tags, own_data=own_data if data_dir else cfg.data.own_data
     )
     return {f"{s}_accuracy": accuracy(model, corpus, s) for s in splits} | {"parameters": model.parameter_counts()}
-
-
-def estimate_seconds(cfg: TaggerConfig, threads: int, steps: int = 3) -> float:
-    """Wall-time estimate of a tagger run on this machine (:func:`tiedlm.train.timing.estimate`): ``steps`` timed
-    training batches of its model on the first batches of its real training data, its training tokens and epochs."""
-    set_threads(threads)
-    torch.manual_seed(0)
-    corpus = load_tagging_corpus(cfg.data.data_dir, cfg.data.min_count, own_data=cfg.data.own_data)
-    model = BiLSTMTagger(cfg, len(corpus.vocab), len(corpus.tags)).train()
-    opt = make_optimizer(cfg.train.optimizer, model.parameters(), cfg.train.lr, 0.0)
-
-    def step(batch):
-        ids, tags, lengths = batch
-        loss = tagging_loss(model, ids, tags, lengths)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return int(lengths.sum())
-
-    batches = corpus.batches("train", cfg.train.batch_size, shuffle_seed=0)
-    return timing.estimate(step, batches, corpus.tokens("train"), cfg.train.epochs, steps)

@@ -1,21 +1,26 @@
 """Translation with a Transformer encoder-decoder and an output layer from DRILL's family (Multi30k En→De)."""
 
-from .config import TranslationConfig
-from .data import ParallelCorpus, SubwordVocab, load_parallel_corpus
-from .model import TransformerTranslator
-from .search import beam_search, greedy_search
-from .task import TranslationTask, evaluate_translator, load_translator, translate_lines
+import importlib
 
-__all__ = [
-    "ParallelCorpus",
-    "SubwordVocab",
-    "TransformerTranslator",
-    "TranslationConfig",
-    "TranslationTask",
-    "beam_search",
-    "evaluate_translator",
-    "greedy_search",
-    "load_parallel_corpus",
-    "load_translator",
-    "translate_lines",
-]
+# each public name and its module, imported on first use: importing the package (its settings, which the task
+# registry reads) loads no torch
+_WHERE = {
+    "TranslationConfig": ".config",
+    "ParallelCorpus": ".data",
+    "SubwordVocab": ".data",
+    "load_parallel_corpus": ".data",
+    "TransformerTranslator": ".model",
+    "beam_search": ".search",
+    "greedy_search": ".search",
+    "TranslationTask": ".task",
+    "evaluate_translator": ".task",
+    "load_translator": ".task",
+    "translate_lines": ".task",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name], __name__), name)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass, field
 
-from ...config import Epochs, SectionedConfig, _check, device_is_valid
+from ...config import SectionedConfig, TrainSettings, _check
 from ...errors import UsageError
 from ...models.outputs import OUTPUTS
 from ...optimizers import OPTIMIZERS, AdamConfig
-from ...registry import ComponentConfig, resumable
+from ...registry import ComponentConfig, register_task, resumable
 
 # the translator's defaults of the output layers' keys, for whichever layer has them (where they differ from the
 # language model's): Pappas & Henderson's NMT setting for DRILL (2 layers, sigmoid, dropout 0.6 with one mask
@@ -24,17 +24,6 @@ OUTPUT_DEFAULTS = {
     "dropout": 0.6,
     "variational": True,
     "init_range": 0.1,
-}
-# the flat keys of the output layer in translation configs before [model.output] (the config.toml and
-# config.json of older runs, and --set): each means the key of the [model.output] table it is mapped to
-LEGACY_OUTPUT_KEYS = {
-    "tied_bias": "bias",
-    "joint_size": "joint_size",
-    "drill_depth": "depth",
-    "drill_activation": "activation",
-    "drill_dropout": "dropout",
-    "drill_variational": "variational",
-    "drill_init_range": "init_range",
 }
 
 
@@ -87,19 +76,14 @@ class TranslationLoss:
 
 
 @dataclass
-class TranslationTrain(Epochs):
+class TranslationTrain(TrainSettings):
     """Adam with linear warm-up, then inverse-square-root decay (Vaswani et al. §5.3)."""
 
     epochs: int = resumable(12)  # passes over the training pairs
-    batch_tokens: int = 4096  # subword tokens per batch (the longer side of each pair)
     lr: float = 1e-3  # peak learning rate, reached after warmup_steps updates
-    warmup_steps: int = 400  # linear warm-up updates
     clip: float = 1.0  # maximum global gradient norm (0: no clipping)
-    seed: int = 1  # seed of every random draw
-    threads: int = resumable(0)  # 0: the cores other processes leave free
-    precision: str = "auto"  # auto | fp32 | bf16
-    device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
-    max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated (skipped) before the run stops
+    batch_tokens: int = 4096  # subword tokens per batch (the longer side of each pair)
+    warmup_steps: int = 400  # linear warm-up updates
     # the optimiser ([train.optimizer], `tiedlm list`): Adam with Vaswani et al.'s betas and epsilon
     optimizer: ComponentConfig = field(default_factory=lambda: AdamConfig(beta2=0.98, eps=1e-9))
 
@@ -111,11 +95,19 @@ class TranslationDecode:
     max_decode_ratio: float = 1.5  # a hypothesis has at most ratio * source length + 10 subwords
 
 
+@register_task(
+    "translate",
+    "translator",
+    task="tiedlm.tasks.translation.task:TranslationTask",
+    evaluate=("translate", "evaluate"),
+    help="Transformer translation (Multi30k En-De) with tied/dual/DRILL output layers",
+    metric=("valid perplexity / test BLEU", ("valid_ppl", "test_bleu"), "{:.2f}"),
+    seed_columns=("valid ppl", "test BLEU"),
+    done="translator {run_dir}: test BLEU {test_bleu:.2f} ({bleu_signature}), test ppl {test_ppl:.2f}, "
+    "{parameters[total]:,} parameters, {train_seconds:.0f} s of training",
+)
 @dataclass
 class TranslationConfig(SectionedConfig):
-    label, command = "translation", "translate train"
-    kind = "translator"
-    BARE_KEYS = True
     COMPONENTS = {"model": {"output": OUTPUTS}, "train": {"optimizer": OPTIMIZERS}}
     data: TranslationData = field(default_factory=TranslationData)
     model: TranslationModel = field(default_factory=TranslationModel)
@@ -157,15 +149,8 @@ class TranslationConfig(SectionedConfig):
             (0 <= ls.label_smoothing < 1, "loss.label_smoothing", ls.label_smoothing, "a number in [0, 1)"),
             (ls.tau > 0, "loss.tau", ls.tau, "a temperature > 0"),
             (ls.gamma >= 0, "loss.gamma", ls.gamma, "a number >= 0"),
-            (t.epochs >= 1, "train.epochs", t.epochs, "an integer >= 1"),
             (t.batch_tokens >= 1, "train.batch_tokens", t.batch_tokens, "an integer >= 1"),
-            (t.lr > 0, "train.lr", t.lr, "a number > 0"),
             (t.warmup_steps >= 1, "train.warmup_steps", t.warmup_steps, "an integer >= 1"),
-            (t.clip >= 0, "train.clip", t.clip, "a number >= 0 (0 disables)"),
-            (t.threads >= 0, "train.threads", t.threads, "an integer >= 0"),
-            (t.precision in ("auto", "fp32", "bf16"), "train.precision", t.precision, "auto, fp32 or bf16"),
-            (device_is_valid(t.device), "train.device", t.device, "auto, cpu, cuda or cuda:N"),
-            (t.max_nonfinite >= 1, "train.max_nonfinite", t.max_nonfinite, "an integer >= 1"),
             (dec.beam >= 1, "decode.beam", dec.beam, "an integer >= 1"),
             (dec.length_penalty >= 0, "decode.length_penalty", dec.length_penalty, "a number >= 0"),
             (dec.max_decode_ratio > 0, "decode.max_decode_ratio", dec.max_decode_ratio, "a number > 0"),
@@ -177,37 +162,6 @@ class TranslationConfig(SectionedConfig):
                 f"model.max_positions = {m.max_positions} must be >= data.max_length + 2 = {d.max_length + 2} "
                 "with learned positions"
             )
-
-    @classmethod
-    def convert(cls, raw: dict[str, typing.Any], origin: str) -> dict[str, typing.Any]:
-        """Settings as runs from before ``[model.output]`` saved them: the layer's name in ``output`` with its keys
-        in the old flat names (:data:`LEGACY_OUTPUT_KEYS`) and ``output_options``, in ``[model]`` (config.toml)
-        or at the top (config.json); the rest as the base converts it."""
-        raw = dict(raw)
-        model = dict(raw.get("model", {})) if isinstance(raw.get("model"), dict) else {}
-        for where in (raw, model):
-            for old in [*LEGACY_OUTPUT_KEYS, "output_options"]:
-                if old in where:
-                    model[old] = where.pop(old)
-            if isinstance(where.get("output"), str):
-                model["output"] = where.pop("output")
-        if isinstance(model.get("output"), str) or any(k in model for k in [*LEGACY_OUTPUT_KEYS, "output_options"]):
-            legacy = {new: model.pop(old) for old, new in LEGACY_OUTPUT_KEYS.items() if old in model}
-            options = model.pop("output_options", {})
-            name = model.get("output", "tied")
-            name = name if isinstance(name, str) else name.get("name", "tied")
-            model["output"] = translator_output(name, origin, **legacy, **options).to_dict()
-        if model:
-            raw["model"] = model
-        return super().convert(raw, origin)
-
-    @classmethod
-    def rewrite_override(cls, section: str, key: str) -> tuple[str, str]:
-        """The old flat keys of the output layer (``drill_depth=3``, ``model.tied_bias=false``) as
-        ``model.output.KEY``; a bare ``output=NAME`` is ``model.output``."""
-        if key in LEGACY_OUTPUT_KEYS:
-            return "model", f"output.{LEGACY_OUTPUT_KEYS[key]}"
-        return section, key
 
     def component_defaults(self, section: str, field: str, name: str) -> dict[str, typing.Any]:
         """A switch of output layer starts from the translator's defaults of the new layer (:data:`OUTPUT_DEFAULTS`)."""

@@ -28,8 +28,7 @@ from ...losses import AugmentedLoss
 from ...losses.fused import at_least_fp32
 from ...paths import missing
 from ...run_dir import RunDir, write_text_atomic
-from ...runtime import autocast, host_record, resolve_precision, run_device, set_threads
-from ...train import timing
+from ...runtime import autocast, resolve_precision, run_device
 from ...train.checkpoint import best_weights
 from ...train.loop import Progress, Task
 from ...train.optimizers import make_optimizer
@@ -86,8 +85,6 @@ class TranslationTask(Task):
     inverse-square-root decay on label-smoothed cross-entropy (+ γτ·J_aug), kept by its validation perplexity;
     after training, test BLEU and the hypotheses (``test.hyp.txt``)."""
 
-    title, kind = "translation training", "translator"
-    command = "tiedlm translate train"
     higher_is_better = False  # validation: per-subword negative log-likelihood
 
     def __init__(self, cfg: TranslationConfig, command: str = ""):
@@ -168,25 +165,14 @@ class TranslationTask(Task):
             "bleu_signature": result["signature"],
             "test_ppl": perplexity(validation_nll(model, cfg, self.corpus, "test", precision, device)),
             "valid_ppl": perplexity(progress.best_score),
-            "best_epoch": progress.best_epoch,
             "epochs": cfg.train.epochs,
             "parameters": model.parameter_counts(),
             "train_seconds": progress.seconds,
             "decode_seconds": result["seconds"],
-            "threads": self.threads,
-            "device": str(device),
-            **host_record(device),
-            "precision": precision,
-            "seed": cfg.train.seed,
-            "command": self.invocation,
             "output": cfg.model.output.name,
             "beam": cfg.decode.beam,
             "length_penalty": cfg.decode.length_penalty,
         }
-
-    def convert(self, meta: dict) -> dict:
-        """A checkpoint of the translator's own loop (before the harness): ``step`` counted the updates."""
-        return meta | {"updates": meta.get("step", 0), "best_score": meta.get("best_valid")}
 
 
 def translate_ids(
@@ -268,9 +254,9 @@ def bleu(
 def load_translator(run_dir: Path):
     """The best model of a run directory, its config and subword vocabularies."""
     run_dir = Path(run_dir)
-    if RunDir(run_dir).config.is_file() and (error := RunDir(run_dir).other_task_error("translator")):
+    if RunDir(run_dir).config.is_file() and (error := RunDir(run_dir).other_task_error("translate")):
         raise error
-    if not TranslationConfig.saved(run_dir) or not RunDir(run_dir).training_state().is_file():
+    if not RunDir(run_dir).config.is_file() or not RunDir(run_dir).checkpoint("last").is_file():
         raise UsageError(
             f"{run_dir} is not a translation run directory (needs config.toml and checkpoints/last.safetensors); "
             "train one with `tiedlm translate train`"
@@ -340,30 +326,3 @@ def evaluate_translator(
         "decode_seconds": result["seconds"],
         "parameters": model.parameter_counts(),
     }
-
-
-def estimate_seconds(cfg: TranslationConfig, threads: int, steps: int = 3) -> float:
-    """Wall-time estimate of a translator run on this machine (:func:`tiedlm.train.timing.estimate`): ``steps``
-    timed training batches of its model on the first batches of its real training data (its subword model trained
-    in a temporary folder, as the run does), its target tokens and epochs. Test decoding is not included."""
-    import tempfile
-
-    set_threads(threads)
-    torch.manual_seed(0)
-    with tempfile.TemporaryDirectory() as folder:
-        corpus = load_parallel_corpus(cfg, Path(folder), train_vocab=True)
-    model = TransformerTranslator(cfg, len(corpus.source_vocab), len(corpus.target_vocab)).train()
-    opt = make_optimizer(cfg.train.optimizer, model.parameters(), 1e-4, 0.0)
-    device, precision = torch.device("cpu"), resolve_precision(cfg.train.precision, torch.device("cpu"))
-
-    def step(index):
-        with autocast(device, precision):
-            loss, _, n = translation_loss(model, cfg, *corpus.tensors("train", index))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return n
-
-    batches = corpus.batches("train", cfg.train.batch_tokens, shuffle_seed=0, max_length=cfg.data.max_length)
-    tokens = sum(len(t) + 1 for _, t in corpus.ids["train"])
-    return timing.estimate(step, batches, tokens, cfg.train.epochs, steps)
