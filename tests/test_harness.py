@@ -257,11 +257,22 @@ def test_a_real_sigterm_in_a_step_stops_with_a_checkpoint_and_the_resumed_run_is
 def test_a_resume_keeps_the_thread_count_its_run_started_with_however_busy_the_machine_is(task, tmp_path, monkeypatch):
     """``threads = 0`` takes the cores other processes leave free when a run starts. The run records the count it
     resolved; resumed from its folder's config while another process holds a core (the free-core probe now says
-    one), it trains on at the count it started with and ends as the straight run does, bit for bit."""
+    one), it trains on at the count it started with and ends as the straight run does, bit for bit.
+
+    What is checked is the count the harness asks of PyTorch: every run here computes on one real thread, so that
+    the test costs the same on a busy machine as on an idle one (two threads beside another process can be many
+    times slower)."""
     from tiedlm import runtime
 
     monkeypatch.delenv("TIEDLM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    asked, one_thread = {"n": 1}, torch.set_num_threads
+
+    def ask(n):  # records the count, computes on one thread
+        asked["n"] = n
+        one_thread(1)
+
+    monkeypatch.setattr(torch, "set_num_threads", ask)
     busy = {"cores": 0.0}
     monkeypatch.setattr(runtime, "busy_cores", lambda interval=0.2: busy["cores"])
     case = RESUMED[task](tmp_path)
@@ -272,7 +283,7 @@ def test_a_resume_keeps_the_thread_count_its_run_started_with_however_busy_the_m
     def spy(*a, **k):  # a SIGTERM in the 5th training step; the thread count of every step
         if torch.is_grad_enabled():
             calls["n"] += 1
-            used.add(torch.get_num_threads())
+            used.add(asked["n"])
             if calls["n"] == 5:
                 os.kill(os.getpid(), signal.SIGTERM)
         return real(*a, **k)
