@@ -78,6 +78,26 @@ def resumable(default: Any) -> Any:
     return dataclasses.field(default=default, metadata={"resumable": True})
 
 
+def option(
+    default: Any,
+    flag: str,
+    help: str,
+    minimum: float | None = None,
+    above: bool = False,
+    maximum: float | None = None,
+    choices: tuple | None = None,
+    resumable: bool = False,
+) -> Any:
+    """A setting that is also the command-line option ``flag``: the option's type, bounds and default come from
+    the field (:func:`tiedlm.cli.common.add_options`), so that no default is written twice. ``minimum``/``above``/
+    ``maximum`` bound a number (``above``: strictly), ``choices`` a string; ``resumable`` as :func:`resumable`."""
+    meta = {"option": {"flag": flag, "help": help, "bounds": (minimum, above, maximum), "choices": choices}}
+    meta |= {"resumable": True} if resumable else {}
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
 def resumable_fields(cls) -> list[str]:
     """The fields of the dataclass ``cls`` marked :func:`resumable`, in order."""
     return [f.name for f in dataclasses.fields(cls) if f.metadata.get("resumable")]

@@ -4,8 +4,11 @@ add a command or a command group, and the run arguments of ``tag train`` / ``tra
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
+from typing import Any
 
 from ..errors import UsageError
 from .types import THREADS
@@ -116,3 +119,61 @@ def add_run_arguments(
     parser.add_argument("--data", metavar="FOLDER", help=data)
     parser.add_argument("--data-dir", help=data_help)
     parser.add_argument("--no-progress", action="store_true")
+
+
+def _option_fields(settings, prefix: str = ""):
+    """(field, dotted key, default) of every field of the dataclass instance ``settings`` declared with
+    :func:`~tiedlm.registry.option`, its dataclass sections' too (``section.key``)."""
+    for f in dataclasses.fields(settings):
+        value, key = getattr(settings, f.name), f"{prefix}{f.name}"
+        if "option" in f.metadata:
+            yield f, key, value
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            yield from _option_fields(value, f"{key}.")
+
+
+def add_options(parser, settings) -> None:
+    """``--FLAG`` for every setting of ``settings`` (a dataclass instance) declared with
+    :func:`~tiedlm.registry.option`: its type, bounds, choices and default read from the field. An option not
+    given is None (:func:`options_of` leaves it out), so the settings' default holds."""
+    from .types import integer, number
+
+    for f, _, default in _option_fields(settings):
+        o = f.metadata["option"]
+        minimum, above, maximum = o["bounds"]
+        kind = type(default)
+        if isinstance(default, list):  # the element type: list[float] or list[int]
+            kind = int if str(f.type).replace(" ", "") == "list[int]" else float
+        extra: dict = {"action": "store_true"} if kind is bool else {"choices": o["choices"]} if o["choices"] else {}
+        if kind is int:
+            extra["type"] = integer(int(minimum if minimum is not None else -(2**62)))
+        elif kind is float:
+            extra["type"] = number(
+                -math.inf if minimum is None else minimum, above, math.inf if maximum is None else maximum
+            )
+        if isinstance(default, list):
+            extra["nargs"] = "+"
+        if kind in (int, float):
+            extra["metavar"] = "N" if kind is int else "X"
+        shown = " ".join(_shown(v) for v in default) if isinstance(default, list) else _shown(default)
+        given = f" (default: {shown})" if shown and kind is not bool else ""
+        parser.add_argument(o["flag"], default=None, help=o["help"] + given, **extra)
+
+
+def _shown(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def options_of(args, settings) -> dict[str, Any]:
+    """The options of :func:`add_options` that were given, by the dotted key of their setting (``sweep.runs``)."""
+    given = {}
+    for f, key, _ in _option_fields(settings):
+        value = getattr(args, f.metadata["option"]["flag"].lstrip("-").replace("-", "_"))
+        if value not in (None, False):
+            given[key] = value
+    return given
+
+
+def as_overrides(given: dict[str, Any]) -> list[str]:
+    """:func:`options_of`'s values as ``--set`` items (a list comma-separated)."""
+    return [f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in given.items()]

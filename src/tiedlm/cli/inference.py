@@ -5,8 +5,8 @@ from __future__ import annotations
 from ..errors import UsageError
 from ..paths import missing
 from ..run_dir import RunDir
-from .common import emit, progress_log, show_progress
-from .types import POSITIVE, THREADS, integer, number
+from .common import add_options, emit, options_of, progress_log, show_progress
+from .types import POSITIVE, THREADS, number
 
 
 def cmd_evaluate(args) -> int:
@@ -120,28 +120,9 @@ def _recorded_work_threads(args) -> int:
 
 
 def _dynamic_settings(args):
-    from ..evaluation.dynamic import DynamicEvalSettings
+    from ..evaluation.dynamic_settings import DynamicEvalSettings
 
-    for key in ("dyn_lr", "dyn_lambda", "dyn_epsilon"):
-        if getattr(args, key) < 0:
-            raise UsageError(f"--{key.replace('_', '-')} must be >= 0")
-    for key in ("dyn_bptt", "dyn_batch_size", "stat_batch_size"):
-        if getattr(args, key) < 1:
-            raise UsageError(f"--{key.replace('_', '-')} must be >= 1")
-    if args.stat_tokens < 0 or args.grid_tokens < 0:
-        raise UsageError("--stat-tokens and --grid-tokens must be >= 0 (0: the whole split)")
-    if any(v < 0 for v in (args.grid_lrs or []) + (args.grid_lambdas or [])):
-        raise UsageError("--grid-lrs and --grid-lambdas must be >= 0")
-    return DynamicEvalSettings(
-        lr=args.dyn_lr,
-        lamb=args.dyn_lambda,
-        epsilon=args.dyn_epsilon,
-        bptt=args.dyn_bptt,
-        batch_size=args.dyn_batch_size,
-        stat_batch_size=args.stat_batch_size,
-        stat_tokens=args.stat_tokens,
-        old_hyper=args.dyn_old_hyper,
-    )
+    return DynamicEvalSettings(**options_of(args, DynamicEvalSettings()))
 
 
 def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
@@ -149,7 +130,8 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
     import dataclasses
     from pathlib import Path
 
-    from ..evaluation.dynamic_run import Grid, claim_work_folder, run_dynamic_evaluation
+    from ..evaluation.dynamic_run import claim_work_folder, run_dynamic_evaluation
+    from ..evaluation.dynamic_settings import Grid
     from ..paths import ensure_writable_folder
 
     work = Path(args.work) if args.work else None
@@ -161,7 +143,7 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
             "split": args.split,
             "precision": precision,
             "settings": dataclasses.asdict(settings),
-            "grid": [args.grid, args.grid_lrs, args.grid_lambdas, args.grid_tokens],
+            "grid": [args.grid, args.grid_lrs, args.grid_lambdas, args.grid_tokens or 0],
         }
         claim_work_folder(work, identity)
         from ..evaluation.dynamic_run import record_threads
@@ -170,7 +152,7 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
         if note := resumed_threads_note(args.threads_recorded, args.threads):
             progress_log(args)(f"tiedlm: {note}")
         record_threads(work, args.threads_used)
-    grid = Grid(tuple(args.grid_lrs or ()), tuple(args.grid_lambdas or ()), args.grid_tokens) if args.grid else None
+    grid = Grid(**options_of(args, Grid())) if args.grid else None
     about = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "static_ppl": static["ppl"]}
     out = run_dynamic_evaluation(
         run.model,
@@ -378,51 +360,15 @@ def register(add) -> None:
 
 
 def _add_dynamic_arguments(e) -> None:
-    """``tiedlm evaluate --dynamic``'s options (Krause et al. 2018's names and defaults)."""
+    """``tiedlm evaluate --dynamic``'s options, generated from the settings (Krause et al. 2018's names and
+    defaults: :mod:`tiedlm.evaluation.dynamic_settings`)."""
+    from ..evaluation.dynamic_settings import DynamicEvalSettings, Grid
+
     d = e.add_argument_group("dynamic evaluation (Krause et al. 2018); the saved model is never changed")
     d.add_argument("--dynamic", action="store_true", help="adapt the model on the split as it reads it")
-    d.add_argument(
-        "--dyn-lr",
-        type=number(0),
-        default=5e-5,
-        help="step size η (5e-5, Krause et al.'s code; the paper's 0.002 needs --dyn-old-hyper)",
-    )
-    d.add_argument("--dyn-lambda", type=number(0), default=0.002, help="decay λ toward the trained weights (0.002)")
-    d.add_argument("--dyn-epsilon", type=number(0), default=2e-5, help="ε added to the gradient RMS (2e-5)")
-    d.add_argument(
-        "--dyn-old-hyper",
-        action="store_true",
-        help="lr/λ/ε are in the original code's scaling (the paper's AWD-LSTM 0.002/0.02/0.001): "
-        "converted like Krause et al.'s --oldhyper",
-    )
-    d.add_argument("--dyn-bptt", type=POSITIVE, default=5, help="segment length (5)")
-    d.add_argument("--dyn-batch-size", type=POSITIVE, default=1, help="parallel streams (1: the text in order)")
-    d.add_argument(
-        "--stat-batch-size",
-        type=POSITIVE,
-        default=100,
-        help="parallel training streams for the gradient statistics (100, as Krause et al.)",
-    )
-    d.add_argument(
-        "--stat-tokens",
-        type=integer(0),
-        default=0,
-        help="training tokens for the gradient RMS (default 0: the whole training split)",
-    )
+    add_options(d, DynamicEvalSettings())
     d.add_argument("--grid", action="store_true", help="choose lr and lambda on the valid split first")
-    d.add_argument(
-        "--grid-lrs",
-        type=number(0),
-        nargs="+",
-        help="default: Krause et al.'s 3e-5 4e-5 5e-5 6e-5 7e-5 1e-4, times bptt/5",
-    )
-    d.add_argument(
-        "--grid-lambdas",
-        type=number(0),
-        nargs="+",
-        help="default: Krause et al.'s 0.001 0.002 0.003 0.005, times bptt/5",
-    )
-    d.add_argument("--grid-tokens", type=integer(0), default=0, help="valid tokens per grid point (0: all)")
+    add_options(d, Grid())
     d.add_argument(
         "--work",
         metavar="DIR",

@@ -44,23 +44,9 @@ from ..data.batching import batchify, bptt_windows, num_windows
 from ..losses.fused import at_least_fp32
 from ..models.encoders.state import detach_state
 from ..runtime import autocast
+from .dynamic_settings import GRID_LAMBDAS, GRID_LRS, DynamicEvalSettings  # noqa: F401 (its settings, here too)
 
-# Krause et al.'s grid (benkrause/dynamic-evaluation), for bptt = 5; scaled by bptt/5 like theirs
-GRID_LRS = (3e-5, 4e-5, 5e-5, 6e-5, 7e-5, 1e-4)
-GRID_LAMBDAS = (0.001, 0.002, 0.003, 0.005)
 DEFAULT_SAVE_SECONDS = 60.0  # a resumable pass saves its progress at least this often
-
-
-@dataclass
-class DynamicEvalSettings:
-    lr: float = 5e-5  # η
-    lamb: float = 0.002  # λ: decay toward the trained weights
-    epsilon: float = 2e-5  # ε, added to MS
-    bptt: int = 5  # segment length, for the statistics and the adaptation
-    batch_size: int = 1  # parallel streams of the evaluation split (1: the text read once, in order)
-    stat_batch_size: int = 100  # parallel streams of the training split for the gradient statistics
-    stat_tokens: int = 0  # training tokens used for the gradient statistics (0: the whole training split)
-    old_hyper: bool = False  # lr, lamb, epsilon are in the original code's scaling (see the module docstring)
 
 
 @dataclass

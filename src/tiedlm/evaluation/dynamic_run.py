@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import RunInterrupted, UsageError
 from ..interrupts import StopRequest, StopRequested
 from ..run_dir import write_json_atomic, write_text_atomic
 from . import dynamic
+from .dynamic_settings import GRID_LAMBDAS, GRID_LRS, Grid
 
 WORK_FILES = {
     "identity": "evaluation.json",  # what this folder's progress belongs to (run, split, settings, grid)
@@ -48,16 +48,6 @@ def record_threads(work: Path, threads: int) -> None:
         write_json_atomic(path, {"threads": threads})
 
 
-@dataclass(frozen=True)
-class Grid:
-    """Krause et al.'s search over η and λ on (the first ``tokens`` of) valid; empty lists: their defaults,
-    scaled by bptt / 5 as their code does."""
-
-    lrs: tuple[float, ...] = ()
-    lambdas: tuple[float, ...] = ()
-    tokens: int = 0
-
-
 def claim_work_folder(work: Path, identity: dict) -> None:
     """Refuse a folder holding another evaluation's progress; record this one's."""
     known = work / WORK_FILES["identity"]
@@ -84,8 +74,8 @@ def _grid_search(model, valid, stats, settings, grid: Grid, precision, work, pro
     done_file = work / WORK_FILES["grid"] if work is not None else None
     done = [json.loads(x) for x in done_file.read_text().splitlines()] if done_file and done_file.is_file() else []
     scale = settings.bptt / 5  # Krause et al. scale their grid with the segment length
-    lrs = grid.lrs or [v * scale for v in dynamic.GRID_LRS]
-    lambdas = grid.lambdas or [v * scale for v in dynamic.GRID_LAMBDAS]
+    lrs = grid.lrs or [v * scale for v in GRID_LRS]
+    lambdas = grid.lambdas or [v * scale for v in GRID_LAMBDAS]
     points = []
     for lr in lrs:
         for lamb in lambdas:
