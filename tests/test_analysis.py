@@ -170,7 +170,7 @@ def test_a_subspace_run_is_a_task_of_the_one_loop_and_a_sigterm_in_it_resumes_ex
 
     monkeypatch.setattr(se, "update", sigterm_in_the_20th_step)
     folder = tmp_path / "point"
-    with pytest.raises(RunInterrupted, match="epoch 2; run the same command again to resume it from its checkpoint"):
+    with pytest.raises(RunInterrupted, match=r"epoch 2 \(its checkpoint kept\); resume with: tiedlm experiment"):
         se.train_point(tokens, 50, 1.0, 10.0, 3, cfg, folder=folder)
     monkeypatch.setattr(se, "update", real)
     resumed = se.train_point(tokens, 50, 1.0, 10.0, 3, cfg, folder=folder)
@@ -206,19 +206,77 @@ def test_experiment_subspace_resume_finishes_with_the_settings_it_started_with(t
     capsys.readouterr()
     assert main(["experiment", "subspace", "--resume", str(out), "--epochs", "3", "--lr", "1.0"]) == 2
     err = capsys.readouterr().err
-    assert "drop --epochs" in err and "--lr" not in err  # 1.0 is the default: not a setting given
+    assert "drop --epochs, --lr" in err  # given options are settings, whatever their value
     assert main(["experiment", "subspace", "--resume", str(tmp_path / "none")]) == 2
     assert "holds no subspace experiment to resume" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
     # a new experiment never writes over another one's settings and rows, nor over another kind of run
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     assert main([*first[:-2], "--hidden-size", "12", "--taus", "5", "--threads", "1", "--no-progress"]) == 2
-    assert "holds a subspace experiment with other settings (taus)" in capsys.readouterr().err
+    assert f"{out} already holds a subspace experiment run; resume it with --resume {out}" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     lm = tmp_path / "lm"
     lm.mkdir()
-    (lm / "config.toml").write_text('[data]\nname = "ptb"\n')
+    (lm / "config.toml").write_text('task = "lm"\n[data]\nname = "ptb"\n')
     (lm / "summary.json").write_text("{}")
     assert main(["experiment", "subspace", "--out", str(lm), "--data", str(tiny_corpus), "--no-progress"]) == 2
-    assert "holds another run" in capsys.readouterr().err
-    assert (lm / "config.toml").read_text() == '[data]\nname = "ptb"\n' and (lm / "summary.json").read_text() == "{}"
+    assert "already holds a language model run; pick another --out" in capsys.readouterr().err
+    assert (lm / "config.toml").read_text() == 'task = "lm"\n[data]\nname = "ptb"\n'
+    assert (lm / "summary.json").read_text() == "{}"
+
+
+def test_experiment_subspace_trains_at_its_precision_and_a_resumed_sweep_keeps_its_threads(
+    tiny_corpus, tmp_path, monkeypatch, capsys
+):
+    """`--set train.precision=bf16` trains every point's steps in bf16; `--threads 0` takes the free cores (two)
+    and the experiment records that count before its first step, so a sweep stopped by SIGTERM in its first point
+    and resumed while another process holds a core trains on at two threads (the count asked of PyTorch, each
+    run computing on one real thread)."""
+    import os
+    import signal
+
+    import torch
+
+    from tiedlm import runtime
+    from tiedlm.cli import main
+    from tiedlm.tasks.subspace import experiment
+    from tiedlm.tasks.subspace.config import SubspaceExperimentConfig
+
+    monkeypatch.delenv("TIEDLM_THREADS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    busy = {"cores": 0.0}
+    monkeypatch.setattr(runtime, "busy_cores", lambda interval=0.2: busy["cores"])
+    asked, one_thread, seen = {"n": 1}, torch.set_num_threads, []
+
+    def ask(n):
+        asked["n"] = n
+        one_thread(1)
+
+    monkeypatch.setattr(torch, "set_num_threads", ask)
+    real_autocast, real_update, steps = experiment.autocast, experiment.update, {"n": 0}
+
+    def autocast(device, precision):  # every training step's precision and thread count
+        seen.append((precision, asked["n"]))
+        return real_autocast(device, precision)
+
+    def update(*a, **k):  # a SIGTERM in the 3rd step of the first point
+        steps["n"] += 1
+        if steps["n"] == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_update(*a, **k)
+
+    monkeypatch.setattr(experiment, "autocast", autocast)
+    monkeypatch.setattr(experiment, "update", update)
+    out = tmp_path / "exp"
+    args = ["experiment", "subspace", "--out", str(out), "--data", str(tiny_corpus), "--slice-words", "800"]
+    args += ["--epochs", "1", "--betas", "0", "1", "--taus", "10", "--runs", "1", "--hidden-size", "12"]
+    assert main([*args, "--set", "train.precision=bf16", "--threads", "0", "--no-progress"]) == 130
+    assert "resume with: tiedlm experiment subspace --resume" in capsys.readouterr().err
+    saved = SubspaceExperimentConfig.load_run(out)
+    assert (saved.train.threads, saved.train.precision) == (2, "bf16")
+    busy["cores"] = 1.0  # threads = 0 would take one core now
+    assert main(["experiment", "subspace", "--resume", str(out), "--no-progress"]) == 0
+    assert steps["n"] > 3 and set(seen) == {("bf16", 2)}
+    assert "resuming at the 2 threads it started with" in capsys.readouterr().out
+    rows = (out / "subspace.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2

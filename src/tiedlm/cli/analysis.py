@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .common import add_command, add_group, emit, progress_log, show_progress
+from .common import add_command, add_group, add_options, add_run_arguments, emit, show_progress
 from .types import POSITIVE, THREADS, number
 
 
@@ -21,101 +21,44 @@ def _output_folder(folder: str) -> Path:
 
 
 def cmd_experiment_subspace(args) -> int:
+    """The experiment on every task's path: its settings and folder as a train command reads them
+    (:func:`~tiedlm.cli.train.run_settings`), each point a run of the harness."""
     from ..tasks.subspace.experiment import run_experiment
+    from .train import run_settings
 
-    out = Path(args.resume if isinstance(args.resume, str) else args.out)
-    cfg = _resumed_experiment(args, out) if args.resume else _new_experiment(args)  # before creating anything
-    if not args.resume:
-        from ..paths import refuse_committed
-
-        refuse_committed(out)  # committed results first: they are never written into, whatever they hold
-        _refuse_another_run(cfg, out)
-    out = _output_folder(str(out))
-    log = progress_log(args)
-    summary = run_experiment(cfg, out, progress=not args.no_progress, log=log)
+    if args.resume is None and not args.out:
+        args.out = "runs/subspace"
+    # --optimizer adam: PyTorch's betas and the loss per token; sgd: the loss summed over the BPTT steps
+    args.set = (
+        {
+            None: [],
+            "adam": ["train.optimizer.name=adam", "train.optimizer.beta2=0.999", "train.loss_reduction=mean"],
+            "sgd": ["train.optimizer.name=sgd", "train.loss_reduction=sum_over_time"],
+        }[args.optimizer]
+        + [f"train.optimizer.momentum={args.momentum}"] * (args.momentum is not None)
+        + args.set
+    )
+    cfg, out, resume, log = run_settings(args, "subspace")
+    if not resume:
+        _refuse_another_run(out, type(cfg).task_info)
+    summary = run_experiment(cfg, _output_folder(str(out)), progress=not args.no_progress, log=log)
     emit(args, summary, (out / "summary.md").read_text() + f"\nwrote {out}/subspace.csv, subspace.png, summary.md")
     return 0
 
 
-# the experiment's settings as options: --resume refuses them (config.toml holds them), --threads excepted
-_SETTINGS = tuple(
-    "runs seed epochs vocab slice_words hidden_size optimizer lr momentum precision init_range output_init_range "
-    "data_dir data betas taus".split()
-)
-
-
-def _resumed_experiment(args, out: Path):
-    """``--resume [OUT]``: the settings the experiment in OUT was started with; only --threads may change."""
+def _refuse_another_run(out: Path, info) -> None:
+    """A new experiment goes into a folder that holds no run (committed results are never written into)."""
     from ..errors import UsageError
-    from ..tasks.subspace.config import SubspaceExperimentConfig
-
-    new = SubspaceExperimentConfig().flat()
-    given = [k for k in _SETTINGS if getattr(args, k) not in (None, new.get(k), "")] + (["set"] if args.set else [])
-    if given:
-        raise UsageError(
-            f"--resume finishes the experiment with the settings in {out}/config.toml; drop "
-            f"{', '.join('--' + k.replace('_', '-') for k in given)} (or start a new experiment in another --out)"
-        )
-    from ..runtime import resumed_threads_note
-
-    if not (out / "config.toml").is_file():
-        raise UsageError(
-            f"{out} holds no subspace experiment to resume (no config.toml); start one with "
-            f"tiedlm experiment subspace --out {out}"
-        )
-    cfg = SubspaceExperimentConfig.load_run(out)
-    if note := resumed_threads_note(cfg.train.threads, args.threads or None):
-        progress_log(args)(f"tiedlm: {note}")
-    cfg.train.threads = args.threads or cfg.train.threads
-    return cfg
-
-
-def _refuse_another_run(cfg, out: Path) -> None:
-    """A new experiment writes into ``out`` only where it is empty of runs, or holds this same experiment (the
-    same command run again finishes it): never over another run's config and summary, nor appending rows of
-    other settings to another experiment's subspace.csv."""
-    from ..errors import UsageError
+    from ..paths import refuse_committed
+    from ..registry import tasks
     from ..run_dir import RunDir
-    from ..tasks.subspace.config import SubspaceExperimentConfig
 
-    if not (out / "config.toml").is_file():
-        if (out / "summary.json").is_file() or RunDir(out).checkpoint("last").is_file():
-            raise UsageError(f"--out {out} holds another run; give another --out for the experiment")
-        return
-    try:
-        saved = SubspaceExperimentConfig.load_run(out)
-    except UsageError:
-        raise UsageError(f"--out {out} holds another run (not a subspace experiment); give another --out") from None
-    ours, theirs = ({k: v for k, v in c.flat().items() if k != "threads"} for c in (cfg, saved))
-    if ours != theirs:
-        changed = ", ".join(k for k in ours if ours[k] != theirs.get(k))
-        raise UsageError(
-            f"--out {out} holds a subspace experiment with other settings ({changed}); finish it with "
-            f"`tiedlm experiment subspace --resume {out}`, or give another --out"
-        )
-
-
-def _new_experiment(args):
-    from ..errors import UsageError
-    from ..tasks.subspace.config import SubspaceExperimentConfig
-
-    if args.data and args.data_dir:
-        raise UsageError("give either --data (a corpus of your own) or --data-dir (PTB's files), not both")
-    flat = {k: getattr(args, k) for k in _SETTINGS if k not in ("data", "betas", "taus", "optimizer", "momentum")}
-    flat |= {"data_dir": args.data_dir or "", "threads": args.threads}
-    flat |= {k: getattr(args, k) for k in ("betas", "taus") if getattr(args, k)}
-    if args.data:
-        flat["corpus"] = str(Path(args.data).expanduser().resolve())
-    # --optimizer adam: PyTorch's betas and the loss per token; sgd: the loss summed over the BPTT steps
-    flat["optimizer"], flat["loss_reduction"] = {
-        "adam": ({"name": "adam", "beta2": 0.999}, "mean"),
-        "sgd": ({"name": "sgd", "momentum": args.momentum}, "sum_over_time"),
-    }[args.optimizer]
-    defaults, raw = SubspaceExperimentConfig(), {}
-    for key, value in flat.items():  # each option into the section that has it
-        home = next(s for s in defaults.section_names() if hasattr(getattr(defaults, s), key))
-        raw.setdefault(home, {})[key] = value
-    return SubspaceExperimentConfig.from_dict(raw, origin="tiedlm experiment subspace").with_overrides(args.set)
+    refuse_committed(out)
+    files = RunDir(out)
+    if files.config.is_file() or files.summary.is_file():
+        held = tasks().get(files.task or "")
+        again = f"resume it with --resume {out} or " if held is info else ""
+        raise UsageError(f"{out} already holds a {held.noun if held else 'tiedlm'} run; {again}pick another --out")
 
 
 def cmd_report(args) -> int:
@@ -210,7 +153,6 @@ def register(add, sub_parser_class) -> None:
 def _register_experiment(add, sub_parser_class) -> None:
     from ..tasks.subspace.config import SubspaceExperimentConfig
 
-    d = SubspaceExperimentConfig().flat()
     esub = add_group(add, "experiment", "run a paper's experiment end to end", "experiment", sub_parser_class)
     s = add_command(
         esub,
@@ -220,80 +162,22 @@ def _register_experiment(add, sub_parser_class) -> None:
         "Inan et al. (2017) §6.2: train LSTM LMs with loss (6.1) over a beta sweep (tau = 10) and a tau "
         "sweep (beta = 1); report subspace_distance(L^T, W).",
     )
-    _subspace_io_arguments(s)
-    s.add_argument("--runs", type=POSITIVE, default=d["runs"], help="seeds per point (the paper: 10)")
-    s.add_argument("--seed", type=int, default=d["seed"], help="run r uses seed SEED + r for its slice and its weights")
-    s.add_argument("--epochs", type=POSITIVE, default=d["epochs"])
+    add_run_arguments(
+        s,
+        "train.bptt=20 or --set train.optimizer.momentum=0.9",
+        "finish a stopped experiment with the settings it started with (OUT/config.toml); only --threads may change",
+        "folder holding PTB's train.txt/valid.txt/test.txt",
+        data="train on a corpus of your own in FOLDER (train.txt, valid.txt, test.txt; read as it is)",
+        out="folder for the CSV, PNG and summary (runs/subspace)",
+        tensorboard=False,
+    )
+    add_options(s, SubspaceExperimentConfig())
     s.add_argument(
         "--optimizer",
         choices=["sgd", "adam"],
-        default=d["optimizer"],
-        help="sgd: updates stay in the span of the gradients, which the theory of §4 relies on",
+        help="sgd (the default): updates stay in the span of the gradients, which the theory of §4 relies on",
     )
-    s.add_argument("--lr", type=number(0, above=True), default=d["lr"])
-    s.add_argument("--momentum", type=number(0, maximum=1), default=d["momentum"], help="SGD momentum")
-    s.add_argument(
-        "--vocab",
-        choices=["full", "slice"],
-        default=d["vocab"],
-        help="softmax over PTB's 10k words (full) or over the words of each slice (slice: ~3x faster)",
-    )
-    s.add_argument("--slice-words", type=POSITIVE, default=d["slice_words"])
-    s.add_argument(
-        "--hidden-size", type=POSITIVE, default=d["hidden_size"], help="LSTM width d (at most the vocabulary's size)"
-    )
-    s.add_argument("--betas", type=number(0, maximum=1), nargs="+", help="beta sweep (default 0, 0.1, ..., 1)")
-    s.add_argument("--taus", type=number(0, above=True), nargs="+", help="tau sweep (default 1 2 5 10 20 40)")
-    s.add_argument(
-        "--init-range",
-        type=number(0, above=True),
-        default=d["init_range"],
-        help="uniform init range of the embedding and the LSTM",
-    )
-    s.add_argument(
-        "--output-init-range",
-        type=number(0, above=True),
-        default=d["output_init_range"],
-        help="uniform init range of the output W (b starts at 0); a negative value means --init-range. "
-        "Directions of W that the hidden states never excite keep their initial values, so a "
-        "random W hides the effect of the loss (see the README)",
-    )
-    s.add_argument(
-        "--precision",
-        choices=["auto", "fp32", "bf16"],
-        default=d["precision"],
-        help="fp32 by default: bf16 rounding of the logits is a sizeable fraction of ỹ's deviation from uniform",
-    )
-
-
-def _subspace_io_arguments(s) -> None:
-    """Where the subspace experiment reads and writes, and how it runs: --out, --resume, --threads, the corpus."""
-    s.add_argument("--out", default="runs/subspace", help="folder for the CSV, PNG and summary (runs/subspace)")
-    s.add_argument(
-        "--resume",
-        nargs="?",
-        const=True,
-        default=None,
-        metavar="OUT",
-        help="finish a stopped experiment with the settings it started with (OUT/config.toml), as `tiedlm train "
-        "--resume RUN_DIR`; `--out OUT --resume` works too; only --threads may change",
-    )
-    s.add_argument("--threads", type=THREADS, default=0)
-    s.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="any other setting, e.g. --set train.bptt=20 or --set train.optimizer.momentum=0.9; a list value is "
-        "comma-separated, e.g. --set sweep.betas=0,0.5,1",
-    )
-    s.add_argument(
-        "--data",
-        metavar="FOLDER",
-        help="train on a corpus of your own in FOLDER (train.txt, valid.txt, test.txt; read as it is)",
-    )
-    s.add_argument("--data-dir", help="folder holding PTB's train.txt/valid.txt/test.txt")
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--momentum", type=number(0, maximum=1), help="SGD momentum (default: 0)")
 
 
 def _register_analyze(add, sub_parser_class) -> None:

@@ -89,6 +89,7 @@ def add_run_arguments(
     data_help: str,
     data: str = "train on a corpus of your own in FOLDER (read as it is; sets data_dir and own_data=true)",
     out: str = "run directory of a new run",
+    tensorboard: bool = True,
 ) -> None:
     """--out, --set, --resume [DIR], --threads, --data, --data-dir and --no-progress: the grammar of every task's
     train command (`tiedlm train`, `tag train`, `translate train`)."""
@@ -111,11 +112,12 @@ def add_run_arguments(
     )
     parser.add_argument("--threads", type=THREADS, help="CPU threads (0: the free cores); also on resume")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (sets train.device; a new run only)")
-    parser.add_argument(
-        "--tensorboard",
-        metavar="DIR",
-        help="also write each epoch's figures there for TensorBoard (needs: pip install 'tiedlm[tensorboard]')",
-    )
+    if tensorboard:
+        parser.add_argument(
+            "--tensorboard",
+            metavar="DIR",
+            help="also write each epoch's figures there for TensorBoard (needs: pip install 'tiedlm[tensorboard]')",
+        )
     parser.add_argument("--data", metavar="FOLDER", help=data)
     parser.add_argument("--data-dir", help=data_help)
     parser.add_argument("--no-progress", action="store_true")
@@ -164,13 +166,15 @@ def _shown(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def options_of(args, settings) -> dict[str, Any]:
-    """The options of :func:`add_options` that were given, by the dotted key of their setting (``sweep.runs``)."""
+def options_of(args, settings, flags: bool = False) -> dict[str, Any]:
+    """The options of :func:`add_options` that were given, by the dotted key of their setting (``sweep.runs``):
+    their values, or with ``flags`` their flags (``--runs``)."""
     given = {}
     for f, key, _ in _option_fields(settings):
-        value = getattr(args, f.metadata["option"]["flag"].lstrip("-").replace("-", "_"))
+        flag = f.metadata["option"]["flag"]
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
         if value not in (None, False):
-            given[key] = value
+            given[key] = flag if flags else value
     return given
 
 

@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from .common import device_setting, emit, progress_log, refuse_empty, tensorboard_folder
+from .common import (
+    as_overrides,
+    device_setting,
+    emit,
+    options_of,
+    progress_log,
+    refuse_empty,
+    tensorboard_folder,
+)
 
 
 def train_command(name: str):
@@ -32,21 +40,46 @@ cmd_train = train_command("lm")
 
 
 def train_run(args, name: str) -> tuple[Path, dict]:
-    """Every task's train command: one path over the registered tasks (:func:`~tiedlm.registry.tasks`). The run's config
-    (a new run's: the preset or the defaults, ``--set``, ``--data``/``--data-dir``; a stopped run's: its saved one
-    through its config class's ``for_run``, which checks the folder), then the harness's ``run()``; returns the
-    run folder and the summary."""
+    """Every task's train command: one path over the registered tasks (:func:`~tiedlm.registry.tasks`): the run's
+    settings and folder (:func:`run_settings`), then the harness's ``run()``; returns the run folder and the
+    summary."""
     from ..paths import portable_command
     from ..registry import task_named
-    from ..runtime import resumed_threads_note
     from ..train import run
+
+    cfg, run_dir, resume, log = run_settings(args, name)
+    command = portable_command(sys.argv[1:])  # as typed, with no path of this machine
+    summary = run(
+        task_named(name).task_class()(cfg, command),
+        run_dir,
+        resume=resume,
+        progress=not args.no_progress,
+        log=log,
+        tensorboard=tensorboard_folder(args),
+    )
+    return run_dir, summary
+
+
+def run_settings(args, name: str):
+    """The settings and folder of a run of task ``name`` from its command's arguments: a new run's (the preset or
+    the defaults, the options generated from its settings, ``--set``, ``--data``/``--data-dir``), or a stopped
+    run's (its saved config through its config class's ``for_run``, which checks the folder and keeps the thread
+    count it recorded); returns ``(cfg, run_dir, resume, log)``."""
+    from ..registry import task_named
+    from ..runtime import resumed_threads_note
 
     info = task_named(name)
     refuse_empty(args, "out", "data", "data_dir", "resume")
-    args.set = device_setting(args)
+    cls, resume = info.config, args.resume not in (None, False)
+    defaults = cls()
+    if resume and (given := options_of(args, defaults, flags=True)):
+        raise UsageError(
+            f"--resume continues with the settings in its config.toml; drop {', '.join(given.values())} (or start "
+            "a new run in another --out)"
+        )
+    args.set = [*as_overrides(options_of(args, defaults)), *device_setting(args)]
     if args.threads is not None:  # --threads N is --set train.threads=N
         args.set = [*args.set, f"train.threads={args.threads}"]
-    cls, resume = info.config, args.resume not in (None, False)
     if resume:
         run_dir = _resumed_folder(args)
         cls.check_resume(run_dir)  # before the thread count it recorded is read
@@ -58,16 +91,7 @@ def train_run(args, name: str) -> tuple[Path, dict]:
     log = progress_log(args)
     if os.environ.get("RANK", "0") == "0" and (note := resumed_threads_note(recorded, args.threads)):
         log(f"tiedlm: {note}")
-    command = portable_command(sys.argv[1:])  # as typed, with no path of this machine
-    summary = run(
-        info.task_class()(cfg, command),
-        run_dir,
-        resume=resume,
-        progress=not args.no_progress,
-        log=log,
-        tensorboard=tensorboard_folder(args),
-    )
-    return run_dir, summary
+    return cfg, run_dir, resume, log
 
 
 def _new_config(args, info, cls):
@@ -179,7 +203,7 @@ def register_tasks(add, parser_class, groups: dict) -> None:
     :func:`register`'s), generated from its declaration and settings: one grammar (:func:`add_run_arguments`);
     ``groups``: the command groups that the task's own CLI module made (``tag``, with ``tag evaluate``)."""
     from ..registry import tasks
-    from .common import add_command, add_group, add_run_arguments
+    from .common import add_command, add_group, add_options, add_run_arguments
 
     for info in tasks().values():
         if info.train != (info.name, "train"):
@@ -205,6 +229,7 @@ def register_tasks(add, parser_class, groups: dict) -> None:
             "continue a stopped run where it stopped",
             "folder holding the corpus's verified files (overrides TIEDLM_DATA)",
         )
+        add_options(tr, defaults)  # its settings declared with registry.option()
 
 
 def register(add) -> None:

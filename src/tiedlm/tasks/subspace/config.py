@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ...config import SectionedConfig, TrainSettings, _check
+from ...errors import UsageError
 from ...optimizers import OPTIMIZERS, SGDConfig
-from ...registry import ComponentConfig, register_task
+from ...registry import ComponentConfig, option, register_task
+from ...run_dir import RunDir
 
 # the settings that make one experiment: a row of subspace.csv is kept for the experiment whose key it carries
 SETTINGS = (
@@ -21,33 +24,53 @@ SETTINGS = (
 
 @dataclass
 class SweepSection:
-    runs: int = 3  # seeds per point: run r uses train.seed + r for its slice and its initialisation
-    betas: list[float] = field(default_factory=lambda: [round(0.1 * i, 1) for i in range(11)])  # sweep (a)
+    # seeds per point: run r uses train.seed + r for its slice and its initialisation
+    runs: int = option(3, "--runs", "seeds per point (the paper: 10)", minimum=1)
+    betas: list[float] = option(
+        [round(0.1 * i, 1) for i in range(11)], "--betas", "sweep (a): the share β of the augmented loss", 0, False, 1
+    )
     beta_sweep_tau: float = 10.0
-    taus: list[float] = field(default_factory=lambda: [1.0, 2.0, 5.0, 10.0, 20.0, 40.0])  # sweep (b)
+    taus: list[float] = option([1.0, 2.0, 5.0, 10.0, 20.0, 40.0], "--taus", "sweep (b): the temperatures τ", 0, True)
     tau_sweep_beta: float = 1.0
 
 
 @dataclass
 class SubspaceData:
-    corpus: str = "ptb"  # a corpus name or folder (the paper: PTB)
+    corpus: str = "ptb"  # a corpus name or folder (the paper: PTB); --data FOLDER: a folder of one's own
     data_dir: str = ""
-    slice_words: int = 20_000  # each run trains on a random contiguous slice this long
-    vocab: str = "slice"  # slice: only the words of each slice (~3x faster) | full: the corpus's words
+    slice_words: int = option(20_000, "--slice-words", "each run trains on a random contiguous slice this long", 1)
+    vocab: str = option(
+        "slice",
+        "--vocab",
+        "softmax over the corpus's words (full) or over the words of each slice (slice: ~3x faster)",
+        choices=("full", "slice"),
+    )
 
 
 @dataclass
 class SubspaceModel:
-    hidden_size: int = 300
+    hidden_size: int = option(300, "--hidden-size", "LSTM width d (at most the vocabulary's size)", minimum=1)
     layers: int = 2
-    init_range: float = 0.1
-    output_init_range: float = 0.0  # init range of the output W (b = 0); < 0: the same as init_range
+    init_range: float = option(0.1, "--init-range", "uniform init range of the embedding and the LSTM", 0, True)
+    output_init_range: float = option(
+        0.0,
+        "--output-init-range",
+        "uniform init range of the output W (b starts at 0); a negative value means --init-range. Directions of W "
+        "that the hidden states never excite keep their initial values, so a random W hides the effect of the loss",
+    )
 
 
 @dataclass
 class SubspaceTrain(TrainSettings):
-    epochs: int = 15
-    precision: str = "fp32"
+    epochs: int = option(15, "--epochs", "epochs of each run", minimum=1)
+    lr: float = option(1.0, "--lr", "learning rate", minimum=0, above=True)
+    seed: int = option(1, "--seed", "run r uses seed SEED + r for its slice and its weights")
+    precision: str = option(
+        "fp32",
+        "--precision",
+        "bf16 rounding of the logits is a sizeable fraction of ỹ's deviation from uniform",
+        choices=("auto", "fp32", "bf16"),
+    )
     device: str = "cpu"
     batch_size: int = 20
     bptt: int = 35
@@ -62,6 +85,7 @@ class SubspaceTrain(TrainSettings):
     "subspace experiment",
     task="tiedlm.tasks.subspace.experiment:SubspacePoint",
     train=("experiment", "subspace"),
+    own_data=("data.corpus={folder}",),
     results="summary.md, subspace.csv",
 )
 @dataclass
@@ -71,6 +95,19 @@ class SubspaceExperimentConfig(SectionedConfig):
     data: SubspaceData = field(default_factory=SubspaceData)
     model: SubspaceModel = field(default_factory=SubspaceModel)
     train: SubspaceTrain = field(default_factory=SubspaceTrain)
+
+    @classmethod
+    def check_resume(cls, run_dir: Path) -> None:
+        """One line unless ``run_dir`` holds a subspace experiment (its config.toml): its rows and a stopped point's
+        checkpoint are what :func:`~tiedlm.tasks.subspace.experiment.run_experiment` goes on from."""
+        files = RunDir(run_dir)
+        if not files.config.is_file():
+            raise UsageError(
+                f"{run_dir} holds no subspace experiment to resume (no config.toml); start one with "
+                f"`tiedlm experiment subspace --out {run_dir}`"
+            )
+        if error := files.other_task_error(cls.task_info.name, resuming=True):
+            raise error
 
     def validate(self) -> None:
         s, d, t = self.sweep, self.data, self.train

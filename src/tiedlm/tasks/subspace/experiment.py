@@ -108,13 +108,15 @@ class SubspacePoint(Task):
     unit = "window"
     keeps_best = False  # §6.2 measures the final weights
 
-    def __init__(self, tokens, vocab_size: int, beta: float, tau: float, seed: int, cfg, on_epoch=None):
+    def __init__(self, tokens, vocab_size: int, beta: float, tau: float, seed: int, cfg, on_epoch=None, out=None):
         self.tokens, self.vocab_size, self.beta, self.tau, self.seed = tokens, vocab_size, beta, tau, seed
-        self.cfg, self.on_epoch = cfg, on_epoch
+        self.cfg, self.on_epoch, self.out = cfg, on_epoch, out
         self.epochs, self.max_nonfinite = cfg.train.epochs, cfg.train.max_nonfinite
 
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg = self.cfg
+        if self.out is not None:  # the threads and precision the harness resolved, before the first step: kept
+            cfg.save(self.out)  # by a resumed sweep, however busy the machine is then
         self.model = build_model(self.vocab_size, self.seed, cfg).to(self.device)
         self.loss_fn = LanguageModelLoss(augmented=self.beta > 0, tau=self.tau, form="beta", beta=self.beta)
         t = cfg.train
@@ -187,10 +189,10 @@ class SubspacePoint(Task):
         return f"the subspace run at {where} diverged: {what}; lower --lr (now {self.cfg.train.lr:g})"
 
     def interrupted(self, run_dir: Path, progress: Progress, saved: bool, final: bool = False) -> RunInterrupted:
-        since = "its checkpoint" if saved else "its last epoch"
+        kept = "its checkpoint" if saved else "its last epoch"
         return RunInterrupted(
             f"subspace experiment interrupted at beta {self.beta:g}, tau {self.tau:g}, seed {self.seed}, epoch "
-            f"{progress.epoch}; run the same command again to resume it from {since}"
+            f"{progress.epoch} ({kept} kept); resume with: {self.command} --resume {self.out or run_dir}"
         )
 
 
@@ -203,11 +205,12 @@ def train_point(
     cfg: SubspaceExperimentConfig,
     on_epoch=None,
     folder: Path | None = None,
+    out: Path | None = None,
 ) -> dict:
     """Train one model on ``tokens`` with loss (6.1) (:class:`SubspacePoint` on the training loop, its run
-    folder ``folder``: resumed where it holds a stopped run, a temporary one where None) and return its subspace
-    distance and final training fit."""
-    task = SubspacePoint(tokens, vocab_size, beta, tau, seed, cfg, on_epoch)
+    folder ``folder``: resumed where it holds a stopped run, a temporary one where None; ``out``: the experiment's
+    folder, which gets the settings as resolved) and return its subspace distance and final training fit."""
+    task = SubspacePoint(tokens, vocab_size, beta, tau, seed, cfg, on_epoch, out)
     if folder is None:
         with tempfile.TemporaryDirectory() as tmp:
             return run(task, Path(tmp) / "run", progress=False, log=lambda *a, **k: None)
@@ -247,7 +250,7 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
 
     cfg.validate()
     out.mkdir(parents=True, exist_ok=True)
-    cfg.save(out)  # the settings of the latest invocation: what --resume finishes
+    cfg.save(out)  # what --resume finishes (each point saves it again with its threads and precision resolved)
     csv_path = out / "subspace.csv"
     settings = cfg.settings()
     done = _done_rows(csv_path, settings)
@@ -272,8 +275,7 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
                 vocab_size = ids.numel()
             bar.set_description(f"beta={beta:g} tau={tau:g} run {r + 1}/{cfg.sweep.runs}")
             folder = out / "points" / f"beta={beta:g},tau={tau:g},run={r}"
-            res = train_point(tokens, vocab_size, beta, tau, seed, cfg, lambda: bar.update(1), folder)
-            cfg.save(out)  # with the threads and precision the harness resolved: a resumed sweep keeps them
+            res = train_point(tokens, vocab_size, beta, tau, seed, cfg, lambda: bar.update(1), folder, out)
             bar.set_postfix(distance=f"{res['distance']:.3f}", train_ppl=f"{res['train_ppl']:.1f}")
             writer.writerow(
                 {
