@@ -192,6 +192,10 @@ def test_a_real_sigterm_in_a_step_stops_with_a_checkpoint_and_the_resumed_run_is
     are refused with one line each."""
     case = CASES[task](tmp_path)
     straight = case.train(tmp_path / "straight", False)
+    facts = {"device": "cpu", "precision": "fp32", "threads": 1}  # the harness's, in every record of every task
+    lines = [json.loads(x) for x in (tmp_path / "straight" / "metrics.jsonl").read_text().splitlines()]
+    assert all(r.items() >= facts.items() for r in [*lines, straight])
+    assert {"seed", "command", "versions", "machine", "numerics"} <= set(straight)
 
     real, calls = getattr(case.module, case.loss), {"n": 0}
 

@@ -4,7 +4,7 @@ import torch
 from tiedlm.errors import UsageError
 from tiedlm.models import VDLSTM, LanguageModel, lstm_recurrence, lstm_recurrence_reference
 from tiedlm.models.config import ModelConfig
-from tiedlm.run import count_parameters
+from tiedlm.models.language_model import count_parameters
 from tiedlm.tasks.lm.config import Config
 
 VD8 = {"name": "vd-lstm", "hidden_size": 8}  # a tiny VD-LSTM encoder, [model.encoder] as a table
@@ -127,7 +127,7 @@ def test_parameter_counts_match_paper(preset, paper):
     Ours: 19.78M, 13.27M, 66.02M, 51.01M. The paper's medium REAL "14M" is 5% above the
     exact count of its architecture; we allow 6%.
     """
-    total = count_parameters(Config.load(preset), 10000)["total"]
+    total = count_parameters(Config.load(preset).model, 10000)["total"]
     assert abs(total - paper) / paper < 0.06
 
 

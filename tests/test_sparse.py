@@ -101,7 +101,7 @@ def test_the_authors_sparse_awd_lstm_shape():
     """ptb-awd-sparse is the authors' model: 400→1725 (k = 3, the whole input), 1725→1725 (k = 3, each reading
     ~957 of 1725 inputs: γ = 0.555 of the layer's input), 1725→400 (k = 2); ~19.8M encoder parameters against the
     dense 20.2M, and the whole model within 2% of ptb-awd-tied."""
-    from tiedlm.run import count_parameters
+    from tiedlm.models.language_model import count_parameters
 
     cfg, dense = Config.load("ptb-awd-sparse"), Config.load("ptb-awd-tied")
     with torch.device("meta"):
@@ -113,11 +113,12 @@ def test_the_authors_sparse_awd_lstm_shape():
     assert abs(958 / 1725 - 0.555) < 1e-3
     for (i, h, k, w), red in zip(shapes, [(1, 2 / 3), (2 / 3, 2 / 3), (2 / 3, 1)]):
         assert (k, w) == _reference_shape(i, h, *red)
-    ours, theirs = count_parameters(cfg, 10_000), count_parameters(dense, 10_000)
+    ours, theirs = count_parameters(cfg.model, 10_000), count_parameters(dense.model, 10_000)
     assert ours["encoder"] == 19_800_600 and theirs["encoder"] == 20_200_800
     assert abs(ours["total"] / theirs["total"] - 1) < 0.02
     budget, budget_dense = (
-        count_parameters(Config.load(n), 10_000)["total"] for n in ("ptb-awd-sparse-budget", "ptb-awd-tied-budget")
+        count_parameters(Config.load(n).model, 10_000)["total"]
+        for n in ("ptb-awd-sparse-budget", "ptb-awd-tied-budget")
     )
     assert abs(budget / budget_dense - 1) < 0.02
 

@@ -57,7 +57,10 @@ def table(cls, prefix: str) -> list[str]:
     rows = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        meaning = comments.get(f.name, "").replace("|", "\\|")
+        meaning = comments.get(f.name, "")
+        if option := f.metadata.get("option"):  # a command-line option too: its help says what it is
+            meaning = "; ".join(part for part in (meaning, option["help"], f"option `{option['flag']}`") if part)
+        meaning = meaning.replace("|", "\\|")
         if f.metadata.get("resumable"):  # a resumed run may change it (`--resume RUN --set KEY=VALUE`)
             meaning += " *(resumable: `--resume` accepts a new value)*"
         if dataclasses.is_dataclass(default):  # a component table: its keys are listed per component below

@@ -17,7 +17,7 @@ from .tasks.lm.config import Config
 
 
 @dataclass
-class Run:
+class TrainedRun:
     """A trained run: its config, vocabulary and model (in eval mode)."""
 
     path: Path
@@ -32,7 +32,7 @@ def _vocab_sized(got: torch.Tensor, want: torch.Tensor, vocab_size: int) -> bool
     return got.dim() == want.dim() >= 1 and want.size(0) == vocab_size and got.shape[1:] == want.shape[1:]
 
 
-def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> Run:
+def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> TrainedRun:
     """Load ``RUN_DIR/checkpoints/{which}.safetensors`` with the run's config and vocabulary."""
     from .train.checkpoint import load_checkpoint, model_state, require_fit
 
@@ -61,10 +61,4 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> R
     require_fit(model, state, ckpt)  # another model size or output layer: a checkpoint of another run
     model.load_state_dict(state)
     model.to(resolve_device(device, "--device")).eval()
-    return Run(path=path, config=cfg, vocab=vocab, model=model, checkpoint=which)
-
-
-def count_parameters(cfg: Config, vocab_size: int) -> dict[str, int]:
-    """Parameter counts per component of the model a config describes (built on the meta device)."""
-    with torch.device("meta"):
-        return LanguageModel(cfg.model, vocab_size).parameter_counts()
+    return TrainedRun(path=path, config=cfg, vocab=vocab, model=model, checkpoint=which)

@@ -89,10 +89,10 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True, title: str = "
 def _count_parameters(run_dir: Path, cfg) -> int | None:
     """Total parameters of an unfinished run (no summary.json yet), from its config and vocabulary."""
     from ..data import Vocabulary
-    from ..run import count_parameters
+    from ..models.language_model import count_parameters
 
     vocab = RunDir(run_dir).vocab
-    return count_parameters(cfg, len(Vocabulary.load(vocab)))["total"] if vocab.is_file() else None
+    return count_parameters(cfg.model, len(Vocabulary.load(vocab)))["total"] if vocab.is_file() else None
 
 
 def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:

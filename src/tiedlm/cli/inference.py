@@ -287,7 +287,7 @@ def cmd_generate(args) -> int:
 def cmd_info(args) -> int:
     from ..data import Vocabulary, load_corpus
     from ..data.sources import VOCAB_SIZES
-    from ..run import count_parameters
+    from ..models.language_model import count_parameters
     from ..tasks.lm.config import Config
 
     target = RunDir(args.target)
@@ -308,7 +308,7 @@ def cmd_info(args) -> int:
         cfg = cfg.with_overrides(args.set)
     if kind == "preset":
         vocab_size = VOCAB_SIZES.get(cfg.data.name) or len(load_corpus(cfg.data.name, cfg.data.data_dir).vocab)
-    counts = count_parameters(cfg, vocab_size)
+    counts = count_parameters(cfg.model, vocab_size)
     m, e = cfg.model, cfg.model.encoder
     sparse = (
         f", layer {e.sparse_layer} predefined-sparse with {e.sparse_hidden_size or e.hidden_size} units"

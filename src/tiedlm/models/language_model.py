@@ -71,3 +71,9 @@ class LanguageModel(nn.Module):
         }
         counts["total"] = sum(counts.values())
         return counts
+
+
+def count_parameters(cfg: ModelConfig, vocab_size: int) -> dict[str, int]:
+    """Parameter counts per component of the model a ``[model]`` config describes (built on the meta device)."""
+    with torch.device("meta"):
+        return LanguageModel(cfg, vocab_size).parameter_counts()

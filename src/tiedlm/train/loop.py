@@ -455,8 +455,8 @@ def _epoch(task: Task, files: RunDir, p: Progress, stop: StopRequest, progress: 
             meta = {"epoch": p.best_epoch, "score": p.best_score}
             save_best_weights(files.checkpoint("best"), task.eval_weights().state_dict(), meta)
     task.after_validation(score, p)
-    # where the epoch trained (a run may resume on another host: see runtime.host_record)
-    record = {**task.epoch_record(p, seconds, wall, score), **host_record(task.device)}
+    # where and how the epoch trained (a run may resume on another host: see runtime.host_record)
+    record = {**task.epoch_record(p, seconds, wall, score), **machine_facts(task)}
     with signals_deferred():  # the metrics line and the checkpoint that counts it go together
         p.seconds += wall
         p.epoch, p.batch, p.sums, p.epoch_seconds = epoch + 1, 0, {}, 0.0
@@ -481,12 +481,16 @@ def run_facts(task: Task, p: Progress) -> dict:
         **({"best_epoch": p.best_epoch} if task.keeps_best else {}),
         "seed": s.seed,
         "command": task.invocation,
-        "device": str(task.device),
-        "precision": task.precision,
-        "threads": task.threads,
         "versions": {"tiedlm": __version__, "torch": torch.__version__, "python": platform.python_version()},
-        **host_record(task.device),  # where the final evaluation ran; metrics.jsonl: each epoch's
+        **machine_facts(task),  # where the final evaluation ran; metrics.jsonl: each epoch's
     }
+
+
+def machine_facts(task: Task) -> dict:
+    """Where and how a task computes, in every metrics line and summary: device, precision, threads, and the
+    host's record (:func:`~tiedlm.runtime.host_record`)."""
+    device = {"device": str(task.device), "precision": task.precision, "threads": task.threads}
+    return device | host_record(task.device)
 
 
 def save(task: Task, files: RunDir, p: Progress) -> None:
@@ -507,7 +511,7 @@ def write_scalars(folder: str, record: dict) -> None:
     epoch = record["epoch"]
     with SummaryWriter(folder, filename_suffix=f".epoch{epoch}") as writer:
         for key, value in record.items():
-            if key != "epoch" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if key not in ("epoch", "threads") and isinstance(value, (int, float)) and not isinstance(value, bool):
                 writer.add_scalar(key, value, epoch)
 
 

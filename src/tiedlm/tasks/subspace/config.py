@@ -24,8 +24,9 @@ SETTINGS = (
 
 @dataclass
 class SweepSection:
-    # seeds per point: run r uses train.seed + r for its slice and its initialisation
-    runs: int = option(3, "--runs", "seeds per point (the paper: 10)", minimum=1)
+    runs: int = option(
+        3, "--runs", "seeds per point: run r uses train.seed + r for its slice and weights (the paper: 10)", 1
+    )
     betas: list[float] = option(
         [round(0.1 * i, 1) for i in range(11)], "--betas", "sweep (a): the share β of the augmented loss", 0, False, 1
     )
