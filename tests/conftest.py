@@ -1,5 +1,6 @@
 import os
 import random
+import signal
 from dataclasses import fields
 from pathlib import Path
 
@@ -39,6 +40,19 @@ def _deterministic():
     torch.manual_seed(0)
     torch.set_num_threads(1)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_deliverable():
+    """The tests send SIGINT as Ctrl-C does. A suite started in the background by a non-interactive shell
+    (``pytest &`` in a script) inherits SIGINT as ignored, which tiedlm keeps, as a background job asks
+    (:class:`tiedlm.interrupts.StopRequest`): each test gets Python's own handler back, and its subprocesses the
+    default disposition, whatever started the suite."""
+    inherited = signal.getsignal(signal.SIGINT)
+    if inherited is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, inherited)
 
 
 def tiny_overrides(corpus: Path, **extra) -> list[str]:
