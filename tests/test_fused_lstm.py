@@ -179,3 +179,91 @@ def test_flat_weights_backward_is_the_numerical_gradient():
     assert torch.autograd.gradcheck(
         lambda a, b, c: tuple(flat_lstm_weights(a, b, c)[:3]), [t.requires_grad_() for t in w]
     )
+
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("pad", [(8, 0), (0, 8), (128, 8)])
+def test_the_padded_kernel_computes_the_layer_written_out(device, pad):
+    """train.lstm_pad_*: the fused kernel run at the hidden size and batch rounded up (10 -> 16 or 128 units, 5 ->
+    8 rows) gives the outputs, final state and every gradient of the LSTM equations written out (the autograd
+    reference, in fp64); its padded units stay exactly zero at every step."""
+    from tiedlm.models.encoders.recurrence import padded_lstm
+
+    dtype = torch.float64 if device == "cpu" else torch.float32  # cuDNN: fp32, checked to fp32's precision
+    g = torch.Generator().manual_seed(0)
+    T, B, n_in, H = 7, 5, 6, 10
+    shapes = [(T, B, n_in), (B, H), (B, H), (4 * H, n_in), (4 * H, H), (4 * H,)]
+    x, h0, c0, w_ih, w_hh, b = (torch.randn(s, generator=g, dtype=torch.float64) * 0.5 for s in shapes)
+    ins = [t.to(device, dtype).requires_grad_() for t in (x, h0, c0, w_ih, w_hh, b)]
+    ref = [t.detach().clone().requires_grad_() for t in (x, h0, c0, w_ih, w_hh, b)]  # fp64, on the CPU
+    weights = torch.randn(T, B, H, generator=g, dtype=torch.float64)
+
+    def loss(hs, hT, cT):
+        return (hs * weights.to(hs)).sum() + hT.square().sum() + cT.sin().sum()
+
+    got = fused_lstm(*ins, pad=pad)
+    xr, h0r, c0r, w_ihr, w_hhr, br = ref
+    hs, hT, cT = lstm_recurrence_reference(torch.nn.functional.linear(xr, w_ihr, br), h0r, c0r, w_hhr)
+    # the reference's state at the end is c_T with h_T = o * tanh(c_T): rebuild c_T from its last step
+    want = (hs, hT, _last_cell(xr, h0r, c0r, w_ihr, w_hhr, br))
+    tol = {"atol": 1e-12, "rtol": 1e-12} if dtype == torch.float64 else {"atol": 2e-5, "rtol": 1e-4}
+    for a, w in zip(got, want):
+        assert a.shape == w.shape and torch.allclose(a.detach().cpu().double(), w.detach(), **tol)
+    grads = torch.autograd.grad(loss(*got), ins)
+    wanted = torch.autograd.grad(loss(*want), ref)
+    for a, w in zip(grads, wanted):
+        assert torch.allclose(a.cpu().double(), w, **tol)
+    with torch.no_grad():  # the padded units, run by the kernel itself: zero at every step
+        units = -(-H // pad[0]) * pad[0] if pad[0] else H
+        rows = -(-B // pad[1]) * pad[1] if pad[1] else B
+        px, ph, pc, pw_ih, pw_hh, pb = padded_lstm(*[t.detach() for t in ins], units, rows)
+        params = flat_lstm_weights(pw_ih, pw_hh, pb)
+        out, hN, cN = torch.lstm(px, (ph[None], pc[None]), params, True, 1, 0.0, False, False, False)
+        assert out.shape == (T, rows, units)
+        assert (out[..., H:] == 0).all() and (hN[..., H:] == 0).all() and (cN[..., H:] == 0).all()
+
+
+def _last_cell(x, h0, c0, w_ih, w_hh, b):
+    """c_T of the written-out LSTM equations (gate order [input, forget, output, cell])."""
+    H, h, c = h0.size(1), h0, c0
+    for t in range(x.size(0)):
+        gates = torch.nn.functional.linear(x[t], w_ih, b) + h @ w_hh.t()
+        i, f, o = (torch.sigmoid(gates[:, k * H : (k + 1) * H]) for k in range(3))
+        c = f * c + i * torch.tanh(gates[:, 3 * H :])
+        h = o * torch.tanh(c)
+    return c
+
+
+def test_a_padded_awd_lstm_trains_the_same_model(tiny_corpus, tmp_path):
+    """An AWD-LSTM language model with train.lstm_pad_units / lstm_pad_batch set: the same losses and gradients
+    as without (fp64, every parameter, a training step with weight drop and every dropout on), and a negative
+    padding is refused with one line."""
+    from tiedlm.config import UsageError
+    from tiedlm.models import LanguageModel
+    from tiedlm.models.encoders.lstm_layer import pad_fused_lstms
+    from tiedlm.tasks.lm.config import Config
+
+    cfg = Config.load("ptb-awd-tied").with_overrides(
+        ["model.embedding_size=12", "model.encoder.hidden_size=20", "train.batch_size=5"]
+    )
+    ids = torch.randint(0, 50, (9, 5), generator=torch.Generator().manual_seed(1))
+
+    def step(units, rows):
+        torch.manual_seed(0)
+        model = LanguageModel(cfg.model, 50).double().train()
+        pad_fused_lstms(model, units, rows)
+        torch.manual_seed(1)  # the same dropout masks and dropped W_hh
+        state = [tuple(s.double() for s in layer) for layer in model.init_state(5)]  # the state kept in fp64 too
+        logits, _ = model(ids[:-1], state)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 50), ids[1:].reshape(-1))
+        loss.backward()
+        return loss.item(), {n: p.grad for n, p in model.named_parameters()}
+
+    plain, padded = step(0, 0), step(128, 8)
+    assert plain[0] == pytest.approx(padded[0], rel=1e-13)
+    assert all(torch.allclose(plain[1][n], padded[1][n], atol=1e-13, rtol=1e-11) for n in plain[1])
+    with pytest.raises(UsageError, match=r"train.lstm_pad_units = -8 .*>= 0"):
+        cfg.with_overrides(["train.lstm_pad_units=-8"])

@@ -51,6 +51,22 @@ def import_named(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def lazy_attributes(package: str, where: dict[str, str]) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` (PEP 562) that imports each public name from its module on first use (``where``:
+    name -> module relative to ``package``), so that importing the package (its settings, its configs) loads no
+    torch. The name is then the package's attribute: a function named like its module (``perplexity``) wins."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module, home = importlib.import_module(where[name], package), importlib.import_module(package)
+        for other in [n for n, m in where.items() if m == where[name]]:  # every name of that module, at once
+            setattr(home, other, getattr(module, other))
+        return getattr(module, name)
+
+    return __getattr__
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str

@@ -4,7 +4,7 @@ Names are imported on first use (PEP 562), so that ``tiedlm.models.config`` (the
 output layers' configs load without torch: reading and checking a config stays instant.
 """
 
-from importlib import import_module
+from ..registry import lazy_attributes
 
 _LAZY = {
     "AWDLSTM": "encoders.awd_lstm",
@@ -43,9 +43,4 @@ _LAZY = {
 }
 
 __all__ = list(_LAZY)
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, {name: f".{module}" for name, module in _LAZY.items()})

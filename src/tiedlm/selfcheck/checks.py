@@ -192,6 +192,7 @@ def baseline_steps(cfg: Config, device: torch.device, steps: int, vocab: int = 1
     (:class:`~tiedlm.selfcheck.reference.ReferenceAWDLSTM`), same sizes; on a GPU each call synchronises."""
     from ..losses import LanguageModelLoss, encoder_regularization
     from ..models import LanguageModel
+    from ..models.encoders.lstm_layer import pad_fused_lstms
     from .reference import ReferenceAWDLSTM
 
     m, t = cfg.model, cfg.train
@@ -220,15 +221,23 @@ def baseline_steps(cfg: Config, device: torch.device, steps: int, vocab: int = 1
 
         return step
 
-    def ours_loss(state):
-        logits, _ = ours(x, state)
-        loss, _, _ = loss_fn(logits, y, ours.input_embeddings, ours.output_bias)
-        return loss + encoder_regularization(ours, cfg.loss.ar, cfg.loss.tar)
+    def loss_of(model):
+        def loss(state):
+            logits, _ = model(x, state)
+            total, _, _ = loss_fn(logits, y, model.input_embeddings, model.output_bias)
+            return total + encoder_regularization(model, cfg.loss.ar, cfg.loss.tar)
 
-    return {
-        "tiedlm": step_of(ours, ours_loss),
+        return loss
+
+    variants = {
+        "tiedlm": step_of(ours, loss_of(ours)),
         "baseline": step_of(base, lambda state: base.loss(x, y, state, cfg.loss.ar, cfg.loss.tar)),
     }
+    if device.type == "cuda":  # train.lstm_pad_units / lstm_pad_batch: cuDNN at padded shapes, the same model
+        padded = LanguageModel(m, vocab).to(device).train()
+        pad_fused_lstms(padded, *PADDING)
+        variants["padded"] = step_of(padded, loss_of(padded))
+    return variants
 
 
 def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int = 10_000) -> Check:
@@ -246,6 +255,10 @@ def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int =
         f"AWD-LSTM {m.embedding_size}/{e.hidden_size}, batch {t.batch_size} x bptt {t.bptt}: baseline "
         f"{speed['baseline']:,.0f} tok/s"
     )
+    extra = {"baseline_tokens_per_s": speed["baseline"]}
+    if "padded" in speed:  # the fused kernel at padded shapes (train.lstm_pad_units, lstm_pad_batch)
+        detail += f"; padded to multiples of {PADDING[0]} units and {PADDING[1]} rows {speed['padded']:,.0f} tok/s"
+        extra["padded_tokens_per_s"] = speed["padded"]
     return Check(
         "AWD-LSTM step vs reference-style baseline",
         True,
@@ -254,9 +267,11 @@ def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int =
         ratio,
         peak_mib(device),
         time.perf_counter() - start,
-        {"baseline_tokens_per_s": speed["baseline"]},
+        extra,
     )
 
+
+PADDING = (8, 8)  # the padded variant of the baseline check on a GPU: 1150 -> 1152 units, batch 20 -> 24
 
 GPU_TEST_FILES = ["test_fused_lstm.py", "test_cuda_graph.py", "test_transformer.py", "test_step.py", "test_hardware.py"]
 

@@ -26,6 +26,10 @@ class VDLSTMLayer(nn.Module):
     [input, forget, output, cell]. The input projections of all time steps are one matmul.
     """
 
+    # (units, rows): the fused kernel runs at the hidden size and batch rounded up to these multiples (0: as they
+    # are), the same layer at a shape it may run faster (recurrence.padded_lstm; train.lstm_pad_*)
+    fused_pad: tuple[int, int] = (0, 0)
+
     def __init__(self, input_size: int, hidden_size: int, weight_drop: float = 0.0):
         super().__init__()
         self.input_size, self.hidden_size, self.weight_drop = input_size, hidden_size, weight_drop
@@ -50,9 +54,17 @@ class VDLSTMLayer(nn.Module):
         h0, c0 = state
         w_hh = drop_connect(self.weight_hh, self.weight_drop, self.training)
         if use_fused(mask):
-            hs, hT, cT = fused_lstm(x, h0, c0, self.weight_ih, w_hh, self.bias)
+            hs, hT, cT = fused_lstm(x, h0, c0, self.weight_ih, w_hh, self.bias, self.fused_pad)
             return hs, (hT, cT)
         xproj = torch.nn.functional.linear(x, self.weight_ih, self.bias)
         hs, hT, cT = lstm_recurrence(xproj, h0, c0, w_hh, mask)
         out = hs * mask if mask is not None else hs
         return out, (hT, cT)
+
+
+def pad_fused_lstms(model: nn.Module, units: int, rows: int) -> None:
+    """Run every LSTM layer of ``model`` that takes the fused kernel at its hidden size and batch rounded up to
+    multiples of ``units`` and ``rows`` (:func:`~tiedlm.models.encoders.recurrence.padded_lstm`: the same model)."""
+    for layer in model.modules():
+        if isinstance(layer, VDLSTMLayer):
+            layer.fused_pad = (units, rows)

@@ -215,7 +215,34 @@ def flat_lstm_weights(w_ih, w_hh, bias) -> list[torch.Tensor]:
     return list(_FlatLSTMWeights.apply(w_ih, w_hh, bias))
 
 
-def fused_lstm(x, h0, c0, w_ih, w_hh, bias):
+def round_up(n: int, multiple: int) -> int:
+    """``n`` rounded up to a multiple of ``multiple`` (0: ``n`` itself)."""
+    return -(-n // multiple) * multiple if multiple > 0 else n
+
+
+def padded_lstm(x, h0, c0, w_ih, w_hh, bias, units: int, rows: int):
+    """One LSTM layer's tensors padded to ``units`` hidden units and ``rows`` sequences, for a kernel that is
+    faster at those shapes (cuDNN's persistent algorithms want widths and batches that are multiples of 8 or 128).
+
+    The padding changes nothing that is computed for the real units and rows: every gate of a padded unit gets
+    zero weights and bias, so its pre-activations are 0, i = f = o = σ(0) = ½ and g = tanh(0) = 0, its cell
+    c' = ½c + ½·0 stays at its initial 0 and its output h = ½·tanh(0) = 0 at every step; and W_hh's padded
+    columns, zero too, carry nothing from the padded units to the real ones. Padded rows (zero inputs and state)
+    are sequences of their own. The caller slices the real units and rows out of the outputs, so the gradients
+    of the padding are dropped and those of the real weights are the unpadded layer's (to the order of the sums).
+    """
+    H, extra, more = h0.size(-1), units - h0.size(-1), rows - h0.size(0)
+    pad = torch.nn.functional.pad
+
+    def gates(w):  # each of the four gates' rows padded with zero rows: (4H, ...) -> (4 units, ...)
+        return pad(w.reshape(4, H, -1), (0, 0, 0, extra)).reshape(4 * units, -1)
+
+    state = [pad(s, (0, extra, 0, more)) for s in (h0, c0)]
+    w_hh = pad(gates(w_hh), (0, extra))  # and zero columns: the padded units feed nothing back
+    return pad(x, (0, 0, 0, more)), *state, gates(w_ih), w_hh, gates(bias[:, None]).view(-1)
+
+
+def fused_lstm(x, h0, c0, w_ih, w_hh, bias, pad: tuple[int, int] = (0, 0)):
     """One LSTM layer through PyTorch's fused kernel (``torch.lstm``: cuDNN on a GPU), tiedlm's weights and gates.
 
     x (T,B,I); h0/c0 (B,H); w_ih (4H,I), w_hh (4H,H) (already weight-dropped where wanted) and bias (4H), gate
@@ -228,15 +255,22 @@ def fused_lstm(x, h0, c0, w_ih, w_hh, bias):
     forward: "cudnn RNN backward can only be called in training mode"; oneDNN on the CPU accepts either), and
     in inference mode under ``torch.no_grad()``. The kernel's own dropout is 0 either way, so both modes compute
     the same numbers.
+
+    ``pad`` = (units, rows): the kernel runs at the hidden size and batch rounded up to these multiples
+    (:func:`padded_lstm`; 0: as they are), the outputs cut back: the same layer, at a shape the kernel may run
+    faster (``train.lstm_pad``).
     """
-    dtype = h0.dtype
+    dtype, (B, H) = h0.dtype, h0.shape
+    units, rows = round_up(H, pad[0]), round_up(B, pad[1])
+    if (units, rows) != (H, B):
+        x, h0, c0, w_ih, w_hh, bias = padded_lstm(x, h0, c0, w_ih, w_hh, bias, units, rows)
     with torch.autocast(device_type=x.device.type, enabled=False):
         params = flat_lstm_weights(w_ih.to(dtype), w_hh.to(dtype), bias.to(dtype))
         hx = (h0.to(dtype).unsqueeze(0).contiguous(), c0.to(dtype).unsqueeze(0).contiguous())
         hs, hT, cT = torch.lstm(
             x.to(dtype).contiguous(), hx, params, True, 1, 0.0, torch.is_grad_enabled(), False, False
         )
-    return hs, hT.squeeze(0), cT.squeeze(0)
+    return hs[:, :B, :H], hT.squeeze(0)[:B, :H], cT.squeeze(0)[:B, :H]
 
 
 def use_fused(mask) -> bool:

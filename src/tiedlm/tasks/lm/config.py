@@ -67,6 +67,11 @@ class TrainConfig(TrainSettings):
     # (tiedlm.tasks.lm.cuda_graph) where the encoder's capture has been checked on a GPU, else eager; on: also
     # capture an encoder declared capturable but not yet run on a GPU (none today); off: eager
     cuda_graph: str = resumable("auto")
+    # the LSTM layers that take PyTorch's fused kernel (cuDNN on a GPU) run at the hidden size and batch rounded up
+    # to multiples of these (0: as they are), zero units and rows that change no number of the model's
+    # (recurrence.padded_lstm), for the shapes cuDNN's faster algorithms want (e.g. 1150 -> 1152, 20 -> 24)
+    lstm_pad_units: int = resumable(0)
+    lstm_pad_batch: int = resumable(0)
     eval_batch_size: int = 10  # streams for validation (test: batch 1, the papers' protocol)
     # start from the final weights (last checkpoint) of this run directory, with a fresh lr schedule: Inan et
     # al. re-train their small PTB models this way (arXiv footnote 4, ICLR footnote 5). Same architecture and
@@ -136,6 +141,8 @@ class Config(SectionedConfig):
             "one of: sum_over_time, mean",
         )
         _check(t.cuda_graph in ("auto", "on", "off"), "train.cuda_graph", t.cuda_graph, "one of: auto, on, off")
+        for key in ("lstm_pad_units", "lstm_pad_batch"):
+            _check(getattr(t, key) >= 0, f"train.{key}", getattr(t, key), "an integer >= 0 (0: no padding)")
         _check(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "an integer >= 0")
         _check(t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "a number >= 0")
 

@@ -33,6 +33,7 @@ from ...errors import UsageError
 from ...evaluation import evaluate, perplexity
 from ...losses import LanguageModelLoss
 from ...models import LanguageModel
+from ...models.encoders.lstm_layer import pad_fused_lstms
 from ...models.encoders.state import detach_state
 from ...run_dir import RunDir, write_text_atomic
 from ...train.checkpoint import carried_state, load_checkpoint, model_state, state_tensors
@@ -86,6 +87,7 @@ class LanguageModelTask(Task):
             native.available()
         torch.manual_seed(t.seed)
         self.model = LanguageModel(cfg.model, len(self.vocab)).to(self.device)
+        pad_fused_lstms(self.model, t.lstm_pad_units, t.lstm_pad_batch)
         if init is not None:
             self._init_from(init)
         self.loss_fn = LanguageModelLoss.from_config(cfg.loss)

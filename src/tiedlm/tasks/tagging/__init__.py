@@ -1,6 +1,6 @@
 """Part-of-speech tagging with dense or frequency-sparse embeddings (Demeester et al. 2018, §4.2)."""
 
-import importlib
+from ...registry import lazy_attributes
 
 # each public name and its module, imported on first use: importing the package (its settings, which the task
 # registry reads) loads no torch
@@ -15,9 +15,4 @@ _WHERE = {
     "load_tagger": ".task",
 }
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name], __name__), name)
+__getattr__ = lazy_attributes(__name__, _WHERE)

@@ -1,6 +1,6 @@
 """Translation with a Transformer encoder-decoder and an output layer from DRILL's family (Multi30k En→De)."""
 
-import importlib
+from ...registry import lazy_attributes
 
 # each public name and its module, imported on first use: importing the package (its settings, which the task
 # registry reads) loads no torch
@@ -18,9 +18,4 @@ _WHERE = {
     "translate_lines": ".task",
 }
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name], __name__), name)
+__getattr__ = lazy_attributes(__name__, _WHERE)
