@@ -162,7 +162,8 @@ def test_a_resumed_run_accepts_the_settings_marked_resumable_and_names_them(run,
     err = _one_line_error(capsys).strip()
     assert err.endswith(
         "--set train.bptt=10: a resumed run only accepts train.epochs, train.lr, train.clip, train.threads, "
-        "train.max_nonfinite, train.cuda_graph, train.optimizer.finetune_epochs, train.optimizer.stop_on_stall"
+        "train.max_nonfinite, train.cuda_graph, train.lstm_pad_units, train.lstm_pad_batch, "
+        "train.optimizer.finetune_epochs, train.optimizer.stop_on_stall"
     ), err
     assert (run / "config.toml").read_text() == before
     assert (
