@@ -134,3 +134,42 @@ def test_a_tagger_run_folder_of_the_old_layout_is_migrated_then_evaluates_and_re
     assert 0 <= json.loads(capsys.readouterr().out)["dev_accuracy"] <= 1
     assert main(["tag", "train", "--resume", str(run), "--no-progress", "--set", "train.epochs=2"]) == 0
     assert (run / "checkpoints" / "last.safetensors").is_file() and (run / "config.toml").is_file()
+
+
+def test_options_generated_from_settings_take_their_types_bounds_and_defaults_from_the_fields():
+    """registry.option(): each field an option of its own type and bounds, its default shown in the help and left
+    to the settings (an option not given is not returned), a list as several values, a bad value one line."""
+    from dataclasses import dataclass
+
+    from tiedlm.cli.common import Parser, add_options, as_overrides, options_of
+    from tiedlm.registry import option
+
+    @dataclass
+    class Section:
+        runs: int = option(3, "--runs", "seeds", minimum=1)
+        taus: list[float] = option([1.0, 2.5], "--taus", "temperatures", minimum=0, above=True)
+        vocab: str = option("slice", "--vocab", "which words", choices=("full", "slice"))
+        quiet: bool = option(False, "--quiet", "say less")
+        plain: int = 7  # not an option
+
+    @dataclass
+    class Settings:
+        sweep: Section = None
+
+        def __post_init__(self):
+            self.sweep = self.sweep or Section()
+
+    parser = Parser(prog="t")
+    add_options(parser, Settings())
+    helps = {a.dest: a.help for a in parser._actions}
+    assert helps["runs"] == "seeds (default: 3)" and helps["taus"] == "temperatures (default: 1 2.5)"
+    assert "plain" not in helps and helps["quiet"] == "say less"
+    args = parser.parse_args(["--taus", "0.5", "4", "--quiet"])
+    given = options_of(args, Settings())
+    assert given == {"sweep.taus": [0.5, 4.0], "sweep.quiet": True}
+    assert options_of(args, Settings(), flags=True) == {"sweep.taus": "--taus", "sweep.quiet": "--quiet"}
+    assert as_overrides(given) == ["sweep.taus=0.5,4.0", "sweep.quiet=True"]
+    for bad in (["--runs", "0"], ["--taus", "0"], ["--vocab", "all"]):
+        with pytest.raises(UsageError) as refused:
+            parser.parse_args(bad)
+        assert bad[0] in str(refused.value) and "\n" not in str(refused.value)

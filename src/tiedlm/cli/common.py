@@ -146,6 +146,8 @@ def add_options(parser, settings) -> None:
         kind = type(default)
         if isinstance(default, list):  # the element type: list[float] or list[int]
             kind = int if str(f.type).replace(" ", "") == "list[int]" else float
+        if kind is bool and default:  # a flag can only turn a setting on
+            raise TypeError(f"option {o['flag']}: a bool setting that is an option defaults to False")
         extra: dict = {"action": "store_true"} if kind is bool else {"choices": o["choices"]} if o["choices"] else {}
         if kind is int:
             extra["type"] = integer(int(minimum if minimum is not None else -(2**62)))
