@@ -213,12 +213,13 @@ class Task(ABC):
         return TrainingInterrupted(self, run_dir, progress.epoch, progress.batch, saved, final)
 
     def diverged(self, what: str, run_dir: Path, checkpoint_written: bool) -> str:
-        """The one-line message of a run that diverged: what happened and the fix."""
+        """The one-line message of a run that diverged: what happened, the checkpoint to go back to, and the fix."""
+        lower = f"a lower train.lr (now {self.settings().lr:g}) or train.clip"
         fix = (
-            f"resume from the last epoch's checkpoint with a lower learning rate: {self.command} --resume {run_dir} "
-            "--set train.lr=..."
+            f"the last good checkpoint is {RunDir(run_dir).checkpoint('last')}; resume from it with {lower}: "
+            f"{self.command} --resume {run_dir} --set train.lr=..."
             if checkpoint_written
-            else "start a new run with a lower --set train.lr"
+            else f"no checkpoint was written yet; start a new run with {lower} (--set train.lr=...)"
         )
         return f"{self.title} diverged: {what}; {fix}"
 

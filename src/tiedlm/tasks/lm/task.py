@@ -236,21 +236,6 @@ class LanguageModelTask(Task):
         )
         return self.valid["ppl"]
 
-    def diverged(self, what: str, run_dir: Path, checkpoint_written: bool) -> str:
-        """The message of a run that diverged: what happened, the checkpoint to go back to, and the fix."""
-        last = RunDir(run_dir).checkpoint("last")
-        if last.is_file():
-            where = (
-                f"the last good checkpoint is {last}; lower train.lr or train.clip and resume from it with "
-                f"--resume {run_dir} --set train.lr=..."
-            )
-        else:
-            where = (
-                f"no checkpoint was written yet; start a new run with a lower train.lr (now "
-                f"{self.cfg.train.lr:g}) or train.clip (--set train.lr=...)"
-            )
-        return f"training diverged: {what}; {where}"
-
     def epoch_record(self, progress: Progress, seconds: float, wall: float, score: float) -> dict:
         s, n = progress.sums, progress.sums.get("count", 0)
         stage = "averaged" if self.validated_average else "sgd"  # what this epoch's validation measured
