@@ -44,21 +44,10 @@ from ...train.step import update
 from .config import SubspaceExperimentConfig
 
 PAPER_CLAIMS = {"beta0_tau10": 1.0, "beta1_tau10": 0.06}  # Inan et al. §6.2, Figure 1 ("almost 1", "around 0.06")
-CSV_FIELDS = [
-    "sweep_point",
-    "beta",
-    "tau",
-    "run",
-    "seed",
-    "slice_start",
-    "distance",
-    "train_ppl",
-    "train_aug",
-    "vocab_size",
-    "epochs",
-    "seconds",
-    "settings",
-]
+# the columns of subspace.csv: one row a trained model
+CSV_FIELDS = (
+    "sweep_point beta tau run seed slice_start distance train_ppl train_aug vocab_size epochs seconds settings"
+).split()
 
 
 def renormalise_rows_(weight: torch.Tensor) -> None:
