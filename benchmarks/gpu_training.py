@@ -22,17 +22,19 @@ from pathlib import Path
 import torch
 
 
-def measure(preset: str, mode: str, warm: int, windows: int, extra: list[str]) -> dict:
+def measure(preset: str, mode: str, warm: int, windows: int, extra: list[str], device: str = "cuda") -> dict:
     from tiedlm.errors import RunInterrupted
     from tiedlm.tasks.lm.config import Config
     from tiedlm.tasks.lm.task import LanguageModelTask
     from tiedlm.train import Run
 
-    cfg = Config.load(preset).with_overrides([f"train.cuda_graph={mode}", "train.device=cuda", *extra])
+    cfg = Config.load(preset).with_overrides([f"train.cuda_graph={mode}", f"train.device={device}", *extra])
+    gpu = device == "cuda"
     with tempfile.TemporaryDirectory() as tmp:
         r = Run(LanguageModelTask(cfg), Path(tmp) / "run", progress=False, log=lambda *a: None).__enter__()
         tr, p = r.task, r.progress
-        torch.cuda.reset_peak_memory_stats()
+        if gpu:
+            torch.cuda.reset_peak_memory_stats()
         for budget in (warm, windows):
             t0, n0, ce0 = p.epoch_seconds, p.sums.get("count", 0), p.sums.get("loss", 0.0)
             try:
@@ -51,7 +53,7 @@ def measure(preset: str, mode: str, warm: int, windows: int, extra: list[str]) -
             # perplexity: eager and graphed runs should learn alike (their dropout masks differ)
             "graphs": len(tr.graphs.by_length) if tr.graphs is not None else 0,
             "train_ppl": math.exp((p.sums["loss"] - ce0) / (p.sums["count"] - n0)),
-            "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20,
+            "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20 if gpu else 0.0,
         }
 
 
