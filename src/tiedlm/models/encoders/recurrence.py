@@ -222,7 +222,7 @@ def round_up(n: int, multiple: int) -> int:
 
 def padded_lstm(x, h0, c0, w_ih, w_hh, bias, units: int, rows: int):
     """One LSTM layer's tensors padded to ``units`` hidden units and ``rows`` sequences, for a kernel that is
-    faster at those shapes (cuDNN's persistent algorithms want widths and batches that are multiples of 8 or 128).
+    faster at those shapes (tensor-core GEMMs are tiled for widths and batches that are multiples of 8).
 
     The padding changes nothing that is computed for the real units and rows: every gate of a padded unit gets
     zero weights and bias, so its pre-activations are 0, i = f = o = σ(0) = ½ and g = tanh(0) = 0, its cell
