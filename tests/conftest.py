@@ -167,3 +167,13 @@ def flat_config(cls, raw: dict):
         home = next(s for s in cls.section_names() if key in [f.name for f in fields(getattr(defaults, s))])
         sections.setdefault(home, {})[key] = value
     return cls.from_dict(sections)
+
+
+def migrate_runs(folder: Path) -> None:
+    """tools/migrate_runs.py over ``folder``, as a user runs it; asserts that it rewrote checkpoints."""
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "migrate_runs.py"
+    out = subprocess.run([sys.executable, str(tool), str(folder)], capture_output=True, text=True)
+    assert out.returncode == 0 and "checkpoints rewritten" in out.stdout, out.stdout + out.stderr[-2000:]

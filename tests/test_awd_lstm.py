@@ -7,14 +7,14 @@ import torch
 from torch import nn
 
 from tiedlm.data.batching import variable_window_lengths
-from tiedlm.errors import RunInterrupted
+from tiedlm.errors import RunInterrupted, UsageError
 from tiedlm.losses import activation_regularization
 from tiedlm.models import AWDLSTM, embedding_dropout, locked_dropout
 from tiedlm.models.encoders.lstm_layer import VDLSTMLayer
 from tiedlm.tasks.lm.config import Config
 from tiedlm.train.checkpoint import load_checkpoint
 
-from conftest import LMRun, read_metrics, tiny_overrides
+from conftest import LMRun, migrate_runs, read_metrics, tiny_overrides
 
 
 def test_weight_drop_masks_w_hh_per_pass_without_replacing_the_parameter():
@@ -214,9 +214,9 @@ def test_stop_on_stall_starts_the_finetune_after_the_stall_and_resumes_exactly(t
 
 
 def test_stop_on_stall_applies_to_a_run_checkpointed_before_it_was_kept(tiny_corpus, tmp_path, monkeypatch):
-    """A run whose checkpoint predates ``averaged_from`` (stopped while averaging) and is resumed under
-    ``stop_on_stall`` finds where its average began from its records' stages, and stalls where an uninterrupted
-    run does."""
+    """A run whose checkpoint predates ``averaged_from`` (stopped while averaging) is refused with the migration;
+    tools/migrate_runs.py finds where its average began from its records' stages, and the run resumed under
+    ``stop_on_stall`` stalls where an uninterrupted run does."""
     from tiedlm.tasks.lm.nt_asgd import NTASGD
 
     cfg = _stall_cfg(tiny_corpus)
@@ -232,6 +232,9 @@ def test_stop_on_stall_applies_to_a_run_checkpointed_before_it_was_kept(tiny_cor
         m.setattr(NTASGD, "meta", lambda self: {k: current(self)[k] for k in ("valid_history", "stopped")})
         with pytest.raises(RunInterrupted):
             part.fit(sum(windows[:averaging_from]) + 2)  # inside the second averaged epoch
+    with pytest.raises(UsageError, match="checkpoint of an older tiedlm; rewrite the run folder with `python tools/"):
+        LMRun(cfg, tmp_path / "part", resume=True)
+    migrate_runs(tmp_path / "part")
     resumed = LMRun(cfg, tmp_path / "part", resume=True)
     assert resumed.task.nt_asgd.averaging and resumed.task.nt_asgd.averaged_from == averaging_from - 1
     resumed.fit()

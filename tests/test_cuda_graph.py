@@ -49,7 +49,7 @@ def test_graphed_training_matches_eager(tiny_corpus, tmp_path, preset, precision
             _cfg(tiny_corpus, preset, **{"train.cuda_graph": mode, "train.precision": precision}), tmp_path / mode
         )
         runs[mode] = (tr, summary)
-    assert runs["off"][0].graphed is None and runs["auto"][0].graphed is not None
+    assert runs["off"][0].task.graphs is None and runs["auto"][0].task.graphs is not None
     tol = 1e-4 if precision == "fp32" else 2e-2
     for a, b in zip(read_metrics(tmp_path / "off"), read_metrics(tmp_path / "auto")):
         assert b["train_ppl"] == pytest.approx(a["train_ppl"], rel=tol)
@@ -172,6 +172,25 @@ def test_graphed_awd_run_with_nt_asgd_averaging_resumes_exactly(tiny_corpus, tmp
     b, _ = load_checkpoint(tmp_path / "part" / "checkpoints" / "last.safetensors")
     assert any(k.startswith("avg.") for k in a) and set(a) == set(b)
     assert all(torch.equal(a[k], b[k]) for k in a if k.startswith(("model.", "avg.")))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+def test_padded_awd_trains_as_the_unpadded_eager_one(tiny_corpus, tmp_path, device):
+    """train.lstm_pad_units / lstm_pad_batch change only the shapes the fused kernel runs at: the AWD-LSTM with
+    22 units padded to 24 and its batch to 8 trains as the unpadded eager step does (same seed, same masks), up to
+    rounding; on a GPU the padded run is the graphed one."""
+    same = {"train.device": device, "train.precision": "fp32", "model.encoder.hidden_size": "22"}
+    pads = {"train.lstm_pad_units": "8", "train.lstm_pad_batch": "8"}
+    eager, _ = _fit(_awd(tiny_corpus, **same, **{"train.cuda_graph": "off"}), tmp_path / "eager")
+    padded, _ = _fit(_awd(tiny_corpus, **same, **pads), tmp_path / "padded")
+    assert eager.task.graphs is None and (padded.task.graphs is not None) == (device == "cuda")
+    a, b = read_metrics(tmp_path / "eager"), read_metrics(tmp_path / "padded")
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        assert y["train_ppl"] == pytest.approx(x["train_ppl"], rel=1e-4)
+        assert y["valid_ppl"] == pytest.approx(x["valid_ppl"], rel=1e-4)
+    wa, wb = _weights(tmp_path / "eager"), _weights(tmp_path / "padded")
+    assert set(wa) == set(wb) and all(torch.allclose(wa[k], wb[k], rtol=1e-4, atol=1e-5) for k in wa)
 
 
 def test_unsupported_runs_say_why(tiny_corpus, monkeypatch):

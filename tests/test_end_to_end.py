@@ -20,7 +20,7 @@ from tiedlm.tasks.lm.config import Config
 from tiedlm.train import load_checkpoint
 from tiedlm.train.checkpoint import save_checkpoint
 
-from conftest import LMRun, read_metrics, tiny_overrides
+from conftest import LMRun, migrate_runs, read_metrics, tiny_overrides
 
 
 def _train(corpus, out, *extra, preset="ptb-small-real"):
@@ -138,9 +138,7 @@ def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path, pr
     assert meta["epoch"] == 2 and meta["batch"] == 3  # the one schema's position (Progress)
     if old:  # rewritten by tools/migrate_runs.py, as a user's older folder is
         _as_written_before_the_one_schema(tmp_path / "part" / "checkpoints" / "last.safetensors")
-        from test_harness import _migrate
-
-        _migrate(tmp_path / "part")
+        migrate_runs(tmp_path / "part")
     resumed = LMRun(cfg, tmp_path / "part", resume=True)
     s_res = resumed.fit()
 

@@ -20,7 +20,14 @@ from tiedlm.train import loop
 from tiedlm.train.checkpoint import load_checkpoint, save_checkpoint
 from tiedlm.train.loop import Progress
 
-from conftest import flat_config, tiny_overrides, write_tiny_corpus, write_tiny_hf_config, write_tiny_parallel
+from conftest import (
+    flat_config,
+    migrate_runs,
+    tiny_overrides,
+    write_tiny_corpus,
+    write_tiny_hf_config,
+    write_tiny_parallel,
+)
 
 
 def _treebank(folder: Path) -> Path:
@@ -398,7 +405,7 @@ def test_checkpoints_of_the_tasks_own_loops_from_before_the_harness_resume(task,
     (old_run / "summary.json").unlink()
     with pytest.raises(UsageError, match="checkpoint of an older tiedlm; rewrite the run folder with"):
         case.train(old_run, True)
-    _migrate(old_run)
+    migrate_runs(old_run)
     resumed = case.train(old_run, True)
     a, _ = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.safetensors")
     b, _ = load_checkpoint(old_run / "checkpoints" / "last.safetensors")
@@ -428,14 +435,3 @@ def test_a_task_that_trains_in_one_process_is_refused_under_torchrun_with_one_li
     with pytest.raises(UsageError, match=r"trains in one process: run `tiedlm tag train` without torchrun") as e:
         case.train(tmp_path / "run", False)
     assert "\n" not in str(e.value) and not (tmp_path / "run").exists()
-
-
-def _migrate(folder) -> None:
-    """tools/migrate_runs.py over ``folder``, as a user runs it."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    tool = Path(__file__).resolve().parents[1] / "tools" / "migrate_runs.py"
-    out = subprocess.run([sys.executable, str(tool), str(folder)], capture_output=True, text=True)
-    assert out.returncode == 0 and "checkpoints rewritten" in out.stdout, out.stdout + out.stderr[-2000:]

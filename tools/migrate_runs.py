@@ -13,7 +13,8 @@ What it rewrites (a folder already in today's layout is left alone, so running i
 - the checkpoints: a tagger's or translator's ``checkpoint.safetensors`` becomes ``checkpoints/last.safetensors``;
   a checkpoint from before the one training loop gets the loop's position metadata, and the best weights it holds
   inside become ``checkpoints/best.safetensors``; a carried state saved as ``state.N.h/.c`` is renamed
-  ``state.N.0/.1``.
+  ``state.N.0/.1``; a language model's NT-ASGD state from before it kept where its average began
+  (``averaged_from``) gets it from the metrics lines' stages (the average's first entry follows the SGD epochs').
 
 The tiedlm readers of these older layouts were removed from the package once its own results were migrated.
 """
@@ -188,7 +189,8 @@ def migrate_checkpoints(folder: Path, task: str) -> bool:
     for k in tensors:
         if k.startswith("state.") and k.endswith((".h", ".c")):
             renamed[k] = k[:-1] + {"h": "0", "c": "1"}[k[-1]]
-    if meta.get("schema") == SCHEMA and renamed == {k: k for k in tensors}:
+    meta, started = nt_asgd_start(folder, meta, tensors, task)
+    if meta.get("schema") == SCHEMA and renamed == {k: k for k in tensors} and not started:
         return moved
     if meta.get("schema") != SCHEMA:
         progress = progress_of(meta, task)
@@ -203,6 +205,21 @@ def migrate_checkpoints(folder: Path, task: str) -> bool:
             )
     save_checkpoint(last, {renamed[k]: v for k, v in tensors.items()}, meta)
     return True
+
+
+def nt_asgd_start(folder: Path, meta: dict, tensors: dict, task: str) -> tuple[dict, bool]:
+    """A language model's checkpoint metadata with NT-ASGD's ``averaged_from`` and ``main_end``, where it has
+    NT-ASGD's state without them; and whether it added them."""
+    state = meta.get("task", {}) if meta.get("schema") == SCHEMA else meta
+    if task != "lm" or "valid_history" not in state or "averaged_from" in state:
+        return meta, False
+    start = None
+    if "avg.n_averaged" in tensors:  # stopped while averaging
+        records = [r for r in RunDir(folder).read_metrics() if r["epoch"] < meta["epoch"]]
+        if all("stage" in r for r in records):
+            start = sum(r["stage"] == "sgd" for r in records)
+    state.update(averaged_from=start, main_end=state.get("main_end"))
+    return meta, True
 
 
 def migrate_summary(folder: Path, task: str) -> bool:

@@ -347,10 +347,7 @@ class Run:
         task, files, path = self.task, self.files, self.path
         tensors, meta = load_train_state(files.checkpoint("last"), task.model, task.optimizer, task.dist.rank)
         if meta.get("schema") != SCHEMA:
-            raise UsageError(
-                f"{files.checkpoint('last')} is a checkpoint of an older tiedlm; rewrite the run folder with "
-                "`python tools/migrate_runs.py " + str(path) + "`, then resume"
-            )
+            raise older_checkpoint(path)
         p = Progress.from_meta(meta)
         task.load_extra_state(tensors, meta["task"], p)
         done, asked = p.epoch - 1, getattr(task.settings(), "epochs", task.epochs)
@@ -370,6 +367,14 @@ class Run:
     def fit(self, budget: int | None = None) -> dict:
         """Train to the end (:func:`fit`); ``budget``: stop with a checkpoint after that many batches."""
         return fit(self.task, self.files, self.progress, self.show, self.log, budget)
+
+
+def older_checkpoint(run_dir: Path) -> UsageError:
+    """The refusal of a run folder whose checkpoint an older tiedlm wrote, with the migration that rewrites it."""
+    return UsageError(
+        f"{RunDir(run_dir).checkpoint('last')} is a checkpoint of an older tiedlm; rewrite the run folder with "
+        f"`python tools/migrate_runs.py {run_dir}`, then resume"
+    )
 
 
 def task_main_rank() -> bool:

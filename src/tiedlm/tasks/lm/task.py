@@ -37,7 +37,7 @@ from ...models.encoders.lstm_layer import pad_fused_lstms
 from ...models.encoders.state import detach_state
 from ...run_dir import RunDir, write_text_atomic
 from ...train.checkpoint import carried_state, load_checkpoint, model_state, state_tensors
-from ...train.loop import Progress, Task
+from ...train.loop import Progress, Task, older_checkpoint
 from ...train.optimizers import make_optimizer
 from ...train.step import update, window_loss
 from .config import Config
@@ -269,12 +269,10 @@ class LanguageModelTask(Task):
         return {**self.nt_asgd.tensors(), **state}, self.nt_asgd.meta()
 
     def load_extra_state(self, tensors: dict, meta: dict, progress: Progress) -> None:
+        if "averaged_from" not in meta:  # NT-ASGD's state as kept before the average's start was
+            raise older_checkpoint(self.run_dir)
         self.nt_asgd.restore(tensors, meta, self.model)
         self.state = carried_state(tensors, self.device)
-        records = [r for r in RunDir(self.run_dir).read_metrics() if r["epoch"] < progress.epoch]
-        if self.nt_asgd.averaging and self.nt_asgd.averaged_from is None and all("stage" in r for r in records):
-            # a checkpoint from before averaged_from was kept: the average's first entry follows the SGD epochs
-            self.nt_asgd.averaged_from = sum(r["stage"] == "sgd" for r in records)
 
     # ------------------------------------------------------------------ end of training
     def summary(self, progress: Progress, history: list[dict]) -> dict:
