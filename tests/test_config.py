@@ -108,7 +108,7 @@ def test_overrides_and_errors():
         ("model.size=3", "unknown key"),
         ("train.epochs", "section.key=value"),
         ("model.encoder.dropout=1.5", "drop probability"),
-        ("train.precision=fp16", "fp32 or bf16"),
+        ("train.precision=fp16", "one of: auto, fp32, bf16"),
     ]
     for item, msg in bad:
         with pytest.raises(UsageError, match=msg):
@@ -148,3 +148,55 @@ def test_run_precision_falls_back_to_fp32_where_bf16_is_missing(monkeypatch):
     assert runtime.run_precision("fp32", cpu) == "fp32"
     monkeypatch.setattr(runtime, "cpu_supports_bf16", lambda: True)
     assert runtime.run_precision("bf16", cpu) == "bf16"
+
+
+def test_declared_bounds_hold_however_a_setting_is_set(tmp_path):
+    """What a field declares it allows (registry.bounded, registry.option) refuses a value from a TOML file, from
+    --set and from a component built in Python alike, naming the flag where the setting is also an option; a
+    task's [train] that only sets another default keeps the base's bounds; a non-finite number is refused in any
+    section."""
+    from tiedlm.models.config import ModelConfig
+    from tiedlm.models.outputs import DrillConfig
+    from tiedlm.tasks.subspace.config import SubspaceExperimentConfig
+    from tiedlm.tasks.tagging.config import TaggerConfig
+
+    toml = tmp_path / "subspace.toml"
+    toml.write_text("[model]\nhidden_size = 0\n")
+    refusals = [
+        (
+            lambda: SubspaceExperimentConfig.load(toml),
+            r"model.hidden_size = 0 is not allowed; expected an integer >= 1 \(--hidden-size\)",
+        ),
+        (
+            lambda: SubspaceExperimentConfig().with_overrides(["sweep.taus=1,0"]),
+            r"sweep.taus = \[1.0, 0.0\] is not allowed; expected each value a number > 0 \(--taus\)",
+        ),
+        (
+            lambda: TaggerConfig().with_overrides(["train.epochs=0"]),
+            r"train.epochs = 0 is not allowed; expected an integer >= 1$",
+        ),
+        (
+            lambda: Config().with_overrides(["train.threads=-1"]),
+            r"train.threads = -1 is not allowed; expected an integer >= 0 \(0 = the free cores\)",
+        ),
+        (
+            lambda: ModelConfig(encoder="awd-lstm", output=DrillConfig(dropout=1.0)).validate(),
+            r"model.output.dropout = 1.0 is not allowed; expected a drop probability in \[0, 1\)",
+        ),
+        (
+            lambda: Config().with_overrides(["train.lr_decay=0"]),
+            r"train.lr_decay = 0.0 is not allowed; expected a number in \(0, 1\]",
+        ),
+        (
+            lambda: Config().with_overrides(["loss.gamma=nan"]),
+            "loss.gamma = nan is not allowed; expected a finite number",
+        ),
+        (
+            lambda: Config().with_overrides(["model.output=drill", "model.output.activation=gelu"]),
+            "expected one of: sigmoid, relu",
+        ),
+    ]
+    for make, message in refusals:
+        with pytest.raises(UsageError, match=message):
+            make()
+    assert SubspaceExperimentConfig().with_overrides(["model.hidden_size=1", "sweep.taus=0.5"]).sweep.taus == [0.5]

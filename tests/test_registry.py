@@ -42,7 +42,7 @@ def test_set_grammar_switches_layer_and_sets_its_keys_in_any_order():
     assert a.with_overrides(["model.output=drill"]).model.output.depth == 3
     with pytest.raises(UsageError, match="output layer 'tied' has no key 'depth'; its keys: bias"):
         base.with_overrides(["model.output.depth=3"])
-    with pytest.raises(UsageError, match=r"model.output.depth = 0 is not allowed; expected an integer from 1 to 64"):
+    with pytest.raises(UsageError, match=r"model.output.depth = 0 is not allowed; expected an integer in \[1, 64\]"):
         base.with_overrides(["model.output=drill", "model.output.depth=0"])
     with pytest.raises(UsageError, match="expected an integer"):
         base.with_overrides(["model.output=drill", "model.output.depth=four"])

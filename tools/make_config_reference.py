@@ -53,6 +53,8 @@ def _type(f) -> str:
 
 
 def table(cls, prefix: str) -> list[str]:
+    from tiedlm.registry import allowed_values, declared
+
     comments = field_comments(cls)
     rows = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
     for f in dataclasses.fields(cls):
@@ -60,6 +62,8 @@ def table(cls, prefix: str) -> list[str]:
         meaning = comments.get(f.name, "")
         if option := f.metadata.get("option"):  # a command-line option too: its help says what it is
             meaning = "; ".join(part for part in (meaning, option["help"], f"option `{option['flag']}`") if part)
+        if bounds := declared(cls, f.name):  # what it allows, as registry.check_settings holds it to
+            meaning = "; ".join(part for part in (meaning, f"allowed: {allowed_values(bounds)}") if part)
         meaning = meaning.replace("|", "\\|")
         if f.metadata.get("resumable"):  # a resumed run may change it (`--resume RUN --set KEY=VALUE`)
             meaning += " *(resumable: `--resume` accepts a new value)*"
@@ -91,7 +95,8 @@ def page() -> str:
         "# Every setting, generated from the typed configs",
         "",
         "Written by `python tools/make_config_reference.py` from the dataclasses and the comments beside their "
-        "fields; a test fails when this page is stale. Explanations with the papers' equations: "
+        "fields (*allowed*: the values a setting is held to, however it is set); a test fails when this page is "
+        "stale. Explanations with the papers' equations: "
         "[configuration.md](configuration.md).",
         "",
     ]

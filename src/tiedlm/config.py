@@ -5,7 +5,6 @@ what every task's sections share. Each task's settings are its subclass (the lan
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, get_type_hints
@@ -15,7 +14,16 @@ import tomllib
 
 from .errors import UsageError
 from .optimizers import OPTIMIZERS, SGDConfig
-from .registry import ComponentConfig, TaskInfo, assign_typed, field_names, parse_text, resumable, resumable_fields
+from .registry import (
+    ComponentConfig,
+    TaskInfo,
+    assign_typed,
+    bounded,
+    check_settings,
+    field_names,
+    parse_text,
+    resumable_fields,
+)
 from .run_dir import RunDir
 
 PRESET_DIR = Path(__file__).parent / "presets"
@@ -80,12 +88,15 @@ class SectionedConfig:
             components = cls.COMPONENTS.get(name, {})
             for key, value in values.items():
                 if key in components and isinstance(value, ComponentConfig):  # a built config (the Python API)
+                    check_settings(value, f"{name}.{key}")
                     value.validate(f"{name}.{key}")
                     setattr(sub, key, value)
                 elif key in components:
                     setattr(sub, key, components[key].config(value, origin))
                 else:
                     assign_typed(sub, name, key, value, origin)
+        for name in cls.section_names():
+            check_settings(getattr(cfg, name), name)
         if isinstance(getattr(cfg, "train", None), TrainSettings):
             cfg.train.check()
         cfg.validate()
@@ -265,14 +276,16 @@ class TrainSettings:
     written back; epochs; max_nonfinite) and the task's step uses (lr, clip, seed, the optimiser), checked here
     once (:meth:`check`). A task's ``[train]`` subclasses it, with its own defaults and keys."""
 
-    epochs: int = resumable(10)  # epochs of the main stage
-    lr: float = 1.0  # learning rate (the peak rate with a warm-up)
-    clip: float = 5.0  # maximum global gradient norm (0: no clipping)
+    epochs: int = bounded(10, 1, resumable=True)  # epochs of the main stage
+    lr: float = bounded(1.0, 0, above=True)  # learning rate (the peak rate with a warm-up)
+    clip: float = bounded(5.0, 0)  # maximum global gradient norm (0: no clipping)
     seed: int = 1  # seed of every random draw
-    threads: int = resumable(0)  # 0: the cores other processes leave free
+    threads: int = bounded(0, 0, note="0 = the free cores", resumable=True)  # 0: the cores other processes leave free
     device: str = "auto"  # auto (a GPU if one is visible) | cpu | cuda | cuda:N
-    precision: str = "auto"  # auto (bf16 where the device has it) | fp32 | bf16
-    max_nonfinite: int = resumable(10)  # consecutive non-finite steps tolerated (skipped) before the run stops
+    # auto (bf16 where the device has it) | fp32 | bf16
+    precision: str = bounded("auto", choices=("auto", "fp32", "bf16"))
+    # consecutive non-finite steps tolerated (skipped) before the run stops
+    max_nonfinite: int = bounded(10, 1, resumable=True)
     # the optimiser: a table [train.optimizer] with name = sgd | nt-asgd | adam and its own keys (`tiedlm list`)
     optimizer: ComponentConfig = field(default_factory=SGDConfig)
 
@@ -281,19 +294,11 @@ class TrainSettings:
             self.optimizer = OPTIMIZERS.config(self.optimizer, type(self).__name__)
 
     def check(self) -> None:
-        """A one-line UsageError for the first of these keys that is not allowed."""
-        for section, prefix in ((self, "train"), (self.optimizer, "train.optimizer")):
-            for f in fields(section):
-                value = getattr(section, f.name)
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise UsageError(f"{prefix}.{f.name} = {value!r} is not allowed; expected a finite number")
-        _check(self.epochs >= 1, "train.epochs", self.epochs, "an integer >= 1")
-        _check(self.lr > 0, "train.lr", self.lr, "a number > 0")
-        _check(self.clip >= 0, "train.clip", self.clip, "a max global gradient norm >= 0 (0 disables)")
-        _check(self.threads >= 0, "train.threads", self.threads, "an integer >= 0 (0 = the free cores)")
+        """A one-line UsageError for the first of these keys that is not allowed (beyond their declared bounds,
+        which :func:`~tiedlm.registry.check_settings` holds them to)."""
+        check_settings(self, "train")
+        check_settings(self.optimizer, "train.optimizer")
         _check(device_is_valid(self.device), "train.device", self.device, "one of: auto, cpu, cuda, cuda:N")
-        _check(self.precision in ("auto", "fp32", "bf16"), "train.precision", self.precision, "auto, fp32 or bf16")
-        _check(self.max_nonfinite >= 1, "train.max_nonfinite", self.max_nonfinite, "an integer >= 1")
         self.optimizer.validate("train.optimizer")
 
     @property

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .registry import ComponentConfig, Registry, resumable
+from .registry import ComponentConfig, Registry, bounded, resumable
 
 OPTIMIZERS = Registry("optimizer", "train.optimizer")
 
@@ -30,10 +30,7 @@ class SGDConfig(OptimizerConfig):
 
     graph_capturable: ClassVar[bool] = True
 
-    momentum: float = 0.0  # heavy-ball momentum (the papers' runs: none)
-
-    def validate(self, key: str) -> None:
-        self.check(0.0 <= self.momentum < 1.0, key, "momentum", "a number in [0, 1)")
+    momentum: float = bounded(0.0, 0, 1, below=True)  # heavy-ball momentum (the papers' runs: none)
 
 
 @OPTIMIZERS.register("nt-asgd", builds="tiedlm.train.optimizers:sgd")
@@ -44,15 +41,12 @@ class NTASGDConfig(OptimizerConfig):
     averages_iterates: ClassVar[bool] = True
     graph_capturable: ClassVar[bool] = True  # SGD's step in the graph; the average is updated after each replay
 
-    nonmono: int = 5  # average once valid has not improved on the value `nonmono` epochs back
-    finetune_epochs: int = resumable(0)  # after `train.epochs`, restart averaging from the best weights for N epochs
+    nonmono: int = bounded(5, 1)  # average once valid has not improved on the value `nonmono` epochs back
+    # after `train.epochs`, restart averaging from the best weights for N epochs
+    finetune_epochs: int = bounded(0, 0, resumable=True)
     # end the averaged stage once the average's validation has not improved for `nonmono` epochs (then the
     # finetune stage); off, it runs to `train.epochs`, as in the reference's main.py
     stop_on_stall: bool = resumable(False)
-
-    def validate(self, key: str) -> None:
-        self.check(self.nonmono >= 1, key, "nonmono", "an integer >= 1")
-        self.check(self.finetune_epochs >= 0, key, "finetune_epochs", "an integer >= 0")
 
 
 @OPTIMIZERS.register("adam", builds="tiedlm.train.optimizers:adamw")
@@ -60,11 +54,6 @@ class NTASGDConfig(OptimizerConfig):
 class AdamConfig(OptimizerConfig):
     """AdamW (decoupled weight decay), for Transformers with train.warmup_steps (Vaswani et al. §5.3)."""
 
-    beta1: float = 0.9  # Vaswani et al.'s betas
-    beta2: float = 0.98
-    eps: float = 1e-8  # added to the root of the second moment (Vaswani et al.: 1e-9)
-
-    def validate(self, key: str) -> None:
-        self.check(0.0 <= self.beta1 < 1.0, key, "beta1", "a number in [0, 1)")
-        self.check(0.0 <= self.beta2 < 1.0, key, "beta2", "a number in [0, 1)")
-        self.check(self.eps > 0.0, key, "eps", "a number > 0")
+    beta1: float = bounded(0.9, 0, 1, below=True)  # Vaswani et al.'s betas
+    beta2: float = bounded(0.98, 0, 1, below=True)
+    eps: float = bounded(1e-8, 0, above=True)  # added to the root of the second moment (Vaswani et al.: 1e-9)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, get_args, get_origin, get_type_hints
 
@@ -94,6 +95,36 @@ def resumable(default: Any) -> Any:
     return dataclasses.field(default=default, metadata={"resumable": True})
 
 
+def bounded(
+    default: Any,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    *,
+    above: bool = False,
+    below: bool = False,
+    choices: tuple | None = None,
+    noun: str = "",
+    note: str = "",
+    resumable: bool = False,
+    meta: dict | None = None,
+) -> Any:
+    """A setting with the values it allows declared beside it: ``minimum``/``maximum`` bound a number (``above``/
+    ``below``: strictly), ``choices`` a string; ``noun`` names it in a refusal (``a drop probability``; default
+    an integer or a number), ``note`` ends it (``(0 = auto)``); ``resumable`` as
+    :func:`resumable`. :func:`check_settings` holds every setting to it however it was set (TOML, ``--set``, the
+    Python API), and a setting's command-line option (:func:`option`) to the same."""
+    meta = {**(meta or {}), "bounds": (minimum, above, maximum, below), "choices": choices, "noun": noun, "note": note}
+    meta |= {"resumable": True} if resumable else {}
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def probability(default: float, resumable: bool = False) -> Any:
+    """A drop probability: in [0, 1)."""
+    return bounded(default, 0, 1, below=True, noun="a drop probability", resumable=resumable)
+
+
 def option(
     default: Any,
     flag: str,
@@ -105,13 +136,66 @@ def option(
     resumable: bool = False,
 ) -> Any:
     """A setting that is also the command-line option ``flag``: the option's type, bounds and default come from
-    the field (:func:`tiedlm.cli.common.add_options`), so that no default is written twice. ``minimum``/``above``/
-    ``maximum`` bound a number (``above``: strictly), ``choices`` a string; ``resumable`` as :func:`resumable`."""
-    meta = {"option": {"flag": flag, "help": help, "bounds": (minimum, above, maximum), "choices": choices}}
-    meta |= {"resumable": True} if resumable else {}
-    if isinstance(default, list):
-        return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
+    the field (:func:`tiedlm.cli.common.add_options`), so that no default is written twice; the bounds as
+    :func:`bounded`."""
+    return bounded(
+        default,
+        minimum,
+        maximum,
+        above=above,
+        choices=choices,
+        resumable=resumable,
+        meta={"option": {"flag": flag, "help": help}},
+    )
+
+
+def allowed_values(f: dataclasses.Field) -> str:
+    """What a field declared with :func:`bounded` allows, in words (``an integer >= 1``, ``a number in [0, 1)``)."""
+    (low, above, high, below), choices = f.metadata["bounds"], f.metadata["choices"]
+    if choices:
+        return "one of: " + ", ".join(choices)
+    kind = f.metadata["noun"] or ("an integer" if f.type in (int, "int", "list[int]") else "a number")
+    if low is not None and high is not None:
+        return f"{kind} in {'(' if above else '['}{low:g}, {high:g}{')' if below else ']'}"
+    if low is not None:
+        return f"{kind} {'>' if above else '>='} {low:g}"
+    return f"{kind} {'<' if below else '<='} {high:g}" if high is not None else kind
+
+
+def declared(cls: type, name: str) -> dataclasses.Field | None:
+    """The field ``name`` as declared with bounds by ``cls`` or the nearest base (a subclass that only sets
+    another default keeps the base's bounds)."""
+    for klass in cls.__mro__:
+        f = getattr(klass, "__dataclass_fields__", {}).get(name)
+        if f is not None and "bounds" in f.metadata:
+            return f
+    return None
+
+
+def check_settings(settings: Any, prefix: str) -> None:
+    """A one-line UsageError for the first field of the dataclass ``settings`` that is not allowed: a number that is
+    not finite, or a value outside what its field declares (:func:`bounded`, :func:`option`)."""
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+            raise UsageError(f"{prefix}.{f.name} = {value!r} is not allowed; expected a finite number")
+        f = declared(type(settings), f.name) or f
+        if "bounds" not in f.metadata:
+            continue
+        (low, above, high, below), choices = f.metadata["bounds"], f.metadata["choices"]
+        ok = all(
+            (choices is None or v in choices)
+            and (low is None or (v > low if above else v >= low))
+            and (high is None or (v < high if below else v <= high))
+            for v in values
+        )
+        if not ok:
+            each = "each value " if isinstance(value, list) else ""
+            extra = [f.metadata["note"]] if f.metadata["note"] else []
+            extra += [f.metadata["option"]["flag"]] if "option" in f.metadata else []
+            hint = f" ({'; '.join(extra)})" if extra else ""
+            raise UsageError(f"{prefix}.{f.name} = {value!r} is not allowed; expected {each}{allowed_values(f)}{hint}")
 
 
 def resumable_fields(cls) -> list[str]:
@@ -192,6 +276,7 @@ class Registry:
                     origin,
                     hint=f" ({self.kind} {entry.name!r} has {', '.join(field_names(cfg)) or 'no keys'})",
                 )
+        check_settings(cfg, self.key)
         cfg.validate(self.key)
         return cfg
 

@@ -141,14 +141,14 @@ def add_options(parser, settings) -> None:
     from .types import integer, number
 
     for f, _, default in _option_fields(settings):
-        o = f.metadata["option"]
-        minimum, above, maximum = o["bounds"]
+        o, choices = f.metadata["option"], f.metadata["choices"]
+        minimum, above, maximum, _ = f.metadata["bounds"]
         kind = type(default)
         if isinstance(default, list):  # the element type: list[float] or list[int]
             kind = int if str(f.type).replace(" ", "") == "list[int]" else float
         if kind is bool and default:  # a flag can only turn a setting on
             raise TypeError(f"option {o['flag']}: a bool setting that is an option defaults to False")
-        extra: dict = {"action": "store_true"} if kind is bool else {"choices": o["choices"]} if o["choices"] else {}
+        extra: dict = {"action": "store_true"} if kind is bool else {"choices": choices} if choices else {}
         if kind is int:
             extra["type"] = integer(int(minimum if minimum is not None else -(2**62)))
         elif kind is float:

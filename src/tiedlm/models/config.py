@@ -20,12 +20,11 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UsageError
-from ..registry import ComponentConfig, Registry, assign_typed
+from ..registry import ComponentConfig, Registry, assign_typed, bounded, check_settings, probability
 from .encoders import ENCODERS, VDLSTMConfig
 from .outputs import OUTPUTS, FullConfig
 
@@ -35,9 +34,10 @@ COMPONENTS: dict[str, Registry] = {"encoder": ENCODERS, "output": OUTPUTS}
 
 @dataclass
 class ModelConfig:
-    embedding_size: int = 200  # d, the word-embedding size (transformer: d_model)
-    init_range: float = 0.1  # uniform initialisation in ±init_range
-    dropout_embedding: float = 0.0  # word types dropped from the embedding (AWD dropoute); not with vd-lstm
+    embedding_size: int = bounded(200, 1)  # d, the word-embedding size (transformer: d_model)
+    init_range: float = bounded(0.1, 0, above=True)  # uniform initialisation in ±init_range
+    # word types dropped from the embedding (AWD dropoute); not with vd-lstm
+    dropout_embedding: float = probability(0.0)
     embedding_density: float = 1.0  # fraction of trainable embedding entries (frequency-based, §4.1); 1 = dense
     # the encoder: a table [model.encoder] with name = vd-lstm | awd-lstm | transformer | hf and that encoder's own
     # keys (`tiedlm list` shows them)
@@ -79,18 +79,7 @@ class ModelConfig:
         """One-line UsageError for the first model setting that is out of range or contradicts another."""
         m, e = self, self.encoder
         for part, prefix in ((m, "model"), (m.encoder, "model.encoder"), (m.output, "model.output")):
-            for f in dataclasses.fields(part):
-                value = getattr(part, f.name)
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise UsageError(f"{prefix}.{f.name} = {value!r} is not allowed; expected a finite number")
-        _check(m.embedding_size >= 1, "model.embedding_size", m.embedding_size, "an integer >= 1")
-        _check(m.init_range > 0, "model.init_range", m.init_range, "a number > 0")
-        _check(
-            0.0 <= m.dropout_embedding < 1.0,
-            "model.dropout_embedding",
-            m.dropout_embedding,
-            "a drop probability in [0, 1)",
-        )
+            check_settings(part, prefix)
         _check(
             1 / m.embedding_size <= m.embedding_density <= 1,
             "model.embedding_density",

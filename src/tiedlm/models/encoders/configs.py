@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ...errors import UsageError
-from ...registry import ComponentConfig, Registry
+from ...registry import ComponentConfig, Registry, bounded, probability
 
 ENCODERS = Registry(
     "encoder",
@@ -58,14 +58,10 @@ class EncoderConfig(ComponentConfig):
 class StackConfig(EncoderConfig):
     """Keys of the encoders tiedlm builds as a stack of layers (the LSTMs, the Transformer)."""
 
-    hidden_size: int = 200  # LSTM units per layer; transformer: the feed-forward inner size
-    layers: int = 2  # LSTM layers; transformer: blocks
-    dropout: float = 0.3  # probability of *dropping* a unit (variational, Gal 2015); awd-lstm: on the output
-
-    def validate(self, key: str) -> None:
-        self.check(self.hidden_size >= 1, key, "hidden_size", "an integer >= 1")
-        self.check(self.layers >= 1, key, "layers", "an integer >= 1")
-        self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
+    hidden_size: int = bounded(200, 1)  # LSTM units per layer; transformer: the feed-forward inner size
+    layers: int = bounded(2, 1)  # LSTM layers; transformer: blocks
+    # probability of *dropping* a unit (variational, Gal 2015); awd-lstm: on the output
+    dropout: float = probability(0.3)
 
     def output_size(self, embedding_size: int, output) -> int:
         return self.hidden_size
@@ -79,32 +75,23 @@ class LSTMConfig(StackConfig):
     """Keys of both LSTM encoders: input dropout and predefined sparseness (Demeester et al. 2018)."""
 
     # one mask per sequence on the embeddings fed to the first layer (AWD dropouti; VD: Gal's p_x)
-    dropout_input: float = 0.0
+    dropout_input: float = probability(0.0)
     sparse_layer: int = 0  # 1-based LSTM layer made sparse (§3); 0 = none
-    sparse_hidden_size: int = 0  # its hidden size h_s; 0 = the dense size
-    sparse_components: int = 0  # k; 0 = solved (smallest k >= 2 admitting equal parameters; 3 with a density)
-    sparse_density: float = 0.0  # fraction of the input each component reads; 0 = the dense layer's param count
+    sparse_hidden_size: int = bounded(0, 0)  # its hidden size h_s; 0 = the dense size
+    # k; 0 = solved (smallest k >= 2 admitting equal parameters; 3 with a density)
+    sparse_components: int = bounded(0, 0)
+    # fraction of the input each component reads; 0 = the dense layer's param count
+    sparse_density: float = bounded(0.0, 0, 1, note="0 = solve")
     # every LSTM layer sparse, the authors' configuration: hidden_size is the wide size (1725) and each layer has
     # the parameters of the dense one f times narrower (f = 2/3: 1150); 0 = off (Demeester et al. §3, Table 1)
-    sparse_fraction: float = 0.0
+    sparse_fraction: float = bounded(0.0, 0, 1, note="0 = off; the authors' AWD-LSTM: 2/3")
 
     def validate(self, key: str) -> None:
-        super().validate(key)
-        self.check(0.0 <= self.dropout_input < 1.0, key, "dropout_input", "a drop probability in [0, 1)")
         self.check(
             0 <= self.sparse_layer <= self.layers,
             key,
             "sparse_layer",
             f"a layer number in 1..{self.layers}, or 0 for none",
-        )
-        self.check(self.sparse_hidden_size >= 0, key, "sparse_hidden_size", "an integer >= 0")
-        self.check(self.sparse_components >= 0, key, "sparse_components", "an integer >= 0")
-        self.check(0 <= self.sparse_density <= 1, key, "sparse_density", "a fraction in [0, 1] (0 = solve)")
-        self.check(
-            0 <= self.sparse_fraction <= 1,
-            key,
-            "sparse_fraction",
-            "a fraction in [0, 1] (0 = off; the authors' AWD-LSTM: 2/3)",
         )
         self.check(
             not (self.sparse_fraction and self.sparse_layer),
@@ -138,9 +125,10 @@ class AWDLSTMConfig(LSTMConfig):
     cuda_graph: ClassVar[str] = "verified"
     activation_regularization: ClassVar[bool] = True
 
-    last_hidden_size: int = 0  # size of the last LSTM layer; 0: embedding_size, or hidden_size for output = full
-    dropout_hidden: float = 0.0  # locked dropout between LSTM layers (AWD dropouth)
-    weight_drop: float = 0.0  # DropConnect on the hidden-to-hidden weights (AWD wdrop)
+    # size of the last LSTM layer; 0: embedding_size, or hidden_size for output = full
+    last_hidden_size: int = bounded(0, 0, note="0 = auto")
+    dropout_hidden: float = probability(0.0)  # locked dropout between LSTM layers (AWD dropouth)
+    weight_drop: float = probability(0.0)  # DropConnect on the hidden-to-hidden weights (AWD wdrop)
 
     output_size_key: ClassVar[str] = "encoder.last_hidden_size"
 
@@ -152,12 +140,6 @@ class AWDLSTMConfig(LSTMConfig):
             return self.last_hidden_size
         return self.hidden_size if type(output).default_input == "hidden" else embedding_size
 
-    def validate(self, key: str) -> None:
-        super().validate(key)
-        self.check(self.last_hidden_size >= 0, key, "last_hidden_size", "an integer >= 0 (0 = auto)")
-        self.check(0.0 <= self.dropout_hidden < 1.0, key, "dropout_hidden", "a drop probability in [0, 1)")
-        self.check(0.0 <= self.weight_drop < 1.0, key, "weight_drop", "a drop probability in [0, 1)")
-
 
 @ENCODERS.register("transformer", builds="tiedlm.models.encoders.transformer:CausalTransformer")
 @dataclass
@@ -168,10 +150,11 @@ class TransformerConfig(StackConfig):
         "its Adam step runs eagerly (the Transformer gained 1.00-1.07x from a graph on an H100, 2026-11-25)"
     )
 
-    heads: int = 4  # attention heads (a divisor of model.embedding_size); dropout: residual, attention, embedding
-    positions: str = "sinusoidal"  # sinusoidal | learned
+    # attention heads (a divisor of model.embedding_size); dropout: residual, attention, embedding
+    heads: int = bounded(4, 1)
+    positions: str = bounded("sinusoidal", choices=POSITIONS)  # sinusoidal | learned
     max_positions: int = 512  # learned positions only: memory + window length must fit
-    memory: int = 0  # earlier tokens of the stream re-read in front of each window (0: windows independent)
+    memory: int = bounded(0, 0)  # earlier tokens of the stream re-read in front of each window (0: windows independent)
 
     output_size_key: ClassVar[str] = "embedding_size"
 
@@ -192,12 +175,6 @@ class TransformerConfig(StackConfig):
                 f"model.embedding_size = {embedding_size}"
             )
 
-    def validate(self, key: str) -> None:
-        super().validate(key)
-        self.check(self.heads >= 1, key, "heads", "an integer >= 1")
-        self.check(self.positions in POSITIONS, key, "positions", "one of: " + ", ".join(POSITIONS))
-        self.check(self.memory >= 0, key, "memory", "an integer >= 0")
-
 
 @ENCODERS.register("hf", builds="tiedlm.models.encoders.hf:HFEncoder")
 @dataclass
@@ -214,13 +191,11 @@ class HFConfig(EncoderConfig):
 
     # a config.json, a model folder holding one, or a config shipped with tiedlm (src/tiedlm/presets/hf: llama-ptb)
     config: str = ""
-    dropout: float = 0.0  # dropout on the HF model's input x_t and output h_t (its own dropouts are its config's)
-    memory: int = 0  # earlier tokens of the stream re-read in front of each window (0: windows independent)
+    dropout: float = probability(0.0)  # dropout on the HF model's input x_t and output h_t (its own: its config's)
+    memory: int = bounded(0, 0)  # earlier tokens of the stream re-read in front of each window (0: windows independent)
 
     def validate(self, key: str) -> None:
         self.check(bool(self.config), key, "config", "a config.json, a model folder or a shipped config's name")
-        self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
-        self.check(self.memory >= 0, key, "memory", "an integer >= 0")
         self.hf_sizes(key)
 
     def hf_sizes(self, key: str = "model.encoder") -> dict[str, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ...registry import ComponentConfig, Registry
+from ...registry import ComponentConfig, Registry, bounded, probability
 
 OUTPUTS = Registry(
     "output layer",
@@ -71,22 +71,18 @@ class DualConfig(OutputConfig):
     """Dual nonlinear mapping: logits = σ(E U + b_u) σ(V h + b_v) + b (DRILL eqs. 4–5); with ``residual``,
     (σ(δ(E) U + b_u) + E)(σ(V h + b_v) + h) + b, the setting of DRILL's Table 4 row (its footnote 6)."""
 
-    joint_size: int = 0  # the joint dimension d_j; 0 = the embedding size d
+    joint_size: int = bounded(0, 0, note="0 = embedding_size")  # the joint dimension d_j; 0 = the embedding size d
     # + E on the label side and + h on the context side: DRILL Table 4's dual row ("dropout and residual
     # connections to E and h", footnote 6; the authors' code with --joint_emb_dual at depth 1); needs d_j = d = d_h
     residual: bool = False
-    dropout: float = 0.0  # dropout δ on E before U (footnote 6; as DRILL's, eq. 12)
+    dropout: float = probability(0.0)  # dropout δ on E before U (footnote 6; as DRILL's, eq. 12)
     variational: bool = True  # one dropout mask over the d dimensions per pass, shared by all labels
-    init_range: float = 0.0  # > 0: U and V uniform in ±init_range (the authors' code: 0.1); 0: nn.Linear's default
+    # > 0: U and V uniform in ±init_range (the authors' code: 0.1); 0: nn.Linear's default
+    init_range: float = bounded(0.0, 0, note="0 = nn.Linear's default")
 
     @property
     def needs_embedding_size(self) -> bool:  # the residual adds h to g_in(h): d_h must be d
         return self.residual
-
-    def validate(self, key: str) -> None:
-        self.check(self.joint_size >= 0, key, "joint_size", "an integer >= 0 (0 = embedding_size)")
-        self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
-        self.check(self.init_range >= 0, key, "init_range", "a number >= 0 (0 = nn.Linear's default)")
 
 
 @OUTPUTS.register("drill", builds="tiedlm.models.outputs.drill:DrillOutput")
@@ -96,16 +92,10 @@ class DrillConfig(OutputConfig):
 
     needs_embedding_size = True
 
-    depth: int = 1  # label-encoder depth k
-    activation: str = "sigmoid"  # sigmoid | relu | tanh | identity
-    dropout: float = 0.0  # dropout on each label-encoder layer's input (E included)
+    depth: int = bounded(1, 1, MAX_DEPTH)  # label-encoder depth k
+    activation: str = bounded("sigmoid", choices=ACTIVATIONS)  # sigmoid | relu | tanh | identity
+    dropout: float = probability(0.0)  # dropout on each label-encoder layer's input (E included)
     variational: bool = True  # one dropout mask over the d dimensions per pass, shared by all labels
     residual_embedding: bool = True  # + E after every layer (eq. 10)
     residual_previous: bool = False  # + the layer's input as well
-    init_range: float = 0.1  # uniform initialisation of the label encoder in ±init_range
-
-    def validate(self, key: str) -> None:
-        self.check(1 <= self.depth <= MAX_DEPTH, key, "depth", f"an integer from 1 to {MAX_DEPTH}")
-        self.check(self.activation in ACTIVATIONS, key, "activation", "one of: " + ", ".join(ACTIVATIONS))
-        self.check(0.0 <= self.dropout < 1.0, key, "dropout", "a drop probability in [0, 1)")
-        self.check(self.init_range > 0, key, "init_range", "a number > 0")
+    init_range: float = bounded(0.1, 0, above=True)  # uniform initialisation of the label encoder in ±init_range

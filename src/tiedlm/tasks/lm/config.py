@@ -5,15 +5,14 @@ validated once and saved as ``config.toml`` in the run folder."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...config import SectionedConfig, TrainSettings, _check
+from ...config import SectionedConfig, TrainSettings
 from ...errors import UsageError
 from ...models.config import COMPONENTS, ModelConfig
 from ...optimizers import OPTIMIZERS
-from ...registry import register_task, resumable
+from ...registry import bounded, register_task, resumable
 
 SECTION_COMPONENTS = {"model": COMPONENTS, "train": {"optimizer": OPTIMIZERS}}  # the component tables of a config
 
@@ -35,14 +34,15 @@ class DataConfig:
 @dataclass
 class LossConfig:
     augmented: bool = False  # add the augmented loss J_aug (Inan et al. eq. 3.2) to the cross-entropy
-    tau: float = 20.0  # temperature τ of ŷ and ỹ
-    gamma: float = 0.5  # alpha = gamma * tau (Inan et al. eq. 3.3)
-    form: str = "alpha"  # alpha: J + gamma*tau*J_aug (3.3) | beta: beta*J_aug*tau^2*|V| + (1-beta)*J (6.1)
-    beta: float = 0.5  # β of form = beta (eq. 6.1)
+    tau: float = bounded(20.0, 0, above=True)  # temperature τ of ŷ and ỹ
+    gamma: float = bounded(0.5, 0)  # alpha = gamma * tau (Inan et al. eq. 3.3)
+    # alpha: J + gamma*tau*J_aug (3.3) | beta: beta*J_aug*tau^2*|V| + (1-beta)*J (6.1)
+    form: str = bounded("alpha", choices=("alpha", "beta"))
+    beta: float = bounded(0.5, 0, 1)  # β of form = beta (eq. 6.1)
     target_grad: bool = False  # let gradients flow through the target distribution y~ into L
     aug_bias: bool = True  # y^ = softmax((Wh + b)/tau) (the text's "logits / tau"); false: softmax(Wh/tau), eq. 3.1
-    ar: float = 0.0  # activation regularisation alpha (awd-lstm, Merity et al. 2017 §4.6)
-    tar: float = 0.0  # temporal activation regularisation beta (awd-lstm)
+    ar: float = bounded(0.0, 0)  # activation regularisation alpha (awd-lstm, Merity et al. 2017 §4.6)
+    tar: float = bounded(0.0, 0)  # temporal activation regularisation beta (awd-lstm)
 
 
 @dataclass
@@ -53,26 +53,27 @@ class TrainConfig(TrainSettings):
     seed: int = 1111  # seed of every random draw (weights, dropout masks, window lengths)
     lr: float = resumable(1.0)  # SGD learning rate (peak rate with adam and warm-up)
     clip: float = resumable(5.0)  # maximum global gradient norm (0: no clipping)
-    batch_size: int = 20  # parallel streams the training text is cut into
-    bptt: int = 35  # time steps per truncated-BPTT window
-    lr_decay: float = 0.9  # factor per epoch from decay_start on
-    decay_start: int = 5  # first epoch (1-based) whose lr is decayed: lr_e = lr * decay^max(0, e - start + 1)
+    batch_size: int = bounded(20, 1)  # parallel streams the training text is cut into
+    bptt: int = bounded(35, 1)  # time steps per truncated-BPTT window
+    lr_decay: float = bounded(0.9, 0, 1, above=True)  # factor per epoch from decay_start on
+    # first epoch (1-based) whose lr is decayed: lr_e = lr * decay^max(0, e - start + 1)
+    decay_start: int = bounded(5, 1)
     # sum_over_time: the loss whose gradient SGD follows is summed over the BPTT steps and averaged over the
     # batch (Zaremba et al.'s TensorFlow code, which Inan et al. follow; lr = 1 assumes it). mean: per token.
-    loss_reduction: str = "sum_over_time"
-    warmup_steps: int = 0  # linear lr warm-up over the first N updates (Transformers with adam)
-    weight_decay: float = 0.0  # L2 weight decay (sgd / nt-asgd) or decoupled decay (adam)
+    loss_reduction: str = bounded("sum_over_time", choices=("sum_over_time", "mean"))
+    warmup_steps: int = bounded(0, 0)  # linear lr warm-up over the first N updates (Transformers with adam)
+    weight_decay: float = bounded(0.0, 0)  # L2 weight decay (sgd / nt-asgd) or decoupled decay (adam)
     variable_bptt: bool = False  # AWD-LSTM's random window lengths around bptt (lr scaled by length / bptt)
     # auto: on a GPU, capture the training step once per window length as a CUDA graph and replay it
     # (tiedlm.tasks.lm.cuda_graph) where the encoder's capture has been checked on a GPU, else eager; on: also
     # capture an encoder declared capturable but not yet run on a GPU (none today); off: eager
-    cuda_graph: str = resumable("auto")
+    cuda_graph: str = bounded("auto", choices=("auto", "on", "off"), resumable=True)
     # the LSTM layers that take PyTorch's fused kernel (cuDNN on a GPU) run at the hidden size and batch rounded up
     # to multiples of these (0: as they are), zero units and rows that change no number of the model's
     # (recurrence.padded_lstm), for the shapes cuDNN's faster algorithms want (e.g. 1150 -> 1152, 20 -> 24)
-    lstm_pad_units: int = resumable(0)
-    lstm_pad_batch: int = resumable(0)
-    eval_batch_size: int = 10  # streams for validation (test: batch 1, the papers' protocol)
+    lstm_pad_units: int = bounded(0, 0, note="0: no padding", resumable=True)
+    lstm_pad_batch: int = bounded(0, 0, note="0: no padding", resumable=True)
+    eval_batch_size: int = bounded(10, 1)  # streams for validation (test: batch 1, the papers' protocol)
     # start from the final weights (last checkpoint) of this run directory, with a fresh lr schedule: Inan et
     # al. re-train their small PTB models this way (arXiv footnote 4, ICLR footnote 5). Same architecture and
     # vocabulary required.
@@ -112,39 +113,15 @@ class Config(SectionedConfig):
 
     # ----- validation ---------------------------------------------------------------------
     def validate(self) -> None:
-        m, ls, t = self.model, self.loss, self.train
-        for f in fields(ls):
-            if isinstance(value := getattr(ls, f.name), float) and not math.isfinite(value):
-                raise UsageError(f"loss.{f.name} = {value!r} is not allowed; expected a finite number")
+        m, ls, t = self.model, self.loss, self.train  # each key's own bounds: registry.check_settings
         m.validate()
         e = m.encoder
         e.check_run(t)  # what the encoder needs of the run (the Transformer's positions against bptt)
-        _check(ls.tau > 0, "loss.tau", ls.tau, "a temperature > 0")
-        _check(ls.gamma >= 0, "loss.gamma", ls.gamma, "a number >= 0")
-        _check(ls.form in ("alpha", "beta"), "loss.form", ls.form, "one of: alpha (eq. 3.3), beta (eq. 6.1)")
-        _check(0.0 <= ls.beta <= 1.0, "loss.beta", ls.beta, "a number in [0, 1]")
-        _check(ls.ar >= 0 and ls.tar >= 0, "loss.ar/tar", (ls.ar, ls.tar), "numbers >= 0")
         if not type(e).activation_regularization and (ls.ar or ls.tar):
             raise UsageError(
                 f"loss.ar / loss.tar regularise the activations an encoder keeps for them (the AWD-LSTM's); "
                 f"model.encoder = {e.name!r} keeps none: set model.encoder = 'awd-lstm' or leave them at 0"
             )
-        _check(t.batch_size >= 1, "train.batch_size", t.batch_size, "an integer >= 1")
-        _check(t.eval_batch_size >= 1, "train.eval_batch_size", t.eval_batch_size, "an integer >= 1")
-        _check(t.bptt >= 1, "train.bptt", t.bptt, "an integer >= 1")
-        _check(0 < t.lr_decay <= 1, "train.lr_decay", t.lr_decay, "a factor in (0, 1]")
-        _check(t.decay_start >= 1, "train.decay_start", t.decay_start, "an epoch number >= 1")
-        _check(
-            t.loss_reduction in ("sum_over_time", "mean"),
-            "train.loss_reduction",
-            t.loss_reduction,
-            "one of: sum_over_time, mean",
-        )
-        _check(t.cuda_graph in ("auto", "on", "off"), "train.cuda_graph", t.cuda_graph, "one of: auto, on, off")
-        for key in ("lstm_pad_units", "lstm_pad_batch"):
-            _check(getattr(t, key) >= 0, f"train.{key}", getattr(t, key), "an integer >= 0 (0: no padding)")
-        _check(t.warmup_steps >= 0, "train.warmup_steps", t.warmup_steps, "an integer >= 0")
-        _check(t.weight_decay >= 0, "train.weight_decay", t.weight_decay, "a number >= 0")
 
     def lr_at(self, epoch: int) -> float:
         """Learning rate of 1-based ``epoch``: constant, then decayed by a constant factor per epoch."""

@@ -111,11 +111,9 @@ class SubspaceExperimentConfig(SectionedConfig):
             raise error
 
     def validate(self) -> None:
-        s, d, t = self.sweep, self.data, self.train
-        _check(s.runs >= 1, "sweep.runs", s.runs, "an integer >= 1 (--runs)")
-        _check(d.vocab in ("full", "slice"), "data.vocab", d.vocab, "full or slice (--vocab)")
-        _check(all(0.0 <= b <= 1.0 for b in [*s.betas, s.tau_sweep_beta]), "sweep.betas", s.betas, "values in [0, 1]")
-        _check(all(x > 0 for x in [*s.taus, s.beta_sweep_tau]), "sweep.taus", s.taus, "temperatures > 0")
+        s, d, t = self.sweep, self.data, self.train  # the options' own bounds: registry.check_options
+        _check(0 <= s.tau_sweep_beta <= 1, "sweep.tau_sweep_beta", s.tau_sweep_beta, "a number in [0, 1]")
+        _check(s.beta_sweep_tau > 0, "sweep.beta_sweep_tau", s.beta_sweep_tau, "a temperature > 0")
         words = t.batch_size * (t.bptt + 1)
         _check(d.slice_words >= words, "data.slice_words", d.slice_words, f">= batch x (bptt + 1) = {words}")
         _check(

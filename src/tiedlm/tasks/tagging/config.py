@@ -7,24 +7,25 @@ from dataclasses import dataclass, field
 
 from ...config import SectionedConfig, TrainSettings, _check
 from ...optimizers import OPTIMIZERS, AdamConfig
-from ...registry import ComponentConfig, register_task, resumable
+from ...registry import ComponentConfig, bounded, probability, register_task, resumable
 
 
 @dataclass
 class TaggerData:
-    min_count: int = 2  # training words seen fewer times share <unk>
-    max_sentences: int = 0  # train on the first N training sentences only (0: all); for smoke tests
+    min_count: int = bounded(2, 1)  # training words seen fewer times share <unk>
+    # train on the first N training sentences only (0: all); for smoke tests
+    max_sentences: int = bounded(0, 0, note="0 = all")
     data_dir: str = ""  # folder with en_ewt-ud-{train,dev,test}.conllu (default: TIEDLM_DATA mirror or download)
     own_data: bool = False  # data_dir holds a treebank of your own (*train*/*dev*/*test*.conllu), unverified
 
 
 @dataclass
 class TaggerModel:
-    embedding_size: int = 64  # k
+    embedding_size: int = bounded(64, 1)  # k
     embedding_density: float = 1.0  # δ_E of the frequency-based sparse embedding (Demeester et al. §4.1); 1 = dense
-    hidden_size: int = 100  # per direction
-    layers: int = 1  # BiLSTM layers
-    dropout: float = 0.3  # on the embeddings and on the BiLSTM outputs
+    hidden_size: int = bounded(100, 1)  # per direction
+    layers: int = bounded(1, 1)  # BiLSTM layers
+    dropout: float = probability(0.3)  # on the embeddings and on the BiLSTM outputs
 
 
 @dataclass
@@ -32,7 +33,7 @@ class TaggerTrain(TrainSettings):
     epochs: int = resumable(8)  # passes over the training sentences
     lr: float = 2e-3  # Adam
     precision: str = "fp32"  # auto | fp32 | bf16 (the paper's runs: fp32)
-    batch_size: int = 32  # sentences per batch
+    batch_size: int = bounded(32, 1)  # sentences per batch
     # the optimiser ([train.optimizer], `tiedlm list`): Adam with PyTorch's default betas (no weight decay)
     optimizer: ComponentConfig = field(default_factory=lambda: AdamConfig(beta2=0.999))
 
@@ -56,17 +57,10 @@ class TaggerConfig(SectionedConfig):
     train: TaggerTrain = field(default_factory=TaggerTrain)
 
     def validate(self) -> None:
-        d, m, t = self.data, self.model, self.train
-        _check(m.embedding_size >= 1, "model.embedding_size", m.embedding_size, "an integer >= 1")
+        m = self.model  # each key's own bounds: registry.check_settings
         _check(
             1 / m.embedding_size <= m.embedding_density <= 1,
             "model.embedding_density",
             m.embedding_density,
             f"a fraction in [1/embedding_size, 1] = [{1 / m.embedding_size:.4f}, 1]",
         )
-        _check(m.hidden_size >= 1, "model.hidden_size", m.hidden_size, "an integer >= 1")
-        _check(m.layers >= 1, "model.layers", m.layers, "an integer >= 1")
-        _check(0 <= m.dropout < 1, "model.dropout", m.dropout, "a drop probability in [0, 1)")
-        _check(d.min_count >= 1, "data.min_count", d.min_count, "an integer >= 1")
-        _check(d.max_sentences >= 0, "data.max_sentences", d.max_sentences, "an integer >= 0 (0 = all)")
-        _check(t.batch_size >= 1, "train.batch_size", t.batch_size, "an integer >= 1")

@@ -10,7 +10,7 @@ from ...config import SectionedConfig, TrainSettings, _check
 from ...errors import UsageError
 from ...models.outputs import OUTPUTS
 from ...optimizers import OPTIMIZERS, AdamConfig
-from ...registry import ComponentConfig, register_task, resumable
+from ...registry import ComponentConfig, bounded, probability, register_task, resumable
 
 # the translator's defaults of the output layers' keys, for whichever layer has them (where they differ from the
 # language model's): Pappas & Henderson's NMT setting for DRILL (2 layers, sigmoid, dropout 0.6 with one mask
@@ -37,12 +37,13 @@ def translator_output(name: str, origin: str = "translation", **keys: typing.Any
 class TranslationData:
     source_lang: str = "en"
     target_lang: str = "de"  # target language suffix of the data files
-    vocab: str = "joint"  # joint: one subword model and vocabulary for both languages | separate
-    vocab_size: int = 8000  # subword vocabulary size (per language with vocab = separate)
-    subword_model: str = "bpe"  # bpe | unigram (sentencepiece model types)
+    # joint: one subword model and vocabulary for both languages | separate
+    vocab: str = bounded("joint", choices=("joint", "separate"))
+    vocab_size: int = bounded(8000, 16)  # subword vocabulary size (per language with vocab = separate)
+    subword_model: str = bounded("bpe", choices=("bpe", "unigram"))  # bpe | unigram (sentencepiece model types)
     share_embeddings: bool = True  # joint vocab: one embedding matrix for source, target input and output
-    max_pairs: int = 0  # train on the first N pairs only (0: all); for smoke tests
-    max_length: int = 128  # training pairs with a longer side (in subwords) are skipped
+    max_pairs: int = bounded(0, 0, note="0 = all")  # train on the first N pairs only (0: all); for smoke tests
+    max_length: int = bounded(128, 1)  # training pairs with a longer side (in subwords) are skipped
     data_dir: str = ""  # folder with {train,valid,test}.{en,de} (default: TIEDLM_DATA mirror or download)
     own_data: bool = False  # data_dir holds a parallel corpus of your own: {train,valid,test}.{src,tgt}, unverified
 
@@ -51,14 +52,14 @@ class TranslationData:
 class TranslationModel:
     """The Transformer (Vaswani et al. 2017, pre-norm) and its output layer."""
 
-    d_model: int = 256
-    ffn_size: int = 1024  # feed-forward inner size
-    heads: int = 4  # attention heads
-    encoder_layers: int = 3  # encoder blocks
-    decoder_layers: int = 3  # decoder blocks
-    dropout: float = 0.1  # residual, FFN and embedding dropout
-    attention_dropout: float = 0.0  # on the attention weights
-    positions: str = "sinusoidal"  # sinusoidal | learned
+    d_model: int = bounded(256, 1)
+    ffn_size: int = bounded(1024, 1)  # feed-forward inner size
+    heads: int = bounded(4, 1)  # attention heads
+    encoder_layers: int = bounded(3, 1)  # encoder blocks
+    decoder_layers: int = bounded(3, 1)  # decoder blocks
+    dropout: float = probability(0.1)  # residual, FFN and embedding dropout
+    attention_dropout: float = probability(0.0)  # on the attention weights
+    positions: str = bounded("sinusoidal", choices=("sinusoidal", "learned"))  # sinusoidal | learned
     max_positions: int = 256  # learned positions only
     # [model.output]: the output layer (Pappas & Henderson 2019) and its keys, the language model's table (any
     # registered layer; `tiedlm list` shows them): --set model.output=drill --set model.output.depth=2
@@ -69,10 +70,10 @@ class TranslationModel:
 class TranslationLoss:
     """Label-smoothed cross-entropy, optionally + the augmented loss (Inan et al. eq. 3.3)."""
 
-    label_smoothing: float = 0.1
+    label_smoothing: float = bounded(0.1, 0, 1, below=True)
     augmented: bool = False  # add γτ·J_aug over the target embeddings
-    tau: float = 20.0  # temperature τ of the augmented loss
-    gamma: float = 0.5  # α = γτ (eq. 3.3)
+    tau: float = bounded(20.0, 0, above=True)  # temperature τ of the augmented loss
+    gamma: float = bounded(0.5, 0)  # α = γτ (eq. 3.3)
 
 
 @dataclass
@@ -82,17 +83,18 @@ class TranslationTrain(TrainSettings):
     epochs: int = resumable(12)  # passes over the training pairs
     lr: float = 1e-3  # peak learning rate, reached after warmup_steps updates
     clip: float = 1.0  # maximum global gradient norm (0: no clipping)
-    batch_tokens: int = 4096  # subword tokens per batch (the longer side of each pair)
-    warmup_steps: int = 400  # linear warm-up updates
+    batch_tokens: int = bounded(4096, 1)  # subword tokens per batch (the longer side of each pair)
+    warmup_steps: int = bounded(400, 1)  # linear warm-up updates
     # the optimiser ([train.optimizer], `tiedlm list`): Adam with Vaswani et al.'s betas and epsilon
     optimizer: ComponentConfig = field(default_factory=lambda: AdamConfig(beta2=0.98, eps=1e-9))
 
 
 @dataclass
 class TranslationDecode:
-    beam: int = 5
-    length_penalty: float = 1.0  # hypotheses ranked by log P / length^length_penalty
-    max_decode_ratio: float = 1.5  # a hypothesis has at most ratio * source length + 10 subwords
+    beam: int = bounded(5, 1)
+    length_penalty: float = bounded(1.0, 0)  # hypotheses ranked by log P / length^length_penalty
+    # a hypothesis has at most ratio * source length + 10 subwords
+    max_decode_ratio: float = bounded(1.5, 0, above=True)
 
 
 @register_task(
@@ -121,41 +123,14 @@ class TranslationConfig(SectionedConfig):
         return d.data_dir if d.own_data or {d.source_lang, d.target_lang} != {"en", "de"} else ""
 
     def validate(self) -> None:
-        d, m, ls, t, dec = self.data, self.model, self.loss, self.train, self.decode
-        for ok, key, value, allowed in (
-            (d.vocab in ("joint", "separate"), "data.vocab", d.vocab, "joint or separate"),
-            (d.vocab_size >= 16, "data.vocab_size", d.vocab_size, "an integer >= 16"),
-            (d.subword_model in ("bpe", "unigram"), "data.subword_model", d.subword_model, "bpe or unigram"),
-            (
-                not d.share_embeddings or d.vocab == "joint",
-                "data.share_embeddings",
-                d.share_embeddings,
-                "false with vocab = separate (two vocabularies cannot share one embedding)",
-            ),
-            (d.max_pairs >= 0, "data.max_pairs", d.max_pairs, "an integer >= 0 (0 = all)"),
-            (d.max_length >= 1, "data.max_length", d.max_length, "an integer >= 1"),
-            (
-                m.d_model >= 1 and m.heads >= 1 and m.d_model % m.heads == 0,
-                "model.heads",
-                m.heads,
-                f"a divisor of d_model = {m.d_model}",
-            ),
-            (m.ffn_size >= 1, "model.ffn_size", m.ffn_size, "an integer >= 1"),
-            (m.encoder_layers >= 1, "model.encoder_layers", m.encoder_layers, "an integer >= 1"),
-            (m.decoder_layers >= 1, "model.decoder_layers", m.decoder_layers, "an integer >= 1"),
-            (0 <= m.dropout < 1, "model.dropout", m.dropout, "a drop probability in [0, 1)"),
-            (0 <= m.attention_dropout < 1, "model.attention_dropout", m.attention_dropout, "a number in [0, 1)"),
-            (m.positions in ("sinusoidal", "learned"), "model.positions", m.positions, "sinusoidal or learned"),
-            (0 <= ls.label_smoothing < 1, "loss.label_smoothing", ls.label_smoothing, "a number in [0, 1)"),
-            (ls.tau > 0, "loss.tau", ls.tau, "a temperature > 0"),
-            (ls.gamma >= 0, "loss.gamma", ls.gamma, "a number >= 0"),
-            (t.batch_tokens >= 1, "train.batch_tokens", t.batch_tokens, "an integer >= 1"),
-            (t.warmup_steps >= 1, "train.warmup_steps", t.warmup_steps, "an integer >= 1"),
-            (dec.beam >= 1, "decode.beam", dec.beam, "an integer >= 1"),
-            (dec.length_penalty >= 0, "decode.length_penalty", dec.length_penalty, "a number >= 0"),
-            (dec.max_decode_ratio > 0, "decode.max_decode_ratio", dec.max_decode_ratio, "a number > 0"),
-        ):
-            _check(ok, key, value, allowed)
+        d, m = self.data, self.model  # each key's own bounds: registry.check_settings
+        _check(
+            not d.share_embeddings or d.vocab == "joint",
+            "data.share_embeddings",
+            d.share_embeddings,
+            "false with vocab = separate (two vocabularies cannot share one embedding)",
+        )
+        _check(m.d_model % m.heads == 0, "model.heads", m.heads, f"a divisor of d_model = {m.d_model}")
         m.output.validate("model.output")  # the output layer's own checks (the LM's [model.output] rules)
         if m.positions == "learned" and d.max_length + 2 > m.max_positions:
             raise UsageError(
