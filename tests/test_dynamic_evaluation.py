@@ -271,3 +271,21 @@ def test_grid_with_old_hyper_converts_only_epsilon_as_the_reference_does(tiny_co
     assert math.isclose(out["effective"]["epsilon"], 0.001 / math.sqrt(seen[-1][1]), rel_tol=1e-12)
     assert main(cmd[:-1]) == 0  # the text line names the paper scaling too
     assert "= paper scaling lr 3e-05, λ 0.001, ε " in capsys.readouterr().out
+
+
+def test_dynamic_settings_built_in_python_keep_their_options_bounds():
+    """DynamicEvalSettings and Grid refuse in Python what their generated options refuse on the command line."""
+    import pytest
+
+    from tiedlm.errors import UsageError
+    from tiedlm.evaluation.dynamic_settings import DynamicEvalSettings, Grid
+
+    with pytest.raises(
+        UsageError, match=r"DynamicEvalSettings.bptt = 0 is not allowed; expected an integer >= 1 \(--dyn-bptt\)"
+    ):
+        DynamicEvalSettings(bptt=0)
+    with pytest.raises(
+        UsageError, match=r"Grid.lrs = \[0.001, -1.0\] is not allowed; expected each value a number >= 0"
+    ):
+        Grid(lrs=[0.001, -1.0])
+    assert DynamicEvalSettings(lr=0.0, stat_tokens=0).lr == 0.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..registry import option
+from ..registry import check_settings, option
 
 # Krause et al.'s grid (benkrause/dynamic-evaluation), for bptt = 5; scaled by bptt/5 like theirs
 GRID_LRS = (3e-5, 4e-5, 5e-5, 6e-5, 7e-5, 1e-4)
@@ -31,6 +31,9 @@ class DynamicEvalSettings:
         "et al.'s --oldhyper",
     )
 
+    def __post_init__(self) -> None:  # built in Python too: the bounds its options have
+        check_settings(self, type(self).__name__)
+
 
 @dataclass
 class Grid:
@@ -40,3 +43,6 @@ class Grid:
     lrs: list[float] = option([], "--grid-lrs", "η of the grid (none: Krause et al.'s, times bptt/5)", minimum=0)
     lambdas: list[float] = option([], "--grid-lambdas", "λ of the grid (none: Krause et al.'s, × bptt/5)", minimum=0)
     tokens: int = option(0, "--grid-tokens", "valid tokens per grid point (0: all)", minimum=0)
+
+    def __post_init__(self) -> None:
+        check_settings(self, type(self).__name__)
