@@ -20,9 +20,7 @@ Prints one line per measurement under a header (date, commit, device, command) a
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -84,19 +82,10 @@ def main() -> None:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("awd_gpu_paths.py: error: no CUDA GPU visible; run it on a machine with one")
     sys.path.insert(0, str(Path(__file__).parent))
-    from gpu_training import measure
+    from gpu_training import header, measure
 
     device = torch.device(args.device)
-    name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    header = {
-        "date": datetime.date.today().isoformat(),
-        "commit": commit or "unknown",
-        "device": f"{name}, torch {torch.__version__}, CUDA {torch.version.cuda}",
-        "command": " ".join(["python", *sys.argv]),
-        "overrides": args.set,
-    }
-    print("# " + " | ".join(f"{k} {v}" for k, v in header.items()), flush=True)
+    settings = header(device.type, overrides=args.set)
     common = [f"train.device={args.device}", *args.set]
     rows, curves = [], []
     for preset in args.presets:
@@ -118,7 +107,7 @@ def main() -> None:
         ppl = ", ".join(f"{v:.2f}" for v in c["valid_ppl"])
         print(f"{args.presets[0]:16s} {variant:13s} {c['precision']:5s} valid ppl by epoch: {ppl}", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({**header, "throughput": rows, "epochs": curves}, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({**settings, "throughput": rows, "epochs": curves}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -57,6 +57,25 @@ def measure(preset: str, mode: str, warm: int, windows: int, extra: list[str], d
         }
 
 
+def header(device: str, **extra) -> dict:
+    """What a result file starts with (printed as its first line): date, commit, device, command, and ``extra``."""
+    import datetime
+    import subprocess
+    import sys
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
+    settings = {
+        "date": datetime.date.today().isoformat(),
+        "commit": commit or "unknown",
+        "device": f"{name}, torch {torch.__version__}, CUDA {torch.version.cuda}",
+        "command": " ".join(["python", *sys.argv]),
+        **extra,
+    }
+    print("# " + " | ".join(f"{k} {v}" for k, v in settings.items()), flush=True)
+    return settings
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", nargs="+", default=["small", "medium", "large"])
@@ -68,21 +87,7 @@ def main() -> None:
     args = p.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("gpu_training.py: error: no CUDA GPU visible; run it on a machine with one")
-    import datetime
-    import subprocess
-    import sys
-
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    settings = {
-        "date": datetime.date.today().isoformat(),
-        "commit": commit or "unknown",
-        "device": f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}",
-        "command": " ".join(["python", *sys.argv]),
-        "warm_windows": args.warm,
-        "timed_windows": args.windows,
-        "overrides": args.set,
-    }
-    print("# " + " | ".join(f"{k} {v}" for k, v in settings.items()))
+    settings = header("cuda", warm_windows=args.warm, timed_windows=args.windows, overrides=args.set)
     results = []
     for size in args.sizes:
         preset = args.preset_pattern.format(size=size)
