@@ -22,6 +22,7 @@ from .registry import (
     check_settings,
     field_names,
     parse_text,
+    require,
     resumable_fields,
 )
 from .run_dir import RunDir
@@ -298,7 +299,7 @@ class TrainSettings:
         which :func:`~tiedlm.registry.check_settings` holds them to)."""
         check_settings(self, "train")
         check_settings(self.optimizer, "train.optimizer")
-        _check(device_is_valid(self.device), "train.device", self.device, "one of: auto, cpu, cuda, cuda:N")
+        require(device_is_valid(self.device), "train.device", self.device, "one of: auto, cpu, cuda, cuda:N")
         self.optimizer.validate("train.optimizer")
 
     @property
@@ -314,11 +315,6 @@ class TrainSettings:
 def device_is_valid(name: str) -> bool:
     """``auto``, ``cpu``, ``cuda`` or ``cuda:N``."""
     return name in ("auto", "cpu", "cuda") or (name.startswith("cuda:") and name[5:].isdigit())
-
-
-def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise UsageError(f"{key} = {value!r} is not allowed; expected {allowed}")
 
 
 def list_presets() -> list[str]:

@@ -39,11 +39,16 @@ class ComponentConfig:
         starts: a one-line UsageError naming ``key`` (override per component)."""
 
     def check(self, ok: bool, key: str, field: str, allowed: str) -> None:
-        if not ok:
-            raise UsageError(f"{key}.{field} = {getattr(self, field)!r} is not allowed; expected {allowed}")
+        require(ok, f"{key}.{field}", getattr(self, field), allowed)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, **dataclasses.asdict(self)}
+
+
+def require(ok: bool, key: str, value: Any, allowed: str) -> None:
+    """The one-line refusal of a setting, unless ``ok``: ``KEY = VALUE is not allowed; expected ALLOWED``."""
+    if not ok:
+        raise UsageError(f"{key} = {value!r} is not allowed; expected {allowed}")
 
 
 def import_named(path: str) -> Any:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UsageError
-from ..registry import ComponentConfig, Registry, assign_typed, bounded, check_settings, probability
+from ..registry import ComponentConfig, Registry, assign_typed, bounded, check_settings, probability, require
 from .encoders import ENCODERS, VDLSTMConfig
 from .outputs import OUTPUTS, FullConfig
 
@@ -80,7 +80,7 @@ class ModelConfig:
         m, e = self, self.encoder
         for part, prefix in ((m, "model"), (m.encoder, "model.encoder"), (m.output, "model.output")):
             check_settings(part, prefix)
-        _check(
+        require(
             1 / m.embedding_size <= m.embedding_density <= 1,
             "model.embedding_density",
             m.embedding_density,
@@ -96,8 +96,3 @@ class ModelConfig:
                 f"== model.embedding_size, got {m.encoder_output_size()} != {m.embedding_size}; set them equal or "
                 f"use output = 'bilinear' or 'dual' (any sizes)"
             )
-
-
-def _check(ok: bool, key: str, value: Any, allowed: str) -> None:
-    if not ok:
-        raise UsageError(f"{key} = {value!r} is not allowed; expected {allowed}")

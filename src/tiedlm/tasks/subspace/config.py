@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...config import SectionedConfig, TrainSettings, _check
+from ...config import SectionedConfig, TrainSettings
 from ...errors import UsageError
 from ...optimizers import OPTIMIZERS, SGDConfig
-from ...registry import ComponentConfig, option, register_task
+from ...registry import ComponentConfig, bounded, option, register_task, require
 from ...run_dir import RunDir
 
 # the settings that make one experiment: a row of subspace.csv is kept for the experiment whose key it carries
@@ -30,9 +30,9 @@ class SweepSection:
     betas: list[float] = option(
         [round(0.1 * i, 1) for i in range(11)], "--betas", "sweep (a): the share β of the augmented loss", 0, False, 1
     )
-    beta_sweep_tau: float = 10.0
+    beta_sweep_tau: float = bounded(10.0, 0, above=True)  # τ of sweep (a)
     taus: list[float] = option([1.0, 2.0, 5.0, 10.0, 20.0, 40.0], "--taus", "sweep (b): the temperatures τ", 0, True)
-    tau_sweep_beta: float = 1.0
+    tau_sweep_beta: float = bounded(1.0, 0, 1)  # β of sweep (b)
 
 
 @dataclass
@@ -73,9 +73,10 @@ class SubspaceTrain(TrainSettings):
         choices=("auto", "fp32", "bf16"),
     )
     device: str = "cpu"
-    batch_size: int = 20
-    bptt: int = 35
-    loss_reduction: str = "sum_over_time"  # the loss summed over the BPTT steps (SGD, as the LM presets) | mean
+    batch_size: int = bounded(20, 1)
+    bptt: int = bounded(35, 1)
+    # the loss summed over the BPTT steps (SGD, as the LM presets) | mean
+    loss_reduction: str = bounded("sum_over_time", choices=("sum_over_time", "mean"))
     # sgd (the loss summed over the BPTT steps, as the LM presets; its momentum keeps the updates in the span of the
     # gradients) | adam (per-coordinate scaling, which does not)
     optimizer: ComponentConfig = field(default_factory=SGDConfig)
@@ -111,17 +112,9 @@ class SubspaceExperimentConfig(SectionedConfig):
             raise error
 
     def validate(self) -> None:
-        s, d, t = self.sweep, self.data, self.train  # the options' own bounds: registry.check_options
-        _check(0 <= s.tau_sweep_beta <= 1, "sweep.tau_sweep_beta", s.tau_sweep_beta, "a number in [0, 1]")
-        _check(s.beta_sweep_tau > 0, "sweep.beta_sweep_tau", s.beta_sweep_tau, "a temperature > 0")
+        d, t = self.data, self.train  # each key's own bounds: registry.check_settings
         words = t.batch_size * (t.bptt + 1)
-        _check(d.slice_words >= words, "data.slice_words", d.slice_words, f">= batch x (bptt + 1) = {words}")
-        _check(
-            t.loss_reduction in ("sum_over_time", "mean"),
-            "train.loss_reduction",
-            t.loss_reduction,
-            "sum_over_time or mean",
-        )
+        require(d.slice_words >= words, "data.slice_words", d.slice_words, f">= batch x (bptt + 1) = {words}")
 
     def points(self) -> list[tuple[float, float]]:
         """Unique (beta, tau) points of both sweeps, in sweep order."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...config import SectionedConfig, TrainSettings, _check
+from ...config import SectionedConfig, TrainSettings
 from ...optimizers import OPTIMIZERS, AdamConfig
-from ...registry import ComponentConfig, bounded, probability, register_task, resumable
+from ...registry import ComponentConfig, bounded, probability, register_task, require, resumable
 
 
 @dataclass
@@ -58,7 +58,7 @@ class TaggerConfig(SectionedConfig):
 
     def validate(self) -> None:
         m = self.model  # each key's own bounds: registry.check_settings
-        _check(
+        require(
             1 / m.embedding_size <= m.embedding_density <= 1,
             "model.embedding_density",
             m.embedding_density,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import typing
 from dataclasses import dataclass, field
 
-from ...config import SectionedConfig, TrainSettings, _check
+from ...config import SectionedConfig, TrainSettings
 from ...errors import UsageError
 from ...models.outputs import OUTPUTS
 from ...optimizers import OPTIMIZERS, AdamConfig
-from ...registry import ComponentConfig, bounded, probability, register_task, resumable
+from ...registry import ComponentConfig, bounded, probability, register_task, require, resumable
 
 # the translator's defaults of the output layers' keys, for whichever layer has them (where they differ from the
 # language model's): Pappas & Henderson's NMT setting for DRILL (2 layers, sigmoid, dropout 0.6 with one mask
@@ -124,13 +124,13 @@ class TranslationConfig(SectionedConfig):
 
     def validate(self) -> None:
         d, m = self.data, self.model  # each key's own bounds: registry.check_settings
-        _check(
+        require(
             not d.share_embeddings or d.vocab == "joint",
             "data.share_embeddings",
             d.share_embeddings,
             "false with vocab = separate (two vocabularies cannot share one embedding)",
         )
-        _check(m.d_model % m.heads == 0, "model.heads", m.heads, f"a divisor of d_model = {m.d_model}")
+        require(m.d_model % m.heads == 0, "model.heads", m.heads, f"a divisor of d_model = {m.d_model}")
         m.output.validate("model.output")  # the output layer's own checks (the LM's [model.output] rules)
         if m.positions == "learned" and d.max_length + 2 > m.max_positions:
             raise UsageError(
