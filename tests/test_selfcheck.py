@@ -88,3 +88,16 @@ def test_selfcheck_on_a_missing_gpu_is_one_line(capsys):
     assert main(["selfcheck", "--device", "cuda"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no CUDA GPU" in err
+
+
+def test_the_baseline_check_times_the_padded_step_it_times_on_a_gpu(tiny_corpus):
+    """The padded variant that `selfcheck --device cuda` adds (tiedlm's step at shapes rounded up) runs and is
+    reported, here on the CPU at 22 units padded to 24."""
+    from tiedlm.selfcheck.checks import baseline_check
+
+    cfg = Config.load("ptb-awd-tied-budget").with_overrides(
+        tiny_overrides(tiny_corpus, **{"model.encoder.hidden_size": "22", "train.bptt": "6"})
+    )
+    check = baseline_check(cfg, torch.device("cpu"), sizes_for("cpu", quick=True), vocab=60, padding=(8, 8))
+    assert check.ok and check.extra["padded_tokens_per_s"] > 0 and check.extra["baseline_tokens_per_s"] > 0
+    assert "padded to multiples of 8 units and 8 rows" in check.detail

@@ -186,10 +186,11 @@ def resume_check(cfg: Config, out: Path, sizes: Sizes) -> Check:
     return Check("resume after SIGTERM", ok, detail, seconds=time.perf_counter() - start)
 
 
-def baseline_steps(cfg: Config, device: torch.device, steps: int, vocab: int = 10_000) -> dict:
+def baseline_steps(cfg: Config, device: torch.device, steps: int, vocab: int = 10_000, padding=None) -> dict:
     """``{"tiedlm": fn, "baseline": fn}``: each call trains ``steps`` SGD steps of one window (cross-entropy,
     AR/TAR, clipping) on the same Zipfian ids, tiedlm's AWD-LSTM and the reference-style one
-    (:class:`~tiedlm.selfcheck.reference.ReferenceAWDLSTM`), same sizes; on a GPU each call synchronises."""
+    (:class:`~tiedlm.selfcheck.reference.ReferenceAWDLSTM`), same sizes; on a GPU each call synchronises. With
+    ``padding`` (units, rows; default :data:`PADDING` on a GPU) also ``"padded"``: tiedlm's at padded shapes."""
     from ..losses import LanguageModelLoss, encoder_regularization
     from ..models import LanguageModel
     from ..models.encoders.lstm_layer import pad_fused_lstms
@@ -233,20 +234,22 @@ def baseline_steps(cfg: Config, device: torch.device, steps: int, vocab: int = 1
         "tiedlm": step_of(ours, loss_of(ours)),
         "baseline": step_of(base, lambda state: base.loss(x, y, state, cfg.loss.ar, cfg.loss.tar)),
     }
-    if device.type == "cuda":  # train.lstm_pad_units / lstm_pad_batch: cuDNN at padded shapes, the same model
+    padding = padding or (PADDING if device.type == "cuda" else None)
+    if padding:  # train.lstm_pad_units / lstm_pad_batch: cuDNN at padded shapes, the same model
         padded = LanguageModel(m, vocab).to(device).train()
-        pad_fused_lstms(padded, *PADDING)
+        pad_fused_lstms(padded, *padding)
         variants["padded"] = step_of(padded, loss_of(padded))
     return variants
 
 
-def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int = 10_000) -> Check:
+def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int = 10_000, padding=None) -> Check:
     """tiedlm's AWD-LSTM training step against the reference-style one (same sizes, same data, one process)."""
     from .reference import interleaved_medians
 
     start = time.perf_counter()
     m, t = cfg.model, cfg.train
-    seconds = interleaved_medians(baseline_steps(cfg, device, sizes.baseline_steps, vocab), sizes.baseline_blocks)
+    steps = baseline_steps(cfg, device, sizes.baseline_steps, vocab, padding)
+    seconds = interleaved_medians(steps, sizes.baseline_blocks)
     tokens = sizes.baseline_steps * t.batch_size * t.bptt
     speed = {k: tokens / s for k, s in seconds.items()}
     ratio = speed["tiedlm"] / speed["baseline"]
@@ -257,7 +260,8 @@ def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int =
     )
     extra = {"baseline_tokens_per_s": speed["baseline"]}
     if "padded" in speed:  # the fused kernel at padded shapes (train.lstm_pad_units, lstm_pad_batch)
-        detail += f"; padded to multiples of {PADDING[0]} units and {PADDING[1]} rows {speed['padded']:,.0f} tok/s"
+        units, rows = padding or PADDING
+        detail += f"; padded to multiples of {units} units and {rows} rows {speed['padded']:,.0f} tok/s"
         extra["padded_tokens_per_s"] = speed["padded"]
     return Check(
         "AWD-LSTM step vs reference-style baseline",
