@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ..evaluation import stream_logits
+from ..run_dir import write_text_atomic
 from .markdown import cell
 
 EDGES = (1, 10, 100, 1_000, 10_000)  # band i holds counts in [EDGES[i], EDGES[i+1]); the last is open
@@ -200,7 +201,7 @@ def plot_bands(table: dict, path: Path, title: str = "") -> None:
 def write_band_report(table: dict, out: Path, title: str = "") -> Path:
     """bands.json, bands.md (table) and bands.png (relative CE difference per band, one bar per run)."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bands.json").write_text(json.dumps(table, indent=1))
+    write_text_atomic(out / "bands.json", json.dumps(table, indent=1))
     lines = [
         f"# Cross-entropy by training-frequency band{': ' + title if title else ''}",
         "",
@@ -209,6 +210,6 @@ def write_band_report(table: dict, out: Path, title: str = "") -> Path:
         "",
         *band_report_lines(table),
     ]
-    (out / "bands.md").write_text("\n".join(lines) + "\n")
+    write_text_atomic(out / "bands.md", "\n".join(lines) + "\n")
     plot_bands(table, out / "bands.png", title)
     return out / "bands.md"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..registry import task_named
-from ..run_dir import RunDir
+from ..run_dir import RunDir, write_text_atomic
 from .markdown import cell
 from .paper import paper_results, paper_row, variant_name
 
@@ -149,5 +149,5 @@ def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:
             ]
         lines += ["", "```toml", cfg.to_toml().strip(), "```", ""]
     path = out / "report.md"
-    path.write_text("\n".join(lines) + "\n")
+    write_text_atomic(path, "\n".join(lines) + "\n")
     return path

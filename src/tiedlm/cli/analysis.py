@@ -3,7 +3,6 @@ and ``report``."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .common import add_command, add_group, add_options, add_run_arguments, emit, show_progress
@@ -122,8 +121,10 @@ def cmd_analyze_augmented(args) -> int:
         text.append(strength_markdown(f"{r.path.name} ({args.split})", res))
     md = "\n".join(text)
     if out is not None:
-        (out / "augmented.md").write_text(md)
-        (out / "augmented.json").write_text(json.dumps(results, indent=2) + "\n")
+        from ..run_dir import write_json_atomic, write_text_atomic
+
+        write_text_atomic(out / "augmented.md", md)
+        write_json_atomic(out / "augmented.json", results)
         md += f"\nwrote {out / 'augmented.md'} and {out / 'augmented.json'}"
     emit(args, results, md)
     return 0

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from ..registry import task_named
-from ..run_dir import RunDir
+from ..run_dir import RunDir, write_text_atomic
 from .estimate import ESTIMATE, estimate_line
 from .notes import batch1_test_ppl, render_notes
 from .plan import plan, planned_epochs, rerun_command
@@ -173,7 +173,7 @@ def render(
         f"`tiedlm reproduce {tab.name} --scale {scale} --runs {train_runs} --only RUN`", commands, waiting
     )
     path = out / f"{tab.name}.md"
-    path.write_text("\n".join(lines) + "\n")
+    write_text_atomic(path, "\n".join(lines) + "\n")
     return path
 
 

@@ -17,7 +17,6 @@ sweep sees the same r slices (paired comparison).
 from __future__ import annotations
 
 import csv
-import json
 import math
 import shutil
 import tempfile
@@ -35,7 +34,7 @@ from ...losses import LanguageModelLoss
 from ...models import LanguageModel
 from ...models.config import ModelConfig
 from ...models.encoders.state import detach_state
-from ...run_dir import RunDir
+from ...run_dir import RunDir, write_json_atomic, write_text_atomic
 from ...runtime import autocast
 from ...train.checkpoint import carried_state, state_tensors
 from ...train.loop import Progress, Task, run
@@ -334,9 +333,9 @@ def summarise(cfg: SubspaceExperimentConfig, out: Path) -> dict:
         if vocab > cfg.model.hidden_size
         else None,
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_json_atomic(out / "summary.json", summary)
     _plot(summary, out / "subspace.png")
-    (out / "summary.md").write_text(_markdown(summary))
+    write_text_atomic(out / "summary.md", _markdown(summary))
     return summary
 
 
