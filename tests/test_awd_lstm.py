@@ -100,8 +100,13 @@ def test_nt_asgd_triggers_averaging_and_validates_the_average(tiny_corpus, tmp_p
     assert not torch.equal(last[k], last["avg.module.embedding.weight"])  # the raw iterate is not the average
 
 
-def test_awd_resume_mid_finetune_reproduces_uninterrupted_run(tiny_corpus, tmp_path):
-    cfg = _awd_cfg(tiny_corpus)
+@pytest.mark.parametrize(
+    "pads", [{}, {"train.lstm_pad_units": "8", "train.lstm_pad_batch": "3"}], ids=["unpadded", "padded"]
+)
+def test_awd_resume_mid_finetune_reproduces_uninterrupted_run(tiny_corpus, tmp_path, pads):
+    """Weight drop, the variational dropouts and NT-ASGD's average resume exactly, also at padded LSTM shapes
+    (20 and 12 units run as 24 and 16, the batch rounded up to a multiple of 3)."""
+    cfg = _awd_cfg(tiny_corpus, **pads)
     full = LMRun(cfg, tmp_path / "full")
     s_full = full.fit()
     part = LMRun(cfg, tmp_path / "part")
