@@ -265,6 +265,8 @@ class SectionedConfig:
                 f"{run_dir} was written by an older tiedlm (its config.toml names no task); rewrite it once with "
                 f"`python tools/migrate_runs.py {run_dir}` (from a tiedlm checkout)"
             )
+        if error := files.other_task_error(cls.task_info.name):  # named, with the commands that work on it
+            raise error
         return cls.load(files.config)
 
     def save(self, run_dir: Path) -> None:

@@ -284,5 +284,14 @@ def append_text(path: Path, text: str) -> None:
         ) from None
 
 
+def write_figure_atomic(path: Path, figure, dpi: int) -> None:
+    """A matplotlib ``figure`` saved as ``path`` (the format its suffix names), atomically as every run file is."""
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png", dpi=dpi)
+    write_bytes_atomic(Path(path), buffer.getvalue())
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2) + "\n")

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from ..evaluation import stream_logits
-from ..run_dir import write_text_atomic
+from ..run_dir import write_figure_atomic, write_text_atomic
 from .markdown import cell
 
 EDGES = (1, 10, 100, 1_000, 10_000)  # band i holds counts in [EDGES[i], EDGES[i+1]); the last is open
@@ -194,7 +194,7 @@ def plot_bands(table: dict, path: Path, title: str = "") -> None:
     if ax.get_legend_handles_labels()[0]:  # no labelled artist: no legend (and no warning)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    write_figure_atomic(path, fig, dpi=130)
     plt.close(fig)
 
 

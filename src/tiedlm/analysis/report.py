@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..registry import task_named
-from ..run_dir import RunDir, write_text_atomic
+from ..run_dir import RunDir, write_figure_atomic, write_text_atomic
 from .markdown import cell
 from .paper import paper_results, paper_row, variant_name
 
@@ -82,7 +82,7 @@ def plot_curves(runs: list[dict], path: Path, log_y: bool = True, title: str = "
     title = title or "Validation perplexity during training (cf. Inan et al. 2017, Figure 2)"
     ax.set_title(textwrap.fill(title, 80), fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    write_figure_atomic(path, fig, dpi=120)
     plt.close(fig)
 
 

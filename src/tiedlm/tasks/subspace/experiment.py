@@ -34,7 +34,7 @@ from ...losses import LanguageModelLoss
 from ...models import LanguageModel
 from ...models.config import ModelConfig
 from ...models.encoders.state import detach_state
-from ...run_dir import RunDir, write_json_atomic, write_text_atomic
+from ...run_dir import RunDir, write_figure_atomic, write_json_atomic, write_text_atomic
 from ...runtime import autocast
 from ...train.checkpoint import carried_state, state_tensors
 from ...train.loop import Progress, Task, run
@@ -393,7 +393,7 @@ def _plot(summary: dict, path: Path) -> None:
             ax.legend(fontsize=8)
     fig.suptitle("Inan et al. (2017) Figure 1: subspace distance between input embedding and output projection")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    write_figure_atomic(path, fig, dpi=120)
     plt.close(fig)
 
 

@@ -126,9 +126,7 @@ class TaggerTask(Task):
 def load_tagger(run_dir: Path) -> tuple[BiLSTMTagger, TaggerConfig, Vocabulary, list[str]]:
     """The best model of a tagger run directory."""
     run_dir = Path(run_dir)
-    if RunDir(run_dir).config.is_file() and (error := RunDir(run_dir).other_task_error("tag")):
-        raise error
-    cfg = TaggerConfig.load_run(run_dir)
+    cfg = TaggerConfig.load_run(run_dir)  # another task's run: named, with its commands
     vocab = Vocabulary.load(RunDir(run_dir).vocab)
     tags = RunDir(run_dir).tags.read_text().split()
     model = BiLSTMTagger(cfg, len(vocab), len(tags))

@@ -226,20 +226,20 @@ def bleu(
     progress: bool = False,
 ) -> dict:
     """Corpus BLEU (sacrebleu, default 13a tokenization) of detokenized translations against raw references."""
+    vocabs = corpus.source_vocab, corpus.target_vocab
+    return score_translations(model, cfg, *vocabs, *corpus.text[split], beam, device, precision, progress)
+
+
+def score_translations(
+    model, cfg, source_vocab, target_vocab, sources, references, beam, device, precision: str, progress: bool = False
+) -> dict:
+    """``sources`` translated and scored with sacrebleu's corpus BLEU against ``references``: the score, its
+    signature, the hypotheses and the seconds it took."""
     from sacrebleu.metrics import BLEU
 
-    sources, references = corpus.text[split]
     start = time.perf_counter()
     hyps = translate_lines(
-        model,
-        cfg,
-        corpus.source_vocab,
-        corpus.target_vocab,
-        sources,
-        beam,
-        device=device,
-        precision=precision,
-        progress=progress,
+        model, cfg, source_vocab, target_vocab, sources, beam, device=device, precision=precision, progress=progress
     )
     metric = BLEU()
     score = metric.corpus_score(hyps, [references])
@@ -255,7 +255,7 @@ def load_translator(run_dir: Path):
     """The best model of a run directory, its config and subword vocabularies."""
     run_dir = Path(run_dir)
     if RunDir(run_dir).config.is_file() and (error := RunDir(run_dir).other_task_error("translate")):
-        raise error
+        raise error  # before the checkpoint check: another task's run is named, with its commands
     if not RunDir(run_dir).config.is_file() or not RunDir(run_dir).checkpoint("last").is_file():
         raise UsageError(
             f"{run_dir} is not a translation run directory (needs config.toml and checkpoints/last.safetensors); "
@@ -274,8 +274,6 @@ def evaluate_translator_files(
 ) -> dict:
     """BLEU of a run's best model on another test set: a source file and its reference translation, aligned line
     by line (no train or valid split beside them)."""
-    from sacrebleu.metrics import BLEU
-
     from .data import read_lines
 
     model, cfg, source_vocab, target_vocab = load_translator(run_dir)
@@ -294,13 +292,10 @@ def evaluate_translator_files(
     device = run_device(cfg.train.device)
     model.to(device)
     precision = resolve_precision(cfg.train.precision, device)
-    hyps = translate_lines(
-        model, cfg, source_vocab, target_vocab, sources, beam, device=device, precision=precision, progress=progress
-    )
-    metric = BLEU()
-    score = metric.corpus_score(hyps, [references])
+    vocabs, texts = (source_vocab, target_vocab), (sources, references)
+    result = score_translations(model, cfg, *vocabs, *texts, beam, device, precision, progress)
     beam = cfg.decode.beam if beam is None else beam
-    return {"source": str(source), "bleu": score.score, "signature": str(metric.get_signature()), "beam": beam}
+    return {"source": str(source), "bleu": result["bleu"], "signature": result["signature"], "beam": beam}
 
 
 def evaluate_translator(
