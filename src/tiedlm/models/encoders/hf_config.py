@@ -1,4 +1,6 @@
-"""Where a Hugging Face encoder's config.json is, and the sizes tiedlm reads from it (no transformers import)."""
+"""Where a Hugging Face encoder's config.json is and the sizes tiedlm reads from it, without importing transformers
+(reading a run's config stays instant); and the config transformers builds from it (:func:`body_config`, which
+imports transformers when it is first called)."""
 
 from __future__ import annotations
 
