@@ -297,9 +297,8 @@ class TrainSettings:
             self.optimizer = OPTIMIZERS.config(self.optimizer, type(self).__name__)
 
     def check(self) -> None:
-        """A one-line UsageError for the first of these keys that is not allowed (beyond their declared bounds,
-        which :func:`~tiedlm.registry.check_settings` holds them to)."""
-        check_settings(self, "train")
+        """A one-line UsageError for the first of these keys that is not allowed beyond their declared bounds (which
+        :meth:`SectionedConfig.from_dict` holds every section to), and for the optimiser's."""
         check_settings(self.optimizer, "train.optimizer")
         require(device_is_valid(self.device), "train.device", self.device, "one of: auto, cpu, cuda, cuda:N")
         self.optimizer.validate("train.optimizer")

@@ -141,6 +141,15 @@ class RunDir:
             )
         return UsageError(f"{p} is a {info.noun} run (`tiedlm {train}`), not a {known[wanted].noun}'s: use {use}")
 
+    def held_run_error(self, info) -> UsageError:
+        """The refusal of a new run of task ``info`` (a :class:`~tiedlm.registry.TaskInfo`) in this folder, which
+        holds a run: its task named, and ``--resume`` offered where the run is of the same task."""
+        from .registry import tasks
+
+        held, p = tasks().get(self.task or ""), self.path
+        again = f"resume it with --resume {p} or " if held is info else ""
+        return UsageError(f"{p} already holds a {held.noun if held else 'tiedlm'} run; {again}pick another --out")
+
     def require_config(self) -> None:
         """A one-line error unless this is a language-model run folder (the config.toml `tiedlm train` wrote);
         another task's run is named as such, with the commands that work on it."""

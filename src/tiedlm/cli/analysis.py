@@ -47,17 +47,13 @@ def cmd_experiment_subspace(args) -> int:
 
 def _refuse_another_run(out: Path, info) -> None:
     """A new experiment goes into a folder that holds no run (committed results are never written into)."""
-    from ..errors import UsageError
     from ..paths import refuse_committed
-    from ..registry import tasks
     from ..run_dir import RunDir
 
     refuse_committed(out)
     files = RunDir(out)
     if files.config.is_file() or files.summary.is_file():
-        held = tasks().get(files.task or "")
-        again = f"resume it with --resume {out} or " if held is info else ""
-        raise UsageError(f"{out} already holds a {held.noun if held else 'tiedlm'} run; {again}pick another --out")
+        raise files.held_run_error(info)
 
 
 def cmd_report(args) -> int:

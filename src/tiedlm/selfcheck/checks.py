@@ -190,7 +190,7 @@ def baseline_steps(cfg: Config, device: torch.device, steps: int, vocab: int = 1
     """``{"tiedlm": fn, "baseline": fn}``: each call trains ``steps`` SGD steps of one window (cross-entropy,
     AR/TAR, clipping) on the same Zipfian ids, tiedlm's AWD-LSTM and the reference-style one
     (:class:`~tiedlm.selfcheck.reference.ReferenceAWDLSTM`), same sizes; on a GPU each call synchronises. With
-    ``padding`` (units, rows; default :data:`PADDING` on a GPU) also ``"padded"``: tiedlm's at padded shapes."""
+    ``padding`` (units, rows) also ``"padded"``: tiedlm's at padded shapes."""
     from ..losses import LanguageModelLoss, encoder_regularization
     from ..models import LanguageModel
     from ..models.encoders.lstm_layer import pad_fused_lstms
@@ -234,7 +234,6 @@ def baseline_steps(cfg: Config, device: torch.device, steps: int, vocab: int = 1
         "tiedlm": step_of(ours, loss_of(ours)),
         "baseline": step_of(base, lambda state: base.loss(x, y, state, cfg.loss.ar, cfg.loss.tar)),
     }
-    padding = padding or (PADDING if device.type == "cuda" else None)
     if padding:  # train.lstm_pad_units / lstm_pad_batch: cuDNN at padded shapes, the same model
         padded = LanguageModel(m, vocab).to(device).train()
         pad_fused_lstms(padded, *padding)
@@ -243,10 +242,12 @@ def baseline_steps(cfg: Config, device: torch.device, steps: int, vocab: int = 1
 
 
 def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int = 10_000, padding=None) -> Check:
-    """tiedlm's AWD-LSTM training step against the reference-style one (same sizes, same data, one process)."""
+    """tiedlm's AWD-LSTM training step against the reference-style one (same sizes, same data, one process); with
+    ``padding`` (units, rows; default :data:`PADDING` on a GPU) also tiedlm's at padded shapes."""
     from .reference import interleaved_medians
 
     start = time.perf_counter()
+    padding = padding or (PADDING if device.type == "cuda" else None)
     m, t = cfg.model, cfg.train
     steps = baseline_steps(cfg, device, sizes.baseline_steps, vocab, padding)
     seconds = interleaved_medians(steps, sizes.baseline_blocks)
@@ -260,7 +261,7 @@ def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int =
     )
     extra = {"baseline_tokens_per_s": speed["baseline"]}
     if "padded" in speed:  # the fused kernel at padded shapes (train.lstm_pad_units, lstm_pad_batch)
-        units, rows = padding or PADDING
+        units, rows = padding
         detail += f"; padded to multiples of {units} units and {rows} rows {speed['padded']:,.0f} tok/s"
         extra["padded_tokens_per_s"] = speed["padded"]
     return Check(

@@ -46,7 +46,7 @@ from ..checkpoint_file import clear_temporaries
 from ..errors import TiedlmError, UsageError
 from ..interrupts import RunInterrupted, StopRequest, StopRequested
 from ..paths import ensure_writable_folder, refuse_committed
-from ..registry import TaskInfo, tasks
+from ..registry import TaskInfo
 from ..run_dir import RunDir, append_text, write_json_atomic, write_text_atomic
 from ..runtime import host_record, resolve_device, resolve_precision, set_threads
 from .checkpoint import best_weights, load_train_state, save_best_weights, save_train_state
@@ -302,9 +302,7 @@ class Run:
         if task_main_rank():  # under the lock: a write killed before its rename left these
             clear_temporaries(path)
         if not self.resume and files.checkpoint("last").exists():
-            held = tasks().get(files.task)
-            again = f"resume it with --resume {path} or " if held is task.info else ""
-            raise UsageError(f"{path} already holds a {held.noun if held else 'tiedlm'} run; {again}pick another --out")
+            raise files.held_run_error(task.info)
         task.preflight()  # a setting that the component's own library refuses: one line, before the banner
         task.tensorboard = self._tensorboard_folder() if task_main_rank() else ""
         resolve_machine(task, self.log)
