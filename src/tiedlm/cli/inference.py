@@ -33,36 +33,18 @@ def cmd_evaluate(args) -> int:
     bs = args.batch_size or (1 if args.split == "test" else run.config.train.eval_batch_size)
     check_split(corpus, args.split, bs, "--batch-size")  # a blank file or too many streams: one line, no score
     settings = _dynamic_settings(args) if args.dynamic else None  # bad options fail before any evaluation
+    split = corpus.splits[args.split]
     res = evaluate(
-        run.model,
-        corpus.splits[args.split],
-        bs,
-        run.config.train.bptt,
-        precision,
-        progress=show_progress(args),
-        desc=f"{args.split}",
+        run.model, split, bs, run.config.train.bptt, precision, progress=show_progress(args), desc=args.split
     )
     if settings is not None:
         return _dynamic(args, settings, run, corpus, precision, res)
-    out = {
-        "run_dir": str(run.path),
-        "checkpoint": run.checkpoint,
-        "data": name,
-        "split": args.split,
-        "ppl": res["ppl"],
-        "loss": res["loss"],
-        "tokens": res["tokens"],
-        "unknown_mapped": corpus.unknown[args.split],
-        "batch_size": bs,
-        "precision": precision,
-    }
-    note = f" ({corpus.unknown[args.split]} tokens mapped to <unk>)" if corpus.unknown[args.split] else ""
-    emit(
-        args,
-        out,
-        f"{run.path} [{run.checkpoint}] {name} {args.split}: ppl {res['ppl']:.2f} "
-        f"over {res['tokens']:,} tokens, batch {bs}{note}",
-    )
+    unknown = corpus.unknown[args.split]
+    out = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "data": name, "split": args.split}
+    out |= {k: res[k] for k in ("ppl", "loss", "tokens")} | {"unknown_mapped": unknown, "batch_size": bs}
+    note = f" ({unknown} tokens mapped to <unk>)" if unknown else ""
+    text = f"{run.path} [{run.checkpoint}] {name} {args.split}: ppl {res['ppl']:.2f} over {res['tokens']:,} tokens"
+    emit(args, out | {"precision": precision}, f"{text}, batch {bs}{note}")
     return 0
 
 
@@ -154,18 +136,8 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
         record_threads(work, args.threads_used)
     grid = Grid(**options_of(args, Grid())) if args.grid else None
     about = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "static_ppl": static["ppl"]}
-    out = run_dynamic_evaluation(
-        run.model,
-        corpus,
-        args.split,
-        settings,
-        precision,
-        grid=grid,
-        work=work,
-        progress=show_progress(args),
-        log=progress_log(args),
-        about=about,
-    )
+    how = {"grid": grid, "work": work, "progress": show_progress(args), "log": progress_log(args), "about": about}
+    out = run_dynamic_evaluation(run.model, corpus, args.split, settings, precision, **how)
     if out.pop("finished_before", False):
         emit(args, out, f"{work}: finished before: dynamic ppl {out['dynamic_ppl']:.2f} (result.json)")
         return 0
@@ -228,12 +200,8 @@ def cmd_predict(args) -> int:
         for r in runs:
             stats = _word_stats(r, args.split, progress=show_progress(args))
             result["word_stats"][str(r.path)] = stats
-            cells = ", ".join(
-                f"{w} {v['mean_prob']:.4f} (freq {v['frequency']:.4f})"
-                for w, v in stats.items()
-                if not w.startswith("_")
-            )
-            lines.append(f"  {r.path.name}: {cells}")
+            cells = [f"{w} {v['mean_prob']:.4f} (freq {v['frequency']:.4f})" for w, v in stats.items() if w[0] != "_"]
+            lines.append(f"  {r.path.name}: {', '.join(cells)}")
     emit(args, result, "\n".join(lines).rstrip())
     return 0
 
@@ -262,16 +230,10 @@ def _word_stats(r, split: str, progress: bool) -> dict:
     from ..data import load_corpus
     from ..runtime import run_precision
 
-    corpus = load_corpus(r.config.data.name, r.config.data.data_dir, vocab=r.vocab)
-    return mean_word_probabilities(
-        r.model,
-        r.vocab,
-        corpus.splits[split],
-        batch_size=r.config.train.eval_batch_size,
-        bptt=r.config.train.bptt,
-        precision=run_precision(r.config.train.precision, r.model.embedding.weight.device),
-        progress=progress,
-    )
+    corpus, t = load_corpus(r.config.data.name, r.config.data.data_dir, vocab=r.vocab), r.config.train
+    precision = run_precision(t.precision, r.model.embedding.weight.device)
+    ids, how = corpus.splits[split], {"batch_size": t.eval_batch_size, "bptt": t.bptt, "precision": precision}
+    return mean_word_probabilities(r.model, r.vocab, ids, **how, progress=progress)
 
 
 def cmd_generate(args) -> int:
@@ -325,11 +287,8 @@ def cmd_info(args) -> int:
     )
     text = [f"{args.target} ({kind}): {desc}", f"data {cfg.data.name}, |V| = {vocab_size}"]
     text += [f"  {k:10s} {v:>12,d}" for k, v in counts.items()]
-    emit(
-        args,
-        {"target": args.target, "kind": kind, "vocab_size": vocab_size, "parameters": counts, "config": cfg.to_dict()},
-        "\n".join(text),
-    )
+    out = {"target": args.target, "kind": kind, "vocab_size": vocab_size, "parameters": counts}
+    emit(args, out | {"config": cfg.to_dict()}, "\n".join(text))
     return 0
 
 
@@ -342,19 +301,14 @@ def register(add) -> None:
     e.add_argument("--per-sentence", action="store_true", help="with --text: each line's perplexity too")
     e.add_argument("--no-progress", action="store_true", help="no progress bars (none are drawn off a terminal)")
     e.add_argument("--checkpoint", choices=["best", "last"], default="best")
-    e.add_argument(
-        "--batch-size",
-        type=POSITIVE,
-        default=0,
-        help="parallel streams (default: 1 for test, the papers' protocol; the run's for train/valid)",
-    )
+    streams = "parallel streams (default: 1 for test, the papers' protocol; the run's for train/valid)"
+    e.add_argument("--batch-size", type=POSITIVE, default=0, help=streams)
     e.add_argument(
         "--precision", choices=["fp32", "bf16"], help="default: the run's (fp32 where this device has no bf16)"
     )
     e.add_argument("--device", default="cpu")
-    e.add_argument(
-        "--threads", type=THREADS, help="CPU threads (default: the free cores; a resumed --work evaluation: its own)"
-    )
+    threads = "CPU threads (default: the free cores; a resumed --work evaluation: its own)"
+    e.add_argument("--threads", type=THREADS, help=threads)
     _add_dynamic_arguments(e)
     _register_predict_generate_info(add)
 
@@ -379,18 +333,14 @@ def _add_dynamic_arguments(e) -> None:
 
 def _register_predict_generate_info(add) -> None:
     p = add("predict", cmd_predict, "top next-word predictions of one or two runs side by side (Inan et al. Table 3/4)")
-    p.add_argument(
-        "items", nargs="+", metavar="RUN_DIR [RUN_DIR_B] PHRASE", help="one or two run directories, then phrases"
-    )
+    runs_phrases = "one or two run directories, then phrases"
+    p.add_argument("items", nargs="+", metavar="RUN_DIR [RUN_DIR_B] PHRASE", help=runs_phrases)
     p.add_argument("--top", type=POSITIVE, default=10)
     p.add_argument("--no-progress", action="store_true", help="no progress bars (none are drawn off a terminal)")
     p.add_argument("--checkpoint", choices=["best", "last"], default="best", help="which weights (default best)")
     p.add_argument("--paper-phrases", action="store_true", help="add the four PTB test phrases of the paper's table")
-    p.add_argument(
-        "--word-stats",
-        action="store_true",
-        help="mean probability each model gives to <unk>, a, an, the over a split (paper §6.4)",
-    )
+    stats = "mean probability each model gives to <unk>, a, an, the over a split (paper §6.4)"
+    p.add_argument("--word-stats", action="store_true", help=stats)
     p.add_argument("--split", choices=["train", "valid", "test"], default="test", help="split for --word-stats")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=THREADS, default=0)
@@ -406,10 +356,5 @@ def _register_predict_generate_info(add) -> None:
 
     i = add("info", cmd_info, "model description and parameter counts per component")
     i.add_argument("target", metavar="PRESET|CONFIG.toml|RUN_DIR")
-    i.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="describe the model with these settings changed, as `tiedlm train --set` would",
-    )
+    changed = "describe the model with these settings changed, as `tiedlm train --set` would"
+    i.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help=changed)

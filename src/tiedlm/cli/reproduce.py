@@ -36,15 +36,8 @@ def cmd_reproduce(args) -> int:
 
 
 def _list_tables(args, rp) -> int:
-    rows = [
-        {
-            "table": t.name,
-            "title": t.title,
-            "source": t.source,
-            "runs": {s: [r.name for r in t.runs[s]] for s in t.runs},
-        }
-        for t in rp.TABLES.values()
-    ]
+    runs = {t.name: {s: [r.name for r in t.runs[s]] for s in t.runs} for t in rp.TABLES.values()}
+    rows = [{"table": t.name, "title": t.title, "source": t.source, "runs": runs[t.name]} for t in rp.TABLES.values()]
     text = "\n".join(f"{r['table']:26s} {r['title']}\n{'':26s} runs: {', '.join(r['runs']['budget'])}" for r in rows)
     emit(args, rows, text)
     return 0
@@ -122,19 +115,8 @@ def _publish(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[s
         earlier = published / tab.name / rp.BANDS  # its figures count, whether or not their checkpoints do
         if rp.band_analysis(tab, planned[tab.name], runs_dir, args.threads, log=log, earlier=earlier):
             rp.publish_bands(tab, runs_dir, published, log=log)
-        how = (
-            f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {_portable(args.publish)} --render-only "
-            f"--out {_portable(args.out)}"
-        )
-        page = rp.render(  # the page its own command (``how``) draws again, byte for byte
-            tab,
-            args.scale,
-            published,
-            extra[tab.name],
-            Path(args.out),
-            command=how,
-            train_runs=_train_runs(args.publish),
-        )
+        # the page its own command (``--render-only`` from the published folder) draws again, byte for byte
+        page = _render_from(args, rp, tab, args.publish, extra[tab.name])
         records.append({"table": tab.name, "published": copied, "page": str(page)})
         lines.append(f"published {len(copied)} run(s); wrote {page}")
     return records, lines
@@ -150,16 +132,17 @@ def _render_only(args, rp, tables, extra) -> tuple[list[dict], list[str]]:
         )
     records, lines = [], []
     for tab in tables:
-        how = (
-            f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {_portable(args.runs)} --render-only "
-            f"--out {_portable(args.out)}"
-        )
-        page = rp.render(
-            tab, args.scale, runs_dir, extra[tab.name], Path(args.out), command=how, train_runs=_train_runs(args.runs)
-        )
+        page = _render_from(args, rp, tab, args.runs, extra[tab.name])
         records.append({"table": tab.name, "started": [], "page": str(page)})
         lines.append(f"wrote {page}")
     return records, lines
+
+
+def _render_from(args, rp, tab, runs: str, extra: list[str]) -> Path:
+    """``tab``'s page drawn from the finished runs in ``runs``, naming the ``--render-only`` command that draws it."""
+    how = f"tiedlm reproduce {tab.name} --scale {args.scale} --runs {_portable(runs)} --render-only"
+    command = f"{how} --out {_portable(args.out)}"
+    return rp.render(tab, args.scale, Path(runs), extra, Path(args.out), command=command, train_runs=_train_runs(runs))
 
 
 def _run(args, rp, tables, rows, planned, extra) -> tuple[list[dict], list[str], int]:
@@ -252,34 +235,21 @@ def _selected(tables, planned: dict[str, list[dict]], only: list[str] | None, sc
 
 
 def register(add) -> None:
-    r = add(
-        "reproduce",
-        cmd_reproduce,
-        "run a paper's table: start missing runs, resume interrupted ones, skip finished ones, render the results page",
+    what = (
+        "run a paper's table: start missing runs, resume interrupted ones, skip finished ones, render the results page"
     )
-    r.add_argument(
-        "table",
-        nargs="*",
-        help="one or more table names (see --list); several run as one queue, --jobs at a time",
-    )
+    r = add("reproduce", cmd_reproduce, what)
+    names = "one or more table names (see --list); several run as one queue, --jobs at a time"
+    r.add_argument("table", nargs="*", help=names)
     r.add_argument("--list", action="store_true", help="list the tables and their runs")
-    r.add_argument(
-        "--scale",
-        choices=["budget", "paper"],
-        default="budget",
-        help="budget: what a CPU can train; paper: the papers' settings (a GPU)",
-    )
+    scales = "budget: what a CPU can train; paper: the papers' settings (a GPU)"
+    r.add_argument("--scale", choices=["budget", "paper"], default="budget", help=scales)
     r.add_argument("--runs", default="runs/reproduce", help="where the runs live (runs/reproduce/TABLE/RUN)")
     r.add_argument("--out", default="runs/reproduce/pages", help="folder for the results page TABLE.md")
     r.add_argument("--jobs", type=POSITIVE, default=1, help="runs at a time")
     r.add_argument("--threads", type=POSITIVE, default=1, help="threads per run")
-    r.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override applied to every run of the table (e.g. train.epochs=2)",
-    )
+    every = "override applied to every run of the table (e.g. train.epochs=2)"
+    r.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help=every)
     r.add_argument("--data", metavar="NAME|FOLDER", help="train every run on this corpus instead")
     r.add_argument(
         "--publish",

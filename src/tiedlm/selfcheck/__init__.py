@@ -113,34 +113,24 @@ def run_selfcheck(
         log(header["device"])
         log(f"text: {corpus}")
         modes = ["off", "on"] if dev.type == "cuda" else ["off"]
+
+        def add(row: str, check) -> None:
+            checks.append(_guarded(row, check))
+            log(_line(checks[-1]))
+
+        def config(preset: str, **extra: str) -> Config:
+            return _config(preset, data, device, sizes, threads, **extra)
+
         for name, preset in MODELS:
-            if dev.type == "cpu":
-                preset = CPU_PRESETS.get(preset, preset)
+            preset = CPU_PRESETS.get(preset, preset) if dev.type == "cpu" else preset
             for mode in modes:
-                row = f"train {name}" + (" [graph]" if mode == "on" else "")
-                extra = {"train.cuda_graph": mode}
-                out = root / f"{preset}-{mode}"
-                checks.append(
-                    _guarded(
-                        row,
-                        lambda: train_check(row, _config(preset, data, device, sizes, threads, **extra), out, sizes),
-                    )
-                )
-                log(_line(checks[-1]))
+                row, out = f"train {name}" + (" [graph]" if mode == "on" else ""), root / f"{preset}-{mode}"
+                add(row, lambda: train_check(row, config(preset, **{"train.cuda_graph": mode}), out, sizes))
         awd = CPU_PRESETS["ptb-awd-tied"] if dev.type == "cpu" else "ptb-awd-tied"
-        checks.append(
-            _guarded(
-                "resume after SIGTERM",
-                lambda: resume_check(_config(awd, data, device, sizes, threads), root / "resume", sizes),
-            )
-        )
-        log(_line(checks[-1]))
-        row = "AWD-LSTM step vs reference-style baseline"
-        checks.append(_guarded(row, lambda: baseline_check(_config(awd, data, device, sizes, threads), dev, sizes)))
-        log(_line(checks[-1]))
+        add("resume after SIGTERM", lambda: resume_check(config(awd), root / "resume", sizes))
+        add("AWD-LSTM step vs reference-style baseline", lambda: baseline_check(config(awd), dev, sizes))
     if dev.type == "cuda":
-        checks.append(gpu_tests_check(tests))
-        log(_line(checks[-1]))
+        add("GPU tests", lambda: gpu_tests_check(tests))
     return checks, header
 
 
@@ -162,16 +152,8 @@ def format_report(checks: list[Check], header: dict) -> str:
     mem = "peak GPU MiB" if header["device"].startswith("cuda") else "peak RSS MiB"
     rows = [("check", "result", "tokens/s", "vs baseline", mem, "s")]
     for c in checks:
-        rows.append(
-            (
-                c.name,
-                c.status,
-                f"{c.tokens_per_s:,.0f}" if c.tokens_per_s else "",
-                f"{c.ratio:.2f}x" if c.ratio else "",
-                f"{c.peak_mib:,.0f}" if c.peak_mib else "",
-                f"{c.seconds:.1f}" if c.seconds else "",
-            )
-        )
+        cells = ((c.tokens_per_s, "{:,.0f}"), (c.ratio, "{:.2f}x"), (c.peak_mib, "{:,.0f}"), (c.seconds, "{:.1f}"))
+        rows.append((c.name, c.status, *(form.format(value) if value else "" for value, form in cells)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = [
         "  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))) for r in rows

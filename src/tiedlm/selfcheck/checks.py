@@ -264,16 +264,8 @@ def baseline_check(cfg: Config, device: torch.device, sizes: Sizes, vocab: int =
         units, rows = padding
         detail += f"; padded to multiples of {units} units and {rows} rows {speed['padded']:,.0f} tok/s"
         extra["padded_tokens_per_s"] = speed["padded"]
-    return Check(
-        "AWD-LSTM step vs reference-style baseline",
-        True,
-        detail,
-        speed["tiedlm"],
-        ratio,
-        peak_mib(device),
-        time.perf_counter() - start,
-        extra,
-    )
+    name, seconds = "AWD-LSTM step vs reference-style baseline", time.perf_counter() - start
+    return Check(name, True, detail, speed["tiedlm"], ratio, peak_mib(device), seconds, extra)
 
 
 PADDING = (8, 8)  # the padded variant of the baseline check on a GPU: 1150 -> 1152 units, batch 20 -> 24
@@ -292,25 +284,9 @@ def gpu_tests_check(tests: Path | None) -> Check:
     start = time.perf_counter()
     files = [str(tests / f) for f in GPU_TEST_FILES if (tests / f).is_file()]
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run(
-            # addopts emptied: the project's own -q would hide the summary line ("N passed, M skipped")
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-o",
-                "addopts=",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "--basetemp",
-                tmp,
-                *files,
-            ],
-            capture_output=True,
-            text=True,
-            cwd=tests.parent,
-        )
+        # addopts emptied: the project's own -q would hide the summary line ("N passed, M skipped")
+        pytest = ["-m", "pytest", "-o", "addopts=", "-q", "-p", "no:cacheprovider", "--basetemp", tmp, *files]
+        proc = subprocess.run([sys.executable, *pytest], capture_output=True, text=True, cwd=tests.parent)
     lines = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
     last = lines[-1].strip("= ") if lines else proc.stderr.strip()[-200:]
     failed = [ln.split(" - ")[0] for ln in lines if ln.startswith("FAILED")]
