@@ -6,8 +6,9 @@ which then share the memory bandwidth and the caches. This measures, for a prese
 tokens per second that each layout gets through in all (the sum over its runs), side by side in one run:
 
 - each run is a child process that builds the preset's model, takes a few warm-up steps of the trainer's own
-  training step (:func:`tiedlm.reproduce.estimate.lm_training_step`: forward and loss of a window, the state
-  carried over, backward, SGD) on random ids, then waits;
+  training step (``common.lm_task_step``: the language model task's own ``train_step``, set up by the harness:
+  forward and loss of a window, the state carried over, backward, the optimiser's update) on random ids, then
+  waits;
 - once every child of a layout is ready the parent starts them together, and each counts the tokens it trains
   in ``--seconds`` of wall time, so the concurrent runs overlap for the whole timed window;
 - the layouts alternate for ``--rounds`` rounds (A, B, A, B, ...) so that other work on the machine falls on
@@ -33,20 +34,17 @@ VOCAB = 10_000  # PTB's vocabulary: the output layer's cost depends on it
 def child(preset: str, threads: int, seconds: float) -> None:
     """One run of a layout: warm up, say "ready", wait for "go" on stdin, train for ``seconds``, print tokens/s."""
     import torch
+    from common import lm_task_step
 
-    from tiedlm.reproduce.estimate import lm_training_step
-    from tiedlm.tasks.lm.config import Config
-
-    cfg = Config.load(preset).with_overrides(["train.precision=fp32"])
-    step = lm_training_step(cfg, VOCAB, threads)
-    x = torch.randint(0, VOCAB, (cfg.train.bptt, cfg.train.batch_size))
-    for _ in range(3):
-        step(x)
-    print("ready", flush=True)
-    sys.stdin.readline()
-    tokens, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        tokens += step(x)
+    with lm_task_step(preset, threads) as (step, task):
+        x = torch.randint(0, VOCAB, (task.cfg.train.bptt, task.cfg.train.batch_size))
+        for _ in range(3):
+            step(x)
+        print("ready", flush=True)
+        sys.stdin.readline()
+        tokens, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            tokens += step(x)
     print(json.dumps({"tokens_per_s": tokens / (time.perf_counter() - start)}), flush=True)
 
 

@@ -1,12 +1,13 @@
 """Do two settings train a preset's model to the same bits? A hash of the weights after a few training steps.
 
 Each (source tree, thread count) pair runs in a fresh process: it builds the preset's model in fp32 (vocabulary
-10,000, PTB's), takes ``--steps`` steps of the trainer's own training step
-(:func:`tiedlm.reproduce.estimate.lm_training_step`: forward and loss of a window with the state carried, backward,
-SGD) on seeded random ids, and prints the SHA-256 of the weights, with the host's numerics hash
+10,000, PTB's), takes ``--steps`` steps of the language model task's own ``train_step`` (``common.lm_task_step``,
+set up by the harness: forward and loss of a window with the state carried, backward, clipping, the optimiser's
+update) on seeded random ids, and prints the SHA-256 of the weights, with the host's numerics hash
 (:func:`tiedlm.runtime.numerics_hash`). Equal hashes: the two settings train that model identically here.
-``--src`` takes other checkouts' ``src`` folders (``git worktree add /tmp/old COMMIT``), so that a change of code
-can be told from a change of host or of thread count when two runs of one config drift apart.
+``--src`` takes other checkouts' ``src`` folders (``git worktree add /tmp/old COMMIT``, of a tiedlm whose harness
+runs the language model as a ``Task``), so that a change of code can be told from a change of host or of thread
+count when two runs of one config drift apart. The corpus (PTB) comes from ``TIEDLM_DATA`` or the download cache.
 
     python benchmarks/step_hash.py ptb-awd-drill-budget --threads 1 2
     python benchmarks/step_hash.py ptb-awd-drill-budget --src /tmp/old/src src --threads 1
@@ -26,26 +27,17 @@ VOCAB = 10_000
 
 def child(preset: str, threads: int, steps: int) -> str:
     import torch
+    from common import lm_task_step
 
-    from tiedlm.reproduce.estimate import lm_training_step
-    from tiedlm.tasks.lm.config import Config
+    from tiedlm.runtime import numerics_hash
 
-    cfg = Config.load(preset).with_overrides(["train.precision=fp32"])
-    step = lm_training_step(cfg, VOCAB, threads)
-    g = torch.Generator().manual_seed(5)
-    for _ in range(steps):
-        step(torch.randint(0, VOCAB, (cfg.train.bptt, cfg.train.batch_size), generator=g))
-    # the model is the closure's module with the most tensors (the loss is a module too): found this way, not
-    # asked for, so that trees older than this tool (--src) are hashed the same way
-    modules = [c.cell_contents for c in step.__closure__ if isinstance(c.cell_contents, torch.nn.Module)]
-    model = max(modules, key=lambda m: len(m.state_dict()))
-    digest = hashlib.sha256()
-    for _, tensor in sorted(model.state_dict().items()):
-        digest.update(tensor.detach().contiguous().numpy().tobytes())
-    try:  # a tree older than the numerics hash has none
-        from tiedlm.runtime import numerics_hash
-    except ImportError:
-        return f"weights {digest.hexdigest()[:16]} | numerics (not in this tree)"
+    with lm_task_step(preset, threads) as (step, task):
+        g, t = torch.Generator().manual_seed(5), task.cfg.train
+        for _ in range(steps):
+            step(torch.randint(0, VOCAB, (t.bptt, t.batch_size), generator=g))
+        digest = hashlib.sha256()
+        for _, tensor in sorted(task.model.state_dict().items()):
+            digest.update(tensor.detach().contiguous().numpy().tobytes())
     return f"weights {digest.hexdigest()[:16]} | numerics {numerics_hash()}"
 
 
