@@ -28,15 +28,10 @@ def cmd_experiment_subspace(args) -> int:
     if args.resume is None and not args.out:
         args.out = "runs/subspace"
     # --optimizer adam: PyTorch's betas and the loss per token; sgd: the loss summed over the BPTT steps
-    args.set = (
-        {
-            None: [],
-            "adam": ["train.optimizer.name=adam", "train.optimizer.beta2=0.999", "train.loss_reduction=mean"],
-            "sgd": ["train.optimizer.name=sgd", "train.loss_reduction=sum_over_time"],
-        }[args.optimizer]
-        + [f"train.optimizer.momentum={args.momentum}"] * (args.momentum is not None)
-        + args.set
-    )
+    adam = ["train.optimizer.name=adam", "train.optimizer.beta2=0.999", "train.loss_reduction=mean"]
+    optimizer = {None: [], "adam": adam, "sgd": ["train.optimizer.name=sgd", "train.loss_reduction=sum_over_time"]}
+    momentum = [f"train.optimizer.momentum={args.momentum}"] * (args.momentum is not None)
+    args.set = optimizer[args.optimizer] + momentum + args.set
     cfg, out, resume, log = run_settings(args, "subspace")
     if not resume:
         _refuse_another_run(out, type(cfg).task_info)
@@ -101,16 +96,10 @@ def cmd_analyze_augmented(args) -> int:
         gamma = args.gamma if args.gamma is not None else loss.gamma
         corpus = load_corpus(r.config.data.name, r.config.data.data_dir, vocab=r.vocab)
         precision = run_precision(r.config.train.precision, r.model.embedding.weight.device, args.precision)
+        batch, bptt = args.batch_size or r.config.train.eval_batch_size, r.config.train.bptt
+        ids, progress = corpus.splits[args.split], show_progress(args)
         res = augmented_loss_strength(
-            r.model,
-            corpus.splits[args.split],
-            taus,
-            gamma,
-            loss.aug_bias,
-            args.batch_size or r.config.train.eval_batch_size,
-            r.config.train.bptt,
-            precision,
-            progress=show_progress(args),
+            r.model, ids, taus, gamma, loss.aug_bias, batch, bptt, precision, progress=progress
         )
         res.update(split=args.split, checkpoint=r.checkpoint, augmented=loss.augmented)
         results[str(r.path)] = res
@@ -130,11 +119,8 @@ def _add_run_evaluation_arguments(parser, whose: str) -> None:
     """--checkpoint, --batch-size, --precision and --threads of the analyses that evaluate trained runs."""
     parser.add_argument("--checkpoint", choices=["best", "last"], default="best")
     parser.add_argument("--batch-size", type=POSITIVE, help=f"evaluation batch size (default: {whose} eval_batch_size)")
-    parser.add_argument(
-        "--precision",
-        choices=["fp32", "bf16"],
-        help=f"default: {whose} training precision (fp32 where this device has no bf16)",
-    )
+    precision = f"default: {whose} training precision (fp32 where this device has no bf16)"
+    parser.add_argument("--precision", choices=["fp32", "bf16"], help=precision)
     parser.add_argument("--threads", type=THREADS, default=0)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (none are drawn off a terminal)")
 
@@ -151,14 +137,12 @@ def _register_experiment(add, sub_parser_class) -> None:
     from ..tasks.subspace.config import SubspaceExperimentConfig
 
     esub = add_group(add, "experiment", "run a paper's experiment end to end", "experiment", sub_parser_class)
-    s = add_command(
-        esub,
-        "subspace",
-        cmd_experiment_subspace,
-        "Inan et al. §6.2 / Figure 1: subspace distance between L^T and W",
-        "Inan et al. (2017) §6.2: train LSTM LMs with loss (6.1) over a beta sweep (tau = 10) and a tau "
-        "sweep (beta = 1); report subspace_distance(L^T, W).",
+    about = (
+        "Inan et al. (2017) §6.2: train LSTM LMs with loss (6.1) over a beta sweep (tau = 10) and a tau sweep "
+        "(beta = 1); report subspace_distance(L^T, W)."
     )
+    what = "Inan et al. §6.2 / Figure 1: subspace distance between L^T and W"
+    s = add_command(esub, "subspace", cmd_experiment_subspace, what, about)
     add_run_arguments(
         s,
         "train.bptt=20 or --set train.optimizer.momentum=0.9",
@@ -169,45 +153,35 @@ def _register_experiment(add, sub_parser_class) -> None:
         tensorboard=False,
     )
     add_options(s, SubspaceExperimentConfig())
-    s.add_argument(
-        "--optimizer",
-        choices=["sgd", "adam"],
-        help="sgd (the default): updates stay in the span of the gradients, which the theory of §4 relies on",
-    )
+    span = "sgd (the default): updates stay in the span of the gradients, which the theory of §4 relies on"
+    s.add_argument("--optimizer", choices=["sgd", "adam"], help=span)
     s.add_argument("--momentum", type=number(0, maximum=1), help="SGD momentum (default: 0)")
 
 
 def _register_analyze(add, sub_parser_class) -> None:
     asub = add_group(add, "analyze", "analyses of trained runs", "analysis", sub_parser_class)
-    b = add_command(
-        asub,
-        "bands",
-        cmd_analyze_bands,
-        "Pappas & Henderson Figure 3: cross-entropy per training-frequency band",
-        "Per-token cross-entropy of RUN_A (the baseline) and the other runs, binned by how often the "
-        "target word occurs in the training data; writes bands.md, bands.json and bands.png.",
+    about = (
+        "Per-token cross-entropy of RUN_A (the baseline) and the other runs, binned by how often the target word "
+        "occurs in the training data; writes bands.md, bands.json and bands.png."
     )
+    what = "Pappas & Henderson Figure 3: cross-entropy per training-frequency band"
+    b = add_command(asub, "bands", cmd_analyze_bands, what, about)
     b.add_argument("runs", nargs="+", metavar="RUN_DIR", help="the baseline run first, then one or more others")
     b.add_argument("--split", choices=["train", "valid", "test"], default="test")
     b.add_argument("--out", default="runs/bands", help="output folder (runs/bands)")
     _add_run_evaluation_arguments(b, "each run's")
 
-    g = add_command(
-        asub,
-        "augmented",
-        cmd_analyze_augmented,
-        "Inan et al. eqs. 3.1-3.7: how informative the target y~ is and how hard the augmented loss pulls",
+    what = "Inan et al. eqs. 3.1-3.7: how informative the target y~ is and how hard the augmented loss pulls"
+    about = (
         "For each run and temperature: the entropy of the augmented loss's target y~ = softmax(L^T L y*/tau) "
         "against uniform, its mass on the target word, and the mean L2 norms of the cross-entropy's and "
-        "the augmented loss's gradients on the logits (p - e_y and gamma (y^_tau - y~)), over a split.",
+        "the augmented loss's gradients on the logits (p - e_y and gamma (y^_tau - y~)), over a split."
     )
+    g = add_command(asub, "augmented", cmd_analyze_augmented, what, about)
     g.add_argument("runs", nargs="+", metavar="RUN_DIR")
     g.add_argument("--split", choices=["train", "valid", "test"], default="valid")
-    g.add_argument(
-        "--tau", type=number(0, above=True), nargs="+", help="temperatures (default: 1 2 5 10 and the run's loss.tau)"
-    )
-    g.add_argument(
-        "--gamma", type=number(0), help="the weight gamma in alpha = gamma tau (default: the run's loss.gamma)"
-    )
+    taus, gamma = "temperatures (default: 1 2 5 10 and the run's loss.tau)", "the weight gamma in alpha = gamma tau"
+    g.add_argument("--tau", type=number(0, above=True), nargs="+", help=taus)
+    g.add_argument("--gamma", type=number(0), help=f"{gamma} (default: the run's loss.gamma)")
     g.add_argument("--out", help="also write augmented.md and augmented.json to this folder")
     _add_run_evaluation_arguments(g, "the run's")

@@ -27,7 +27,7 @@ def cmd_selfcheck(args) -> int:
 
     log = (lambda *a, **k: None) if args.json else (lambda line: print(line, flush=True))
     checks, header = run_selfcheck(
-        args.device, args.quick, args.data_dir or "", args.threads or 0, _tests_folder(), log=log
+        args.device, args.quick, args.data_dir or "", args.threads or 0, _tests_folder(), log
     )
     record = {**header, "checks": [asdict(c) | {"status": c.status} for c in checks]}
     if args.json_file:
@@ -37,11 +37,10 @@ def cmd_selfcheck(args) -> int:
 
 
 def register(add) -> None:
-    s = add(
-        "selfcheck",
-        cmd_selfcheck,
-        "check that tiedlm trains, resumes and runs fast on this machine (CPU or GPU): one table, exit 1 on a failure",
+    what = (
+        "check that tiedlm trains, resumes and runs fast on this machine (CPU or GPU): one table, exit 1 on a failure"
     )
+    s = add("selfcheck", cmd_selfcheck, what)
     s.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to run the checks (default cpu)")
     s.add_argument("--quick", action="store_true", help="fewer windows; on the CPU narrow models (under a minute)")
     s.add_argument("--json-file", metavar="FILE", help="also write the report as JSON to FILE")

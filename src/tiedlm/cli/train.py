@@ -8,15 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from .common import (
-    as_overrides,
-    device_setting,
-    emit,
-    options_of,
-    progress_log,
-    refuse_empty,
-    tensorboard_folder,
-)
+from .common import as_overrides, device_setting, emit, options_of, progress_log, refuse_empty, tensorboard_folder
 
 
 def train_command(name: str):
@@ -49,15 +41,8 @@ def train_run(args, name: str) -> tuple[Path, dict]:
 
     cfg, run_dir, resume, log = run_settings(args, name)
     command = portable_command(sys.argv[1:])  # as typed, with no path of this machine
-    summary = run(
-        task_named(name).task_class()(cfg, command),
-        run_dir,
-        resume=resume,
-        progress=not args.no_progress,
-        log=log,
-        tensorboard=tensorboard_folder(args),
-    )
-    return run_dir, summary
+    task = task_named(name).task_class()(cfg, command)
+    return run_dir, run(task, run_dir, resume, not args.no_progress, log, tensorboard_folder(args))
 
 
 def run_settings(args, name: str):
@@ -160,17 +145,9 @@ def cmd_presets(args) -> int:
     for name in list_presets():
         c = Config.load(name)
         e = c.model.encoder
-        rows.append(
-            {
-                "name": name,
-                "data": c.data.name,
-                "hidden": getattr(e, "hidden_size", c.model.embedding_size),  # an HF body: its width
-                "output": c.model.output.name,
-                "augmented": c.loss.augmented,
-                "dropout": e.dropout,
-                "epochs": c.train.epochs,
-            }
-        )
+        hidden = getattr(e, "hidden_size", c.model.embedding_size)  # an HF body: its width
+        row = {"name": name, "data": c.data.name, "hidden": hidden, "output": c.model.output.name}
+        rows.append(row | {"augmented": c.loss.augmented, "dropout": e.dropout, "epochs": c.train.epochs})
     text = "\n".join(
         f"{r['name']:24s} {r['data']:18s} h={r['hidden']:<5d} output={r['output']:5s} "
         f"AL={'yes' if r['augmented'] else 'no ':3s} dropout={r['dropout']:<5} epochs={r['epochs']}"
@@ -190,7 +167,7 @@ def cmd_list(args) -> int:
         for e in registry:
             keys = {f.name: getattr(e.config(), f.name) for f in dataclasses.fields(e.config)}
             rows.append(
-                {"kind": registry.kind, "key": registry.key, "name": e.name, "summary": e.summary, "keys": keys}
+                {"kind": registry.kind, "key": registry.key, "name": e.name, "summary": e.summary} | {"keys": keys}
             )
             shown = ", ".join(f"{k}={v!r}" for k, v in keys.items()) or "no keys"
             lines += [f"  {e.name:11s} {e.summary}", f"  {'':11s} keys: {shown}"]
@@ -208,27 +185,18 @@ def register_tasks(add, parser_class, groups: dict) -> None:
     for info in tasks().values():
         if info.train != (info.name, "train"):
             continue
+        what = f"train a {info.noun}"
         group = groups.get(info.name) or add_group(
-            add, info.name, info.help or f"train a {info.noun}", f"{info.name}_command", parser_class, "ACTION"
+            add, info.name, info.help or what, f"{info.name}_command", parser_class, "ACTION"
         )
         defaults = info.config()
-        keys = "; ".join(
-            f"[{s}] {', '.join(f.name for f in dataclasses.fields(getattr(defaults, s)))}"
-            for s in info.config.section_names()
-        )
+        sections = ((s, dataclasses.fields(getattr(defaults, s))) for s in info.config.section_names())
+        keys = "; ".join(f"[{s}] {', '.join(f.name for f in own)}" for s, own in sections)
         tr = add_command(
-            group,
-            "train",
-            train_command(info.name),
-            f"train a {info.noun}",
-            f"Train a {info.noun}. Keys for --set: {keys}.",
+            group, "train", train_command(info.name), what, f"Train a {info.noun}. Keys for --set: {keys}."
         )
-        add_run_arguments(
-            tr,
-            "train.epochs=3",
-            "continue a stopped run where it stopped",
-            "folder holding the corpus's verified files (overrides TIEDLM_DATA)",
-        )
+        verified = "folder holding the corpus's verified files (overrides TIEDLM_DATA)"
+        add_run_arguments(tr, "train.epochs=3", "continue a stopped run where it stopped", verified)
         add_options(tr, defaults)  # its settings declared with registry.option()
 
 

@@ -23,11 +23,8 @@ def cmd_translate_evaluate(args) -> int:
         emit(args, m, f"{args.run}: {args.source} BLEU {m['bleu']:.2f} ({m['signature']}), beam {m['beam']}")
         return 0
     m = evaluate_translator(Path(args.run), args.split, args.beam, args.data_dir or "", progress=not args.no_progress)
-    emit(
-        args,
-        m,
-        f"{args.run}: {args.split} BLEU {m['bleu']:.2f} ({m['signature']}), ppl {m['ppl']:.2f}, beam {m['beam']}",
-    )
+    bleu = f"BLEU {m['bleu']:.2f} ({m['signature']})"
+    emit(args, m, f"{args.run}: {args.split} {bleu}, ppl {m['ppl']:.2f}, beam {m['beam']}")
     return 0
 
 
