@@ -5,12 +5,12 @@ what every task's sections share. Each task's settings are its subclass (the lan
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, get_type_hints
 
 import tomli_w
-import tomllib
 
 from .errors import UsageError
 from .optimizers import OPTIMIZERS, SGDConfig

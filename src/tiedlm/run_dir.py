@@ -26,13 +26,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from .errors import TiedlmError, UsageError
 

@@ -15,11 +15,10 @@ beside the pages (``docs/results/notes/<table>.md``), not part of the package: s
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-
-import tomllib
 
 from ..errors import UsageError
 
@@ -72,22 +71,12 @@ def _runs_of_row(row: dict, task: str, scale: str) -> list[tuple[int, RunSpec]]:
     seeds = row.get("seeds") or [None]
     runs = []
     for i, seed in enumerate(seeds):
-        first = i == 0
-        runs.append(
-            (
-                i,
-                RunSpec(
-                    row["name"] if first else f"{row['name']}-seed{seed}",
-                    row.get("preset", ""),
-                    sets if seed is None else (*sets, f"train.seed={seed}"),
-                    paper=(row.get("paper_valid"), row.get("paper_test")) if first else (None, None),
-                    note=row.get("note", "") if first else "",
-                    task=task,
-                    same_as=row.get("same_as", "") if first else "",
-                    gpu_epoch_s=row.get("gpu_epoch_s"),
-                ),
-            )
-        )
+        name = row["name"] if i == 0 else f"{row['name']}-seed{seed}"
+        overrides = sets if seed is None else (*sets, f"train.seed={seed}")
+        paper = (row.get("paper_valid"), row.get("paper_test"))
+        first = {"paper": paper, "note": row.get("note", ""), "same_as": row.get("same_as", "")} if i == 0 else {}
+        own = {"task": task, "gpu_epoch_s": row.get("gpu_epoch_s")} | first
+        runs.append((i, RunSpec(name, row.get("preset", ""), overrides, **own)))
     return runs
 
 
@@ -108,14 +97,8 @@ def load_table(path: Path) -> Table:
             r for row in data["row"] if scale in row.get("scales", SCALES) for r in _runs_of_row(row, task, scale)
         ]
         runs[scale] = tuple(spec for _, spec in sorted(ordered, key=lambda r: r[0]))
-    return Table(
-        name,
-        data["title"],
-        data["source"],
-        runs,
-        bands_baseline=data.get("bands_baseline", ""),
-        pairs=tuple(tuple(p) for p in data.get("pairs", ())),
-    )
+    pairs = tuple(tuple(p) for p in data.get("pairs", ()))
+    return Table(name, data["title"], data["source"], runs, bands_baseline=data.get("bands_baseline", ""), pairs=pairs)
 
 
 def _load_all() -> dict[str, Table]:
