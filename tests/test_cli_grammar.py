@@ -1,10 +1,10 @@
 """One CLI grammar for every task: --set section.key=value, --resume RUN_DIR, --threads, --json."""
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from tiedlm.cli import main
 from tiedlm.errors import UsageError

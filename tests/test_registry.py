@@ -1,10 +1,10 @@
 """Output layers as registered components: the [model.output] table, --set grammar, old run folders, `tiedlm list`."""
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from tiedlm.cli import main
 from tiedlm.errors import UsageError

@@ -8,10 +8,10 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from tiedlm.cli import main
 from tiedlm.config import SectionedConfig

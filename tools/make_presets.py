@@ -302,8 +302,9 @@ name = "adam"
 def tabled(text: str) -> str:
     """A preset written with the flat keys above as today's layout: its leading comments, then the encoder's,
     output layer's and optimiser's keys in their tables (tools/migrate_runs.py's rewriting of older configs)."""
-    import tomli_w
     import tomllib
+
+    import tomli_w
     from migrate_runs import lm_model, lm_train
 
     raw = tomllib.loads(text)

@@ -25,9 +25,8 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 from tiedlm.checkpoint_file import load_checkpoint, save_checkpoint
 from tiedlm.registry import field_names, tasks
