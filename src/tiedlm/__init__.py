@@ -8,31 +8,16 @@ embeddings (RE). The pieces are importable for use in other PyTorch code::
 The names are imported on first use (PEP 562), so that ``tiedlm --help`` does not load PyTorch.
 """
 
-from __future__ import annotations
-
-import importlib
+from .registry import lazy_exports
 
 __version__ = "0.1.0"
 
-_EXPORTS = {
-    "Config": ".tasks.lm.config",
-    "Vocabulary": ".data",
-    "load_corpus": ".data",
-    "AugmentedLoss": ".losses",
-    "LanguageModelLoss": ".losses",
-    "VDLSTM": ".models",
-    "FullSoftmaxOutput": ".models",
-    "LanguageModel": ".models",
-    "TiedOutput": ".models",
-    "load_run": ".run",
-}
-__all__ = [*_EXPORTS, "__version__"]
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
-    raise AttributeError(f"module 'tiedlm' has no attribute {name!r}")
+_names, __getattr__ = lazy_exports(
+    __name__,
+    {".tasks.lm.config": "Config", ".data": "Vocabulary load_corpus", ".losses": "AugmentedLoss LanguageModelLoss"}
+    | {".models": "VDLSTM FullSoftmaxOutput LanguageModel TiedOutput", ".run": "load_run"},
+)
+__all__ = [*_names, "__version__"]
 
 
 def __dir__() -> list[str]:

@@ -57,10 +57,12 @@ def import_named(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def lazy_attributes(package: str, where: dict[str, str]) -> Callable[[str], Any]:
-    """A package's ``__getattr__`` (PEP 562) that imports each public name from its module on first use (``where``:
-    name -> module relative to ``package``), so that importing the package (its settings, its configs) loads no
-    torch. The name is then the package's attribute: a function named like its module (``perplexity``) wins."""
+def lazy_exports(package: str, modules: dict[str, str]) -> tuple[list[str], Callable[[str], Any]]:
+    """A package's ``__all__`` and ``__getattr__`` (PEP 562) for the public names of its modules (``modules``: module
+    relative to ``package`` -> its names, space-separated), each imported on first use, so that importing the package
+    (its settings, its configs) loads no torch. The name is then the package's attribute: a function named like its
+    module (``perplexity``) wins."""
+    where = {name: module for module, names in modules.items() for name in names.split()}
 
     def __getattr__(name: str) -> Any:
         if name not in where:
@@ -70,7 +72,7 @@ def lazy_attributes(package: str, where: dict[str, str]) -> Callable[[str], Any]
             setattr(home, other, getattr(module, other))
         return getattr(module, name)
 
-    return __getattr__
+    return list(where), __getattr__
 
 
 @dataclass(frozen=True)

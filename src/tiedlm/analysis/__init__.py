@@ -4,14 +4,6 @@ Names are imported on first use, so that ``tiedlm --help`` (which reads :mod:`.s
 defaults) does not import NumPy, SciPy or PyTorch.
 """
 
-from importlib import import_module
+from ..registry import lazy_exports
 
-_LAZY = {"subspace_distance": "subspace"}
-
-__all__ = list(_LAZY)
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__, __getattr__ = lazy_exports(__name__, {".subspace": "subspace_distance"})

@@ -2,8 +2,9 @@
 papers' protocol; the language model validates with it), and dynamic evaluation (:mod:`.dynamic`, Krause et al.
 2018)."""
 
-from ..registry import lazy_attributes
+from ..registry import lazy_exports
 
-__all__ = ["evaluate", "perplexity", "sentence_scores", "stream_logits", "token_losses"]
 # torch on first use: the CLI reads the dynamic settings' options (.dynamic_settings) without it
-__getattr__ = lazy_attributes(__name__, dict.fromkeys(__all__, ".perplexity"))
+__all__, __getattr__ = lazy_exports(
+    __name__, {".perplexity": "evaluate perplexity sentence_scores stream_logits token_losses"}
+)

@@ -4,43 +4,23 @@ Names are imported on first use (PEP 562), so that ``tiedlm.models.config`` (the
 output layers' configs load without torch: reading and checking a config stays instant.
 """
 
-from ..registry import lazy_attributes
+from ..registry import lazy_exports
 
-_LAZY = {
-    "AWDLSTM": "encoders.awd_lstm",
-    "embedding_dropout": "encoders.awd_lstm",
-    "locked_dropout": "encoders.awd_lstm",
-    "ModelConfig": "config",
-    "ENCODERS": "encoders",
-    "build_encoder": "encoders",
-    "LanguageModel": "language_model",
-    "VDLSTMLayer": "encoders.lstm_layer",
-    "variational_mask": "encoders.lstm_layer",
-    "OUTPUTS": "outputs",
-    "BilinearOutput": "outputs",
-    "DrillOutput": "outputs",
-    "DualOutput": "outputs",
-    "FullSoftmaxOutput": "outputs",
-    "LabelEncoder": "outputs",
-    "OutputLayer": "outputs",
-    "TiedOutput": "outputs",
-    "build_output": "outputs",
-    "closed_form_parameters": "outputs",
-    "LSTMRecurrence": "encoders.recurrence",
-    "lstm_recurrence": "encoders.recurrence",
-    "lstm_recurrence_reference": "encoders.recurrence",
-    "SparseEmbedding": "sparse_embedding",
-    "dimension_counts": "sparse_embedding",
-    "make_embedding": "sparse_embedding",
-    "solve_alpha": "sparse_embedding",
-    "SparseLSTMLayer": "encoders.sparse_lstm",
-    "dense_lstm_parameters": "encoders.sparse_lstm",
-    "equal_parameter_slice": "encoders.sparse_lstm",
-    "solve_equal_parameters": "encoders.sparse_lstm",
-    "sparse_lstm_parameters": "encoders.sparse_lstm",
-    "CausalTransformer": "encoders.transformer",
-    "VDLSTM": "encoders.vd_lstm",
-}
-
-__all__ = list(_LAZY)
-__getattr__ = lazy_attributes(__name__, {name: f".{module}" for name, module in _LAZY.items()})
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        ".config": "ModelConfig",
+        ".language_model": "LanguageModel",
+        ".sparse_embedding": "SparseEmbedding dimension_counts make_embedding solve_alpha",
+        ".encoders": "ENCODERS build_encoder",
+        ".encoders.vd_lstm": "VDLSTM",
+        ".encoders.awd_lstm": "AWDLSTM embedding_dropout locked_dropout",
+        ".encoders.transformer": "CausalTransformer",
+        ".encoders.lstm_layer": "VDLSTMLayer variational_mask",
+        ".encoders.recurrence": "LSTMRecurrence lstm_recurrence lstm_recurrence_reference",
+        ".encoders.sparse_lstm": "SparseLSTMLayer dense_lstm_parameters equal_parameter_slice solve_equal_parameters "
+        "sparse_lstm_parameters",
+        ".outputs": "OUTPUTS BilinearOutput DrillOutput DualOutput FullSoftmaxOutput LabelEncoder OutputLayer "
+        "TiedOutput build_output closed_form_parameters",
+    },
+)

@@ -8,31 +8,13 @@ The building blocks live beside them: :mod:`.state` (the recurrent state helpers
 class (a subclass of :class:`.base.Encoder`) in a new module here, its config registered in :mod:`.configs`.
 """
 
-from importlib import import_module
-
+from ...registry import lazy_exports
 from .configs import ENCODERS, AWDLSTMConfig, EncoderConfig, HFConfig, StackConfig, TransformerConfig, VDLSTMConfig
 
-_LAZY = {
-    "VDLSTM": "vd_lstm",
-    "AWDLSTM": "awd_lstm",
-    "CausalTransformer": "transformer",
-    "Encoder": "base",
-    "build_encoder": "base",
-}
-
-__all__ = [
-    "ENCODERS",
-    "AWDLSTMConfig",
-    "EncoderConfig",
-    "HFConfig",
-    "StackConfig",
-    "TransformerConfig",
-    "VDLSTMConfig",
-    *_LAZY,
-]
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+_encoders, __getattr__ = lazy_exports(
+    __name__,
+    {".vd_lstm": "VDLSTM", ".awd_lstm": "AWDLSTM", ".transformer": "CausalTransformer"}
+    | {".base": "Encoder build_encoder"},
+)
+__all__ = ["ENCODERS", "AWDLSTMConfig", "EncoderConfig", "HFConfig", "StackConfig", "TransformerConfig", "VDLSTMConfig"]
+__all__ += _encoders

@@ -5,27 +5,17 @@
 A new output layer: its class in a new module here, its config registered in :mod:`.configs`.
 """
 
-from importlib import import_module
-
+from ...registry import lazy_exports
 from .configs import OUTPUTS, BilinearConfig, DrillConfig, DualConfig, FullConfig, TiedConfig
 
-_LAZY = {
-    "OutputLayer": "base",
-    "SharesEmbedding": "base",
-    "build_output": "base",
-    "closed_form_parameters": "base",
-    "FullSoftmaxOutput": "full",
-    "TiedOutput": "tied",
-    "BilinearOutput": "bilinear",
-    "DualOutput": "dual",
-    "DrillOutput": "drill",
-    "LabelEncoder": "drill",
-}
-
-__all__ = ["OUTPUTS", "BilinearConfig", "DrillConfig", "DualConfig", "FullConfig", "TiedConfig", *_LAZY]
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+_layers, __getattr__ = lazy_exports(
+    __name__,
+    {".base": "OutputLayer SharesEmbedding build_output closed_form_parameters", ".full": "FullSoftmaxOutput"}
+    | {
+        ".tied": "TiedOutput",
+        ".bilinear": "BilinearOutput",
+        ".dual": "DualOutput",
+        ".drill": "DrillOutput LabelEncoder",
+    },
+)
+__all__ = ["OUTPUTS", "BilinearConfig", "DrillConfig", "DualConfig", "FullConfig", "TiedConfig", *_layers]

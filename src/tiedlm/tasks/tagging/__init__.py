@@ -1,18 +1,15 @@
 """Part-of-speech tagging with dense or frequency-sparse embeddings (Demeester et al. 2018, §4.2)."""
 
-from ...registry import lazy_attributes
+from ...registry import lazy_exports
 
-# each public name and its module, imported on first use: importing the package (its settings, which the task
+# each public name imported from its module on first use: importing the package (its settings, which the task
 # registry reads) loads no torch
-_WHERE = {
-    "TaggerConfig": ".config",
-    "TaggingCorpus": ".data",
-    "load_tagging_corpus": ".data",
-    "read_conllu": ".data",
-    "BiLSTMTagger": ".model",
-    "TaggerTask": ".task",
-    "evaluate_tagger": ".task",
-    "load_tagger": ".task",
-}
-__all__ = sorted(_WHERE)
-__getattr__ = lazy_attributes(__name__, _WHERE)
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        ".config": "TaggerConfig",
+        ".data": "TaggingCorpus load_tagging_corpus read_conllu",
+        ".model": "BiLSTMTagger",
+        ".task": "TaggerTask evaluate_tagger load_tagger",
+    },
+)

@@ -1,21 +1,16 @@
 """Translation with a Transformer encoder-decoder and an output layer from DRILL's family (Multi30k En→De)."""
 
-from ...registry import lazy_attributes
+from ...registry import lazy_exports
 
-# each public name and its module, imported on first use: importing the package (its settings, which the task
+# each public name imported from its module on first use: importing the package (its settings, which the task
 # registry reads) loads no torch
-_WHERE = {
-    "TranslationConfig": ".config",
-    "ParallelCorpus": ".data",
-    "SubwordVocab": ".data",
-    "load_parallel_corpus": ".data",
-    "TransformerTranslator": ".model",
-    "beam_search": ".search",
-    "greedy_search": ".search",
-    "TranslationTask": ".task",
-    "evaluate_translator": ".task",
-    "load_translator": ".task",
-    "translate_lines": ".task",
-}
-__all__ = sorted(_WHERE)
-__getattr__ = lazy_attributes(__name__, _WHERE)
+__all__, __getattr__ = lazy_exports(
+    __name__,
+    {
+        ".config": "TranslationConfig",
+        ".data": "ParallelCorpus SubwordVocab load_parallel_corpus",
+        ".model": "TransformerTranslator",
+        ".search": "beam_search greedy_search",
+        ".task": "TranslationTask evaluate_translator load_translator translate_lines",
+    },
+)
