@@ -109,6 +109,10 @@ def test_overrides_and_errors():
         ("train.epochs", "section.key=value"),
         ("model.encoder.dropout=1.5", "drop probability"),
         ("train.precision=fp16", "one of: auto, fp32, bf16"),
+        # a key of another section, or of a component's table (the flat [model] keys of older configs)
+        ("model.epochs=3", r"not in \[model\]; it is in \[train\]"),
+        ("model.hidden_size=650", r"not in \[model\]; it is in \[model.encoder\]"),
+        ("train.momentum=0.9", r"not in \[train\]; it is in \[train.optimizer\]"),
     ]
     for item, msg in bad:
         with pytest.raises(UsageError, match=msg):

@@ -144,6 +144,9 @@ class SectionedConfig:
             ftypes = {k: v for k, v in get_type_hints(type(sub)).items() if k in field_names(sub)}
             if key not in ftypes:
                 homes = [s for s in self.section_names() if key in field_names(getattr(self, s))]
+                homes += [
+                    f"{section}.{c}" for c in self.COMPONENTS.get(section, {}) if key in field_names(getattr(sub, c))
+                ]
                 if homes:
                     raise UsageError(
                         f"--set {dotted}: {self.label()} key {key!r} is not in [{section}]; it is in [{homes[0]}]"

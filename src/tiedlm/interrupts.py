@@ -35,7 +35,7 @@ class StopRequest:
     """Context manager that turns SIGINT/SIGTERM into a flag while it is active (restoring the handlers after).
 
     ``budget`` (optional) counts steps down: :meth:`step_done` raises the flag when it reaches zero, the same
-    way a signal would (tests and the window budget of :func:`tiedlm.train.train` use it).
+    way a signal would (tests and the window budget of :func:`tiedlm.train.run` use it).
 
     ``second_stops_at_once=False`` only counts the signals (:attr:`signals`): a process that supervises others
     (``tiedlm reproduce``) passes each one on instead of stopping itself."""

@@ -1,6 +1,6 @@
 """Frequency-based predefined sparse word embeddings (Demeester et al. 2018, §4.1).
 
-With the vocabulary sorted by training frequency (word 0 the most frequent, as :class:`tiedlm.data.Vocab`
+With the vocabulary sorted by training frequency (word 0 the most frequent, as :class:`tiedlm.data.Vocabulary`
 orders it), the ⌈α^j·V⌉ most frequent words own a trainable entry in dimension j (j = 0 … k−1): frequent
 words get full vectors, the long tail of rare words short ones. α ∈ (0, 1] follows from the embedding
 density δ_E, the fraction of trainable entries of the V×k matrix (§4.1's equation):

@@ -3,7 +3,7 @@
 The encoder of DRILL's results (Pappas & Henderson 2019, §4). Its regularisers, each one option:
 
 - **weight drop** (DropConnect on the hidden-to-hidden weights W_hh, §4.1): a dropped copy of W_hh per
-  forward pass, computed functionally (:class:`~tiedlm.models.vd_lstm.VDLSTMLayer` with ``weight_drop``);
+  forward pass, computed functionally (:class:`~tiedlm.models.encoders.lstm_layer.VDLSTMLayer` with ``weight_drop``);
 - **embedding dropout** (§4.3, :func:`embedding_dropout`): whole word types dropped from E per pass;
 - **locked dropout** (§4.2, :func:`locked_dropout`): one mask per sequence shared over time, on the
   embeddings (``dropout_input``), between layers (``dropout_hidden``) and on the output (``dropout``);
@@ -12,8 +12,8 @@ The encoder of DRILL's results (Pappas & Henderson 2019, §4). Its regularisers,
   outputs of a training forward pass in :attr:`AWDLSTM.last_outputs` for them.
 
 Layer sizes: ``input → hidden → … → hidden → output_size`` (400/1150/1150→400 on PTB); any one layer can
-be a predefined-sparse layer (:mod:`tiedlm.models.sparse_lstm`, e.g. the middle one widened to 1725). Every layer
-has one bias vector (nn.LSTM's two, b_ih + b_hh, are one parameter's worth of freedom).
+be a predefined-sparse layer (:mod:`tiedlm.models.encoders.sparse_lstm`, e.g. the middle one widened to 1725).
+Every layer has one bias vector (nn.LSTM's two, b_ih + b_hh, are one parameter's worth of freedom).
 """
 
 from __future__ import annotations

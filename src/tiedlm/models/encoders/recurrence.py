@@ -155,7 +155,7 @@ def lstm_recurrence(xproj, h0, c0, w_hh, mask=None):
     """Run the recurrence with the fused-backward Function (fp32 state, no autocast inside).
 
     Dense: xproj (T,B,4H), state (B,H), w_hh (4H,H). Block-diagonal: xproj (T,k,B,4m), state (k,B,m),
-    w_hh (k,4m,m) (see :class:`~tiedlm.models.sparse_lstm.SparseLSTMLayer`).
+    w_hh (k,4m,m) (see :class:`~tiedlm.models.encoders.sparse_lstm.SparseLSTMLayer`).
     """
     dtype = h0.dtype
     with torch.autocast(device_type=xproj.device.type, enabled=False):

@@ -32,7 +32,7 @@ input) is the same.
 ``tests/test_sparse.py`` writes the reference's construction out and pins exactly this difference.
 
 Each recurrent time step runs all k components as one batched computation: one ``baddbmm`` (forward)
-and one ``bmm`` (backward) over the k blocks in :func:`tiedlm.models.recurrence.lstm_recurrence` (given
+and one ``bmm`` (backward) over the k blocks in :func:`tiedlm.models.encoders.recurrence.lstm_recurrence` (given
 (k, 4m, m) weights), never a Python loop over components per step. The once-per-window parts (the input
 projections of all time steps and the recurrent weight gradient) are k large matmuls, which oneDNN runs
 faster than one ``bmm`` here.
