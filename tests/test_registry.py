@@ -222,3 +222,18 @@ def test_an_encoder_is_an_encoder_and_its_capabilities_are_declared_not_named(tm
             ENCODERS._entries.pop(name, None)
     assert [e.name for e in OPTIMIZERS if e.config.averages_iterates] == ["nt-asgd"]
     assert [e.name for e in OPTIMIZERS if e.config.graph_capturable] == ["sgd", "nt-asgd"]
+
+
+def test_a_lazily_exported_name_is_never_shadowed_by_its_module():
+    """A package's lazy names stay themselves after their module is imported directly (Python then sets the module
+    as the package's attribute of the same name), and a name that is its module's is refused when declared."""
+    import importlib
+
+    from tiedlm.registry import lazy_exports
+
+    importlib.import_module("tiedlm.evaluation.scoring")
+    from tiedlm.evaluation import perplexity
+
+    assert callable(perplexity) and perplexity(0.0) == 1.0
+    with pytest.raises(ValueError, match="'scoring' names a module"):
+        lazy_exports("tiedlm.evaluation", {".scoring": "evaluate scoring"})

@@ -60,9 +60,11 @@ def import_named(path: str) -> Any:
 def lazy_exports(package: str, modules: dict[str, str]) -> tuple[list[str], Callable[[str], Any]]:
     """A package's ``__all__`` and ``__getattr__`` (PEP 562) for the public names of its modules (``modules``: module
     relative to ``package`` -> its names, space-separated), each imported on first use, so that importing the package
-    (its settings, its configs) loads no torch. The name is then the package's attribute: a function named like its
-    module (``perplexity``) wins."""
+    (its settings, its configs) loads no torch. No name may be its module's (an import of the module, anywhere,
+    would make the package's name the module)."""
     where = {name: module for module, names in modules.items() for name in names.split()}
+    if clash := [name for name, module in where.items() if name == module.rsplit(".", 1)[-1]]:
+        raise ValueError(f"{package}: {clash[0]!r} names a module and a name of it; rename one")
 
     def __getattr__(name: str) -> Any:
         if name not in where:
