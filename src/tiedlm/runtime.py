@@ -241,7 +241,7 @@ def set_threads(threads: int, log=None) -> int:
 
     Flushing subnormal floats to zero matters for speed: late in training, and whenever the augmented
     loss is on, gradients such as (ŷ − ỹ)/τ produce subnormal values whose arithmetic is ~100x slower on
-    x86 CPUs (during development they made a step with the augmented loss ~1.7x slower). Values below
+    x86 CPUs (unflushed, they made a step with the augmented loss ~1.7x slower). Values below
     1e-38 carry no information for SGD.
     """
     n = threads or default_threads(log)

@@ -72,7 +72,7 @@ READINGS = 3  # readings of the validation slice through a training check's time
 def sizes_for(device: str, quick: bool) -> Sizes:
     if device == "cuda":
         # the AWD-LSTM's variable windows capture a graph per length: 60 warm-up windows meet most lengths, so
-        # that the timed ones are mostly replays (on an H100, 2026-11-26, 3 + 20 windows timed its captures)
+        # that the timed ones are mostly replays (on an H100, 3 + 20 windows timed its captures)
         if quick:
             return Sizes(3, 5, 20_000, {}, 6, 3, 3)
         return Sizes(60, 100, 20_000, {}, 6, 10, 9)

@@ -121,7 +121,7 @@ class VDLSTMConfig(LSTMConfig):
 class AWDLSTMConfig(LSTMConfig):
     """AWD-LSTM: weight-dropped LSTM layers with locked dropout between them (Merity et al. 2017 §4)."""
 
-    # variable windows: one graph per length (GraphedSteps); replayed on an H100 by selfcheck, 2026-11-26
+    # variable windows: one graph per length (GraphedSteps); replayed on an H100 (benchmarks/results/selfcheck-cuda-*)
     cuda_graph: ClassVar[str] = "verified"
     activation_regularization: ClassVar[bool] = True
 
@@ -147,7 +147,7 @@ class TransformerConfig(StackConfig):
     """Transformer: pre-norm causal self-attention blocks; d_model is model.embedding_size (Vaswani et al. 2017)."""
 
     cuda_graph_reason: ClassVar[str] = (
-        "its Adam step runs eagerly (the Transformer gained 1.00-1.07x from a graph on an H100, 2026-11-25)"
+        "its Adam step runs eagerly (the Transformer gained 1.00-1.07x from a graph on an H100)"
     )
 
     # attention heads (a divisor of model.embedding_size); dropout: residual, attention, embedding
