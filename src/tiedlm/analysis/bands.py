@@ -87,13 +87,10 @@ def bands_of_runs(
     counts = torch.bincount(corpus.train, minlength=len(base.vocab))
     ces, targets = {}, None
     for name, r in zip(names, runs):
+        t = r.config.train
+        run = run_precision(t.precision, r.model.embedding.weight.device, precision)
         ces[name], targets = token_cross_entropy(
-            r.model,
-            corpus.splits[split],
-            batch_size or r.config.train.eval_batch_size,
-            r.config.train.bptt,
-            run_precision(r.config.train.precision, r.model.embedding.weight.device, precision),
-            progress=progress,
+            r.model, corpus.splits[split], batch_size or t.eval_batch_size, t.bptt, run, progress=progress
         )
     table = band_table(counts, targets, ces)
     table.update(split=split, data=data.name)
@@ -131,9 +128,7 @@ def merge_band_tables(tables: list[dict], baseline: str, order: list[str]) -> di
         ce = {n: owner[n]["rows"][i]["ce"][n] for n in names}
         a = ce[baseline]
         rel = {n: (ce[n] - a) / a if r["tokens"] and a else None for n in names if n != baseline}
-        rows.append(
-            {"band": r["band"], "word_types": r["word_types"], "tokens": r["tokens"], "ce": ce, "relative_ce": rel}
-        )
+        rows.append({k: r[k] for k in ("band", "word_types", "tokens")} | {"ce": ce, "relative_ce": rel})
     overall = {n: owner[n]["overall_ce"][n] for n in names}
     extra = {k: v for k, v in first.items() if k not in ("baseline", "runs", "rows", "overall_ce")}
     return {"baseline": baseline, "runs": names, "rows": rows, "overall_ce": overall, **extra}
@@ -141,33 +136,19 @@ def merge_band_tables(tables: list[dict], baseline: str, order: list[str]) -> di
 
 def band_report_lines(table: dict) -> list[str]:
     """The markdown table of :func:`band_table`'s result: CE per band and run, Δ% against the baseline."""
-    base, others = table["baseline"], table["runs"][1:]
-    head = (
-        "| band | word types | tokens | "
-        + " | ".join(f"CE {n}" for n in table["runs"])
-        + " | "
-        + " | ".join(f"Δ% {n}" for n in others)
-        + " |"
-    )
-    lines = [head, "|" + "---|" * (3 + len(table["runs"]) + len(others))]
+    base, runs, others = table["baseline"], table["runs"], table["runs"][1:]
+
+    def line(first: str, ce: dict, delta: dict) -> str:  # a row: its CE per run, then each other run's Δ%
+        cells = [cell(ce[n], ".3f") for n in runs] + [cell(delta[n], "+.2f") for n in others]
+        return f"| {first} | " + " | ".join(cells) + " |"
+
+    head = "| band | word types | tokens | " + " | ".join([*(f"CE {n}" for n in runs), *(f"Δ% {n}" for n in others)])
+    lines = [head + " |", "|" + "---|" * (3 + len(runs) + len(others))]
     for r in table["rows"]:
-        lines.append(
-            f"| {r['band']} | {r['word_types']:,} | {r['tokens']:,} | "
-            + " | ".join(cell(r["ce"][n], ".3f") for n in table["runs"])
-            + " | "
-            + " | ".join(
-                cell(r["relative_ce"][n] * 100 if r["relative_ce"][n] is not None else None, "+.2f") for n in others
-            )
-            + " |"
-        )
-    lines.append(
-        "| all | | | "
-        + " | ".join(cell(table["overall_ce"][n], ".3f") for n in table["runs"])
-        + " | "
-        + " | ".join(cell((table["overall_ce"][n] / table["overall_ce"][base] - 1) * 100, "+.2f") for n in others)
-        + " |"
-    )
-    return lines
+        delta = {n: r["relative_ce"][n] * 100 if r["relative_ce"][n] is not None else None for n in others}
+        lines.append(line(f"{r['band']} | {r['word_types']:,} | {r['tokens']:,}", r["ce"], delta))
+    overall = table["overall_ce"]
+    return lines + [line("all | |", overall, {n: (overall[n] / overall[base] - 1) * 100 for n in others})]
 
 
 def plot_bands(table: dict, path: Path, title: str = "") -> None:
