@@ -42,7 +42,7 @@ def cmd_evaluate(args) -> int:
     unknown = corpus.unknown[args.split]
     out = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "data": name, "split": args.split}
     out |= {k: res[k] for k in ("ppl", "loss", "tokens")} | {"unknown_mapped": unknown, "batch_size": bs}
-    note = f" ({unknown} tokens mapped to <unk>)" if unknown else ""
+    note = f" ({unknown:,} tokens mapped to <unk>)" if unknown else ""
     text = f"{run.path} [{run.checkpoint}] {name} {args.split}: ppl {res['ppl']:.2f} over {res['tokens']:,} tokens"
     emit(args, out | {"precision": precision}, f"{text}, batch {bs}{note}")
     return 0
