@@ -905,7 +905,6 @@ def test_a_notes_figures_come_from_the_run_files_and_change_with_them(tmp_path):
     paragraphs = _notes_paragraphs(tab, runs, tmp_path / "out")
     assert paragraphs and not any("at both seeds" in p for p in paragraphs)  # no claim about a missing run
     assert "?" not in "\n".join(paragraphs)
-    assert rp.notes.waiting_for((NOTES / "demeester2018-lm.md").read_text(), {}, "lm")[0] == "dense"
 
 
 def test_the_awd_pages_converged_paragraphs_appear_once_their_rows_finish(tmp_path):

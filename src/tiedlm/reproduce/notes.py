@@ -103,18 +103,6 @@ def render_notes(notes: str, runs: dict[str, Path], task: str, bands: dict | Non
     return re.sub(r"\]\(\.\./", "](", "\n\n".join(p for p in paragraphs if p is not None))
 
 
-def waiting_for(notes: str, runs: dict[str, Path], task: str, bands: dict | None = None) -> list[str]:
-    """The rows (or bands) that the paragraphs :func:`render_notes` leaves out wait for, in order."""
-    missing: list[str] = []
-    for text in notes.split("\n\n"):
-        for m in PLACEHOLDER.finditer(text):
-            try:
-                _value(m[2], runs, task, bands)
-            except Missing as e:
-                missing.append(str(e))
-    return list(dict.fromkeys(missing))
-
-
 def _render_paragraph(text: str, runs: dict[str, Path], task: str, bands: dict | None) -> str | None:
     missing: list[str] = []
 
