@@ -10,6 +10,7 @@ from tiedlm.cli import main
 from tiedlm.errors import UsageError
 from tiedlm.tasks.tagging import TaggerConfig
 from tiedlm.tasks.translation import TranslationConfig
+from tiedlm.train import load_checkpoint, save_checkpoint
 
 
 def _treebank(folder):
@@ -125,6 +126,9 @@ def test_a_tagger_run_folder_of_the_old_layout_is_migrated_then_evaluates_and_re
     flat = {k: v for s in dataclasses.asdict(cfg).values() for k, v in s.items() if k != "optimizer"}  # none then
     (run / "config.json").write_text(json.dumps(flat))
     (run / "checkpoints" / "last.safetensors").rename(run / "checkpoint.safetensors")
+    tensors, meta = load_checkpoint(run / "checkpoint.safetensors")  # the CPU generator's state as "rng"
+    tensors["rng"] = tensors.pop("rng.torch")
+    save_checkpoint(run / "checkpoint.safetensors", tensors, meta)
     tool = Path(__file__).resolve().parents[1] / "tools" / "migrate_runs.py"
     migrated = subprocess.run([sys.executable, str(tool), str(run)], capture_output=True, text=True)
     assert "tag run, settings and checkpoints rewritten" in migrated.stdout, migrated.stderr[-2000:]
@@ -134,6 +138,7 @@ def test_a_tagger_run_folder_of_the_old_layout_is_migrated_then_evaluates_and_re
     assert 0 <= json.loads(capsys.readouterr().out)["dev_accuracy"] <= 1
     assert main(["tag", "train", "--resume", str(run), "--no-progress", "--set", "train.epochs=2"]) == 0
     assert (run / "checkpoints" / "last.safetensors").is_file() and (run / "config.toml").is_file()
+    assert "rng.torch" in load_checkpoint(run / "checkpoints" / "last.safetensors")[0]
 
 
 def test_options_generated_from_settings_take_their_types_bounds_and_defaults_from_the_fields():

@@ -13,8 +13,9 @@ What it rewrites (a folder already in today's layout is left alone, so running i
 - the checkpoints: a tagger's or translator's ``checkpoint.safetensors`` becomes ``checkpoints/last.safetensors``;
   a checkpoint from before the one training loop gets the loop's position metadata, and the best weights it holds
   inside become ``checkpoints/best.safetensors``; a carried state saved as ``state.N.h/.c`` is renamed
-  ``state.N.0/.1``; a language model's NT-ASGD state from before it kept where its average began
-  (``averaged_from``) gets it from the metrics lines' stages (the average's first entry follows the SGD epochs').
+  ``state.N.0/.1``, and the CPU generator's state saved as ``rng`` (a tagger's, a translator's) ``rng.torch``;
+  a language model's NT-ASGD state from before it kept where its average began (``averaged_from``) gets it from
+  the metrics lines' stages (the average's first entry follows the SGD epochs').
 
 The tiedlm readers of these older layouts were removed from the package once its own results were migrated.
 """
@@ -188,6 +189,8 @@ def migrate_checkpoints(folder: Path, task: str) -> bool:
     for k in tensors:
         if k.startswith("state.") and k.endswith((".h", ".c")):
             renamed[k] = k[:-1] + {"h": "0", "c": "1"}[k[-1]]
+    if "rng" in tensors and "rng.torch" not in tensors:  # the tagger's and translator's CPU generator
+        renamed["rng"] = "rng.torch"
     meta, started = nt_asgd_start(folder, meta, tensors, task)
     if meta.get("schema") == SCHEMA and renamed == {k: k for k in tensors} and not started:
         return moved

@@ -86,23 +86,19 @@ def require_fit(model: torch.nn.Module, weights: dict[str, torch.Tensor], path: 
     )
 
 
-def load_train_state(
-    path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, rank: int = 0
-) -> tuple[dict[str, torch.Tensor], dict]:
-    """Restore what :func:`save_train_state` wrote into ``model``, ``optimizer`` and the RNG (this ``rank``'s);
-    return the checkpoint's tensors (the task's own among them) and its metadata. Checkpoints from before the
-    one schema load too: the language model's (no optimiser groups with SGD) and the tagger's and translator's
-    (the CPU generator's state under ``rng``, the best weights under ``best.``)."""
-    tensors, meta = load_checkpoint(path)
+def restore_train_state(
+    path: Path, tensors: dict[str, torch.Tensor], meta: dict, model: torch.nn.Module, optimizer, rank: int = 0
+) -> None:
+    """Restore what :func:`save_train_state` wrote (``tensors`` and ``meta``, read from ``path``) into ``model``,
+    ``optimizer`` and the RNG (this ``rank``'s)."""
     require_fit(model, model_state(tensors), path)
     model.load_state_dict(model_state(tensors))
-    if meta.get("param_groups"):
+    if meta.get("param_groups"):  # none in an SGD run's checkpoint migrated from before the one schema
         load_optimizer(optimizer, tensors, meta["param_groups"])
-    torch.set_rng_state(tensors.get(f"rng.torch.rank{rank}", tensors.get("rng.torch", tensors.get("rng"))))
+    torch.set_rng_state(tensors.get(f"rng.torch.rank{rank}", tensors["rng.torch"]))
     device = next(model.parameters()).device
     if "rng.cuda" in tensors and device.type == "cuda":
         torch.cuda.set_rng_state(tensors["rng.cuda"], device)
-    return tensors, meta
 
 
 def save_best_weights(path: Path, weights: dict[str, torch.Tensor], meta: dict) -> None:

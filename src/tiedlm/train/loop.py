@@ -49,7 +49,7 @@ from ..paths import ensure_writable_folder, refuse_committed
 from ..registry import TaskInfo
 from ..run_dir import RunDir, append_text, write_json_atomic, write_text_atomic
 from ..runtime import host_record, resolve_device, resolve_precision, set_threads
-from .checkpoint import best_weights, load_train_state, save_best_weights, save_train_state
+from .checkpoint import best_weights, load_checkpoint, restore_train_state, save_best_weights, save_train_state
 from .distributed import DistributedContext
 from .step import NonFiniteSteps
 
@@ -343,9 +343,10 @@ class Run:
 
     def _restore(self) -> Progress:
         task, files, path = self.task, self.files, self.path
-        tensors, meta = load_train_state(files.checkpoint("last"), task.model, task.optimizer, task.dist.rank)
-        if meta.get("schema") != SCHEMA:
+        tensors, meta = load_checkpoint(files.checkpoint("last"))
+        if meta.get("schema") != SCHEMA:  # checked first: an older checkpoint's tensors are laid out otherwise
             raise older_checkpoint(path)
+        restore_train_state(files.checkpoint("last"), tensors, meta, task.model, task.optimizer, task.dist.rank)
         p = Progress.from_meta(meta)
         task.load_extra_state(tensors, meta["task"], p)
         done, asked = p.epoch - 1, getattr(task.settings(), "epochs", task.epochs)
