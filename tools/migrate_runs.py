@@ -15,7 +15,9 @@ What it rewrites (a folder already in today's layout is left alone, so running i
   inside become ``checkpoints/best.safetensors``; a carried state saved as ``state.N.h/.c`` is renamed
   ``state.N.0/.1``, and the CPU generator's state saved as ``rng`` (a tagger's, a translator's) ``rng.torch``;
   a language model's NT-ASGD state from before it kept where its average began (``averaged_from``) gets it from
-  the metrics lines' stages (the average's first entry follows the SGD epochs').
+  the metrics lines' stages (the average's first entry follows the SGD epochs');
+- the summary: one from before runs recorded their device gets the device its log's first line names (a
+  tagger's: the CPU).
 
 The tiedlm readers of these older layouts were removed from the package once its own results were migrated.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -225,14 +228,19 @@ def nt_asgd_start(folder: Path, meta: dict, tensors: dict, task: str) -> tuple[d
 
 
 def migrate_summary(folder: Path, task: str) -> bool:
-    """A tagger's summary from before runs recorded their device: those trained on the CPU."""
-    path = RunDir(folder).summary
-    if task != "tag" or not path.is_file():
+    """A summary from before runs recorded their device: the device that the first line of the run's log names
+    (``| device cpu |``; a tagger's log, which named none: the CPU, where they all trained)."""
+    path, log = RunDir(folder).summary, folder / "train.log"
+    if not path.is_file():
         return False
     summary = json.loads(path.read_text(encoding="utf-8"))
-    if summary.get("device"):
+    found = (
+        re.search(r"\| device (\S+) \|", log.read_text(encoding="utf-8").split("\n", 1)[0]) if log.is_file() else None
+    )
+    device = found[1] if found else "cpu" if task == "tag" else ""
+    if summary.get("device") or not device:
         return False
-    write_text_atomic(path, json.dumps({**summary, "device": "cpu"}, indent=2) + "\n")
+    write_text_atomic(path, json.dumps({**summary, "device": device}, indent=2) + "\n")
     return True
 
 

@@ -91,16 +91,6 @@ def _streams(summary: dict) -> str:
     return f", {summary.get('eval_batch_size', 10)} streams" if summary.get("streams_only") else ""
 
 
-def _logged_device(files: RunDir) -> str:
-    """The device a run's log names in its first line (``| device cpu |``), for summaries written before they
-    recorded it."""
-    log = files.path / "train.log"
-    if not log.is_file():
-        return ""
-    m = re.search(r"\| device (\S+) \|", log.read_text().split("\n", 1)[0])
-    return m.group(1) if m else ""
-
-
 def _bands_section(tab: Table, runs_dir: Path, out: Path) -> list[str]:
     """The page's Figure 3: the plot and the table of ``RUNS/TABLE/bands.json``, where there is one."""
     path = runs_dir / tab.name / BANDS
@@ -264,7 +254,7 @@ def _table_row(r: dict, task: str, command: str, links_from: Path) -> tuple[str,
         params = f"{summary['parameters']['total'] / 1e6:.2f}M" if "parameters" in summary else "–"
         seconds = summary.get("wall_time_s", summary.get("train_seconds"))
         wall = f"{seconds / 60:.1f} min" if seconds is not None else "–"
-        device = summary.get("device") or _logged_device(files) or "–"
+        device = summary.get("device") or "–"
         device += f", {summary['precision']}" if "precision" in summary else ""
         tps = f"{summary['tokens_per_s']:,.0f}" if "tokens_per_s" in summary else "–"
         folder = Path(os.path.relpath(r["dir"], links_from)).as_posix()
