@@ -81,3 +81,23 @@ def test_a_recorded_command_holds_no_path_of_this_machine(tmp_path, monkeypatch)
     monkeypatch.setenv("HOME", str(tmp_path.parent))
     argv = ["train", "ptb-small-real", "--out", str(tmp_path / "runs" / "a b"), f"--data-dir={tmp_path.parent}/c"]
     assert portable_command(argv) == "tiedlm train ptb-small-real --out 'runs/a b' --data-dir=~/c"
+
+
+def test_every_published_run_summary_names_its_device_and_the_migration_reads_it_off_the_log(tmp_path):
+    """The results pages read a run's device from its summary alone: every published run summary has one, and
+    tools/migrate_runs.py gives an older summary the device its log's first line names."""
+    import shutil
+    import subprocess
+    import sys
+
+    runs = [p for p in (ROOT / "results" / "reproduce").rglob("summary.json") if (p.parent / "config.toml").is_file()]
+    assert runs and all(json.loads(p.read_text()).get("device") for p in runs), "a published run names no device"
+    run = tmp_path / "tied"
+    shutil.copytree(ROOT / "results" / "reproduce" / "pappas2019-mt" / "tied", run)
+    summary = json.loads((run / "summary.json").read_text())
+    summary.pop("device")
+    (run / "summary.json").write_text(json.dumps(summary))
+    tool = ROOT / "tools" / "migrate_runs.py"
+    out = subprocess.run([sys.executable, str(tool), str(run)], capture_output=True, text=True)
+    assert "translate run, summary rewritten" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert json.loads((run / "summary.json").read_text()) == {**summary, "device": "cpu"}
