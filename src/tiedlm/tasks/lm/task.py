@@ -5,10 +5,8 @@ average of the iterates, kept by ``torch.optim.swa_utils.AveragedModel``, is wha
 saved) to ``train.epochs`` or, with ``stop_on_stall``, until the average stalls by the same test, followed by an
 optional finetune stage that restarts the averaging from the best weights.
 
-A run directory (its layout: :class:`tiedlm.run_dir.RunDir`) holds ``config.toml``, ``vocab.txt``, ``metrics.jsonl``,
-``checkpoints/{last,best}.safetensors`` and, when training ends, ``summary.json``; ``last`` adds to the harness's
-checkpoint the carried state and NT-ASGD's average and history, so that a resumed run reproduces an
-uninterrupted one exactly.
+Its run folder has every task's layout (:class:`tiedlm.run_dir.RunDir`); its ``last`` checkpoint adds the carried
+state and NT-ASGD's average and history, so that a resumed run reproduces an uninterrupted one exactly.
 
 The harness (:mod:`tiedlm.train.loop`) runs it as every task: ``run(LanguageModelTask(cfg), out)``; under
 ``torchrun`` it trains data-parallel (:mod:`tiedlm.train.distributed`). On a GPU the step of every window is

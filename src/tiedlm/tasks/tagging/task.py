@@ -1,11 +1,8 @@
 """Train and evaluate the POS tagger: Adam, best-dev model kept, a resumable checkpoint after every epoch.
 
-A run directory (:class:`tiedlm.run_dir.RunDir`, the layout of every task) holds ``config.toml``,
-``vocab.txt``, ``tags.txt``, ``checkpoints/last.safetensors`` (model, optimizer and RNG state and the position in
-the epoch) and ``checkpoints/best.safetensors`` (the best dev epoch's weights), written atomically, no pickle,
-``metrics.jsonl`` (one line per epoch) and
-``summary.json``. The harness (:mod:`tiedlm.train.loop`) does the rest: SIGINT/SIGTERM stop between two
-batches with a checkpoint, ``--resume`` continues from the same batch, non-finite steps are skipped.
+Its run folder has every task's layout (:class:`tiedlm.run_dir.RunDir`), with its tag set in ``tags.txt``. The
+harness (:mod:`tiedlm.train.loop`) does the rest: SIGINT/SIGTERM stop between two batches with a checkpoint,
+``--resume`` continues from the same batch, non-finite steps are skipped.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Train, evaluate and use a Transformer translator.
 
-A run directory (:class:`tiedlm.run_dir.RunDir`, the layout of every task) holds ``config.toml``, the
-sentencepiece model(s) ``spm.*.model``, ``checkpoints/last.safetensors`` (model, Adam and RNG
-state, the position in the epoch) and ``checkpoints/best.safetensors`` (the best-valid weights), written atomically,
-no pickle, ``metrics.jsonl`` (one line per epoch)
-and, after training, ``summary.json`` with test BLEU (sacrebleu, with its signature) and ``test.hyp.txt``.
+Its run folder has every task's layout (:class:`tiedlm.run_dir.RunDir`), with the sentencepiece model(s)
+``spm.*.model`` and, after training, ``test.hyp.txt`` and test BLEU (sacrebleu, with its signature) in the summary.
 
 Training: Adam (β 0.9/0.98) with linear warm-up to ``lr`` and inverse-square-root decay (Vaswani et al.
 §5.3), label-smoothed cross-entropy on target subwords, optionally + γτ·J_aug (the augmented loss of
