@@ -78,10 +78,6 @@ class Net(torch.nn.Module):
 class CharTask(Task):
     unit = "window"
 
-    def __init__(self, cfg, command=""):
-        self.cfg, self.invocation = cfg, command
-        self.epochs, self.max_nonfinite = cfg.train.epochs, cfg.train.max_nonfinite
-
     def setup(self, run_dir, resume, log):
         text = Path(self.cfg.data.text).read_text(encoding="utf-8")
         chars = sorted(set(text))

@@ -107,6 +107,14 @@ class Task(ABC):
     stop: StopRequest | None = None  # set by the loop while it trains: a task's long work may call check_stop
     invocation: str = ""  # the command line that started the run (its summary's "command")
 
+    def __init__(self, cfg, command: str = ""):
+        """A registered task is built from its settings (checked again: they may come from Python) and the command
+        line that started the run (its summary's ``command``); ``epochs`` and ``max_nonfinite`` are its
+        ``[train]``'s."""
+        cfg.validate()
+        self.cfg, self.invocation = cfg, command
+        self.epochs, self.max_nonfinite = cfg.train.epochs, cfg.train.max_nonfinite
+
     @property
     def info(self) -> TaskInfo:
         """The task's declaration (``register_task`` on the class of :attr:`cfg`)."""

@@ -51,11 +51,6 @@ class TaggerTask(Task):
 
     higher_is_better = True
 
-    def __init__(self, cfg: TaggerConfig, command: str = ""):
-        cfg.validate()
-        self.cfg, self.invocation = cfg, command
-        self.epochs, self.max_nonfinite = cfg.train.epochs, cfg.train.max_nonfinite
-
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg, files = self.cfg, RunDir(run_dir)
         if resume:

@@ -84,11 +84,6 @@ class TranslationTask(Task):
 
     higher_is_better = False  # validation: per-subword negative log-likelihood
 
-    def __init__(self, cfg: TranslationConfig, command: str = ""):
-        cfg.validate()
-        self.cfg, self.invocation = cfg, command
-        self.epochs, self.max_nonfinite = cfg.train.epochs, cfg.train.max_nonfinite
-
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg = self.cfg
         self.run_dir = run_dir
