@@ -11,7 +11,7 @@ from typing import Any
 
 from ...config import SectionedConfig, TrainSettings
 from ...errors import UsageError
-from ...optimizers import OPTIMIZERS, SGDConfig
+from ...optimizers import SGDConfig
 from ...registry import ComponentConfig, bounded, option, register_task, require
 from ...run_dir import RunDir
 
@@ -92,7 +92,6 @@ class SubspaceTrain(TrainSettings):
 )
 @dataclass
 class SubspaceExperimentConfig(SectionedConfig):
-    COMPONENTS = {"train": {"optimizer": OPTIMIZERS}}
     sweep: SweepSection = field(default_factory=SweepSection)
     data: SubspaceData = field(default_factory=SubspaceData)
     model: SubspaceModel = field(default_factory=SubspaceModel)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...config import SectionedConfig, TrainSettings
-from ...optimizers import OPTIMIZERS, AdamConfig
+from ...optimizers import AdamConfig
 from ...registry import ComponentConfig, bounded, probability, register_task, require, resumable
 
 
@@ -51,7 +51,6 @@ class TaggerTrain(TrainSettings):
 )
 @dataclass
 class TaggerConfig(SectionedConfig):
-    COMPONENTS = {"train": {"optimizer": OPTIMIZERS}}
     data: TaggerData = field(default_factory=TaggerData)
     model: TaggerModel = field(default_factory=TaggerModel)
     train: TaggerTrain = field(default_factory=TaggerTrain)
