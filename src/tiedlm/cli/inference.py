@@ -40,11 +40,21 @@ def cmd_evaluate(args) -> int:
     if settings is not None:
         return _dynamic(args, settings, run, corpus, precision, res)
     unknown = corpus.unknown[args.split]
-    out = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "data": name, "split": args.split}
-    out |= {k: res[k] for k in ("ppl", "loss", "tokens")} | {"unknown_mapped": unknown, "batch_size": bs}
+    out = {
+        "run_dir": str(run.path),
+        "checkpoint": run.checkpoint,
+        "data": name,
+        "split": args.split,
+        "ppl": res["ppl"],
+        "loss": res["loss"],
+        "tokens": res["tokens"],
+        "unknown_mapped": unknown,
+        "batch_size": bs,
+        "precision": precision,
+    }
     note = f" ({unknown:,} tokens mapped to <unk>)" if unknown else ""
     text = f"{run.path} [{run.checkpoint}] {name} {args.split}: ppl {res['ppl']:.2f} over {res['tokens']:,} tokens"
-    emit(args, out | {"precision": precision}, f"{text}, batch {bs}{note}")
+    emit(args, out, f"{text}, batch {bs}{note}")
     return 0
 
 
@@ -136,8 +146,18 @@ def _dynamic(args, settings, run, corpus, precision: str, static: dict) -> int:
         record_threads(work, args.threads_used)
     grid = Grid(**options_of(args, Grid())) if args.grid else None
     about = {"run_dir": str(run.path), "checkpoint": run.checkpoint, "static_ppl": static["ppl"]}
-    how = {"grid": grid, "work": work, "progress": show_progress(args), "log": progress_log(args), "about": about}
-    out = run_dynamic_evaluation(run.model, corpus, args.split, settings, precision, **how)
+    out = run_dynamic_evaluation(
+        run.model,
+        corpus,
+        args.split,
+        settings,
+        precision,
+        grid=grid,
+        work=work,
+        progress=show_progress(args),
+        log=progress_log(args),
+        about=about,
+    )
     if out.pop("finished_before", False):
         emit(args, out, f"{work}: finished before: dynamic ppl {out['dynamic_ppl']:.2f} (result.json)")
         return 0
@@ -232,8 +252,15 @@ def _word_stats(r, split: str, progress: bool) -> dict:
 
     corpus, t = load_corpus(r.config.data.name, r.config.data.data_dir, vocab=r.vocab), r.config.train
     precision = run_precision(t.precision, r.model.embedding.weight.device)
-    ids, how = corpus.splits[split], {"batch_size": t.eval_batch_size, "bptt": t.bptt, "precision": precision}
-    return mean_word_probabilities(r.model, r.vocab, ids, **how, progress=progress)
+    return mean_word_probabilities(
+        r.model,
+        r.vocab,
+        corpus.splits[split],
+        batch_size=t.eval_batch_size,
+        bptt=t.bptt,
+        precision=precision,
+        progress=progress,
+    )
 
 
 def cmd_generate(args) -> int:
@@ -287,8 +314,8 @@ def cmd_info(args) -> int:
     )
     text = [f"{args.target} ({kind}): {desc}", f"data {cfg.data.name}, |V| = {vocab_size}"]
     text += [f"  {k:10s} {v:>12,d}" for k, v in counts.items()]
-    out = {"target": args.target, "kind": kind, "vocab_size": vocab_size, "parameters": counts}
-    emit(args, out | {"config": cfg.to_dict()}, "\n".join(text))
+    out = {"target": args.target, "kind": kind, "vocab_size": vocab_size, "parameters": counts, "config": cfg.to_dict()}
+    emit(args, out, "\n".join(text))
     return 0
 
 

@@ -145,9 +145,17 @@ def cmd_presets(args) -> int:
     for name in list_presets():
         c = Config.load(name)
         e = c.model.encoder
-        hidden = getattr(e, "hidden_size", c.model.embedding_size)  # an HF body: its width
-        row = {"name": name, "data": c.data.name, "hidden": hidden, "output": c.model.output.name}
-        rows.append(row | {"augmented": c.loss.augmented, "dropout": e.dropout, "epochs": c.train.epochs})
+        rows.append(
+            {
+                "name": name,
+                "data": c.data.name,
+                "hidden": getattr(e, "hidden_size", c.model.embedding_size),  # an HF body: its width
+                "output": c.model.output.name,
+                "augmented": c.loss.augmented,
+                "dropout": e.dropout,
+                "epochs": c.train.epochs,
+            }
+        )
     text = "\n".join(
         f"{r['name']:24s} {r['data']:18s} h={r['hidden']:<5d} output={r['output']:5s} "
         f"AL={'yes' if r['augmented'] else 'no ':3s} dropout={r['dropout']:<5} epochs={r['epochs']}"
@@ -167,7 +175,7 @@ def cmd_list(args) -> int:
         for e in registry:
             keys = {f.name: getattr(e.config(), f.name) for f in dataclasses.fields(e.config)}
             rows.append(
-                {"kind": registry.kind, "key": registry.key, "name": e.name, "summary": e.summary} | {"keys": keys}
+                {"kind": registry.kind, "key": registry.key, "name": e.name, "summary": e.summary, "keys": keys}
             )
             shown = ", ".join(f"{k}={v!r}" for k, v in keys.items()) or "no keys"
             lines += [f"  {e.name:11s} {e.summary}", f"  {'':11s} keys: {shown}"]

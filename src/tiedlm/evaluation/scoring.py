@@ -38,10 +38,16 @@ def stream_logits(
     state = model.init_state(batch_size)
     output = getattr(model, "output", None)
     reuse = output.labels_reused() if isinstance(output, OutputLayer) else contextlib.nullcontext()
-    bar = {"total": num_windows(data, bptt), "desc": desc, "leave": False, "disable": not progress, "unit": "win"}
     try:
         with reuse:
-            for _, x, y in tqdm(bptt_windows(data, bptt), **bar):
+            for _, x, y in tqdm(
+                bptt_windows(data, bptt),
+                total=num_windows(data, bptt),
+                desc=desc,
+                leave=False,
+                disable=not progress,
+                unit="win",
+            ):
                 if check is not None:
                     check()
                 with autocast(device, precision):

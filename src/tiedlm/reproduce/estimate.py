@@ -86,10 +86,20 @@ def estimate_rows(rows: list[dict], threads: int, log=None) -> tuple[list[dict],
             whole_run = estimate_seconds(task_named(r["spec"].task).task_class()(cfg), threads)
         seconds = whole_run * fraction_left(r, epochs_done)  # an interrupted run: its epochs still to train
         total += seconds
-        row = {"run": r["label"], "table": r["table"], "status": r["status"], "dir": str(r["dir"])}
-        row |= {"estimated_s": round(seconds, 3), "epochs_done": epochs_done, "epochs": planned_epochs(r)}
-        row |= {"at_most": stops_early(cfg), "pace": _pace_entry(paced, records) if paced else None}
-        plan_rows.append(row | {"command": "tiedlm " + " ".join(train_command(r, threads))})
+        plan_rows.append(
+            {
+                "run": r["label"],
+                "table": r["table"],
+                "status": r["status"],
+                "dir": str(r["dir"]),
+                "estimated_s": round(seconds, 3),
+                "epochs_done": epochs_done,
+                "epochs": planned_epochs(r),
+                "at_most": stops_early(cfg),
+                "pace": _pace_entry(paced, records) if paced else None,
+                "command": "tiedlm " + " ".join(train_command(r, threads)),
+            }
+        )
     return plan_rows, total
 
 
@@ -126,10 +136,20 @@ def save_estimates(plan_rows: list[dict], runs_dir: Path, threads: int, load: di
             if r["status"] in ("finished", "published"):
                 entries.pop(name, None)  # nothing left of it to estimate
                 continue
-            entry = {"date": date.today().isoformat(), "estimated_h": round(r["estimated_s"] / 3600, 2)}
-            entry |= {k: r[k] for k in ("status", "epochs_done", "epochs", "at_most", "pace")}
-            machine = {k: load.get(k) for k in ("cpus", "load_average", "busy", "cpu_class")}
-            entries[name] = entry | {"threads": threads} | machine
+            entries[name] = {
+                "date": date.today().isoformat(),
+                "status": r["status"],
+                "estimated_h": round(r["estimated_s"] / 3600, 2),
+                "epochs_done": r["epochs_done"],
+                "epochs": r["epochs"],
+                "at_most": r["at_most"],
+                "pace": r["pace"],
+                "threads": threads,
+                "cpus": load["cpus"],
+                "load_average": load["load_average"],
+                "busy": load["busy"],
+                "cpu_class": load.get("cpu_class"),
+            }
         write_text_atomic(path, json.dumps(entries, indent=1, sort_keys=True) + "\n")
         written.append(path)
     return written

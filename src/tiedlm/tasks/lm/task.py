@@ -207,10 +207,17 @@ class LanguageModelTask(Task):
         t, ls = self.cfg.train, self.cfg.loss
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        how = {"ar": ls.ar, "tar": ls.tar, "forward": self.step_model}
-        how["time_scale"] = y.size(0) if t.loss_reduction == "sum_over_time" else 1.0
         loss, ce, aug, new_state = window_loss(
-            self.model, self.loss_fn, x, y, detach_state(self.state), self.precision, **how
+            self.model,
+            self.loss_fn,
+            x,
+            y,
+            detach_state(self.state),
+            self.precision,
+            ar=ls.ar,
+            tar=ls.tar,
+            time_scale=y.size(0) if t.loss_reduction == "sum_over_time" else 1.0,
+            forward=self.step_model,
         )
         finite = update(loss, params, self.optimizer, t.clip, self.dist.all_true)
         return ce, aug, finite, new_state

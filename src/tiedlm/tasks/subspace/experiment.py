@@ -259,11 +259,22 @@ def run_experiment(cfg: SubspaceExperimentConfig, out: Path, progress: bool = Tr
             folder = out / "points" / f"beta={beta:g},tau={tau:g},run={r}"
             res = train_point(tokens, vocab_size, beta, tau, seed, cfg, lambda: bar.update(1), folder, out)
             bar.set_postfix(distance=f"{res['distance']:.3f}", train_ppl=f"{res['train_ppl']:.1f}")
-            fit = {"distance": f"{res['distance']:.6f}", "train_ppl": f"{res['train_ppl']:.4f}"}
-            fit |= {"train_aug": f"{res['train_aug']:.6g}", "vocab_size": vocab_size, "epochs": cfg.train.epochs}
-            point = {"sweep_point": f"beta={beta:g},tau={tau:g}", "beta": beta, "tau": tau, "run": r, "seed": seed}
             writer.writerow(
-                point | {"slice_start": start} | fit | {"seconds": f"{res['seconds']:.1f}", "settings": settings}
+                {
+                    "sweep_point": f"beta={beta:g},tau={tau:g}",
+                    "beta": beta,
+                    "tau": tau,
+                    "run": r,
+                    "seed": seed,
+                    "slice_start": start,
+                    "distance": f"{res['distance']:.6f}",
+                    "train_ppl": f"{res['train_ppl']:.4f}",
+                    "train_aug": f"{res['train_aug']:.6g}",
+                    "vocab_size": vocab_size,
+                    "epochs": cfg.train.epochs,
+                    "seconds": f"{res['seconds']:.1f}",
+                    "settings": settings,
+                }
             )
             f.flush()
             shutil.rmtree(folder)  # its row is written: the run folder (checkpoints of a stopped run) goes
@@ -288,18 +299,33 @@ def summarise(cfg: SubspaceExperimentConfig, out: Path) -> dict:
         if not point:
             return None
         vals, ppl, aug = ([float(r[k]) for r in point] for k in ("distance", "train_ppl", "train_aug"))
-        std = float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
-        spread = {"mean": float(np.mean(vals)), "std": std, "min": min(vals), "max": max(vals)}
-        fit = {"train_ppl_mean": float(np.mean(ppl)), "train_aug_mean": float(np.mean(aug))}
-        return {"beta": beta, "tau": tau, "n": len(vals)} | spread | fit
+        return {
+            "beta": beta,
+            "tau": tau,
+            "n": len(vals),
+            "mean": float(np.mean(vals)),
+            "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
+            "min": min(vals),
+            "max": max(vals),
+            "train_ppl_mean": float(np.mean(ppl)),
+            "train_aug_mean": float(np.mean(aug)),
+        }
 
     sweep_a = [s for b in cfg.sweep.betas if (s := stats(b, cfg.sweep.beta_sweep_tau))]
     sweep_b = [s for t in cfg.sweep.taus if (s := stats(cfg.sweep.tau_sweep_beta, t))]
     seconds = sum(float(r["seconds"]) for r in rows.values())
     vocab = float(np.mean([int(r["vocab_size"]) for r in rows.values()])) if rows else 0.0
     random = random_subspace_distance(cfg.model.hidden_size, vocab) if vocab > cfg.model.hidden_size else None
-    summary = {"config": cfg.flat(), "beta_sweep": sweep_a, "tau_sweep": sweep_b, "paper_claims": PAPER_CLAIMS}
-    summary |= {"train_seconds": seconds, "runs_in_csv": len(rows), "mean_vocab_size": vocab, "random_distance": random}
+    summary = {
+        "config": cfg.flat(),
+        "beta_sweep": sweep_a,
+        "tau_sweep": sweep_b,
+        "paper_claims": PAPER_CLAIMS,
+        "train_seconds": seconds,
+        "runs_in_csv": len(rows),
+        "mean_vocab_size": vocab,
+        "random_distance": random,
+    }
     write_json_atomic(out / "summary.json", summary)
     _plot(summary, out / "subspace.png")
     write_text_atomic(out / "summary.md", _markdown(summary))
