@@ -82,6 +82,17 @@ def test_a_run_folder_in_an_older_layout_is_refused_with_the_migration(fixture_r
     assert "older tiedlm" in err and f"tools/migrate_runs.py {old}" in err and len(err.splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("words", [["train"], ["tag", "train"], ["translate", "train"]])
+def test_a_damaged_config_is_named_as_damaged_not_as_older(words, tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.safetensors").write_bytes(b"")
+    (run / "config.toml").write_text("[[[\n")
+    assert main([*words, "--resume", str(run), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "config.toml: not valid TOML" in err and "older" not in err and len(err.splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("name", ["lm", "tag", "translate"])
 def test_a_migrated_run_folder_evaluates_and_resumes(name, fixture_runs, capsys):
     info = TASKS[name]

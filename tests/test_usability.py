@@ -1,6 +1,8 @@
 """What a new user runs into: each bad input is one line that names the fix (exit 2 for usage errors), and
 nothing a user has is lost or silently changed. One test per defect found by trying tiedlm as a newcomer."""
 
+import re
+
 import pytest
 
 from tiedlm.cli import main
@@ -336,6 +338,7 @@ def test_the_banner_names_the_run_folder_and_each_epoch_the_time_left(tiny_corpu
     assert "64 threads on" in text and "more threads than cores" in text
     epochs = [ln for ln in text.splitlines() if ln.startswith("epoch ")]
     assert epochs[0].endswith(" left") and not epochs[1].endswith(" left")  # the last epoch has nothing left
+    assert re.search(r"\| ~\d+ s left$", epochs[0]), epochs[0]  # a tiny run's minute is no "~0 min"
     assert "[train]" not in text  # the config is in the run folder, not 57 lines before the banner
     assert main(["train", "--resume", str(out), "--set", "train.epochs=3", "--no-progress"]) == 0
     resumed = capsys.readouterr().out
@@ -399,3 +402,28 @@ def test_tensorboard_gets_each_epochs_figures_as_the_metrics_lines_have_them(tin
     got = [(e.step, e.value) for e in events.Scalars("valid_ppl")]
     assert got == [(m["epoch"], pytest.approx(m["valid_ppl"], rel=1e-6)) for m in lines]
     assert {"train_ppl", "lr", "tokens_per_s"} <= set(events.Tags()["scalars"])
+
+
+@pytest.mark.parametrize(
+    "words, message",
+    [
+        (["train", "ptb-small-vd"], "is neither a known corpus nor an existing folder"),
+        (["tag", "train"], "is not a folder; give a folder holding *train*.conllu"),
+        (["translate", "train"], "is not a folder; give a folder holding {train,valid,test}.{en,de}"),
+    ],
+)
+def test_a_missing_data_folder_is_refused_before_the_banner(words, message, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main([*words, "--data", str(tmp_path / "absent"), "--out", str(out), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in captured.err and captured.err.count("\n") == 1, captured
+    assert not out.exists()
+
+
+def test_a_parallel_folder_without_one_of_its_files_names_the_six_it_needs(tmp_path, capsys):
+    (tmp_path / "par").mkdir()
+    for name in ("train.en", "train.de", "valid.en", "test.en", "test.de"):
+        (tmp_path / "par" / name).write_text("a b\n")
+    assert main(["translate", "train", "--data", str(tmp_path / "par"), "--out", str(tmp_path / "run")]) == 1  # a data error
+    err = _one_line_error(capsys)
+    assert "valid.de is missing; the folder needs {train,valid,test}.{en,de}, aligned line by line" in err

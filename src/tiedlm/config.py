@@ -107,15 +107,7 @@ class SectionedConfig:
     def load(cls, source: str | Path):
         """Load a preset name or a TOML file path."""
         path = resolve_preset(source)
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"{path}: not valid TOML ({exc}); fix the file") from None
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); save the config file as UTF-8") from None
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot be read ({exc.strerror or exc}); give a readable TOML file") from None
-        return cls.from_dict(raw, origin=str(path))
+        return cls.from_dict(read_toml(path), origin=str(path))
 
     def _dotted(self, item: str) -> tuple[str, str, str]:
         """``--set`` item as (section, key, text): checks its form, resolves a bare key and older names."""
@@ -263,7 +255,7 @@ class SectionedConfig:
                 f"{run_dir} is not a {cls.label()} run directory (no config.toml); train one with "
                 f"`{cls.task_info.command}`"
             )
-        if files.task is None:
+        if read_toml(files.config).get("task") is None:  # a damaged file is named as such first
             raise UsageError(
                 f"{run_dir} was written by an older tiedlm (its config.toml names no task); rewrite it once with "
                 f"`python tools/migrate_runs.py {run_dir}` (from a tiedlm checkout)"
@@ -314,6 +306,18 @@ class TrainSettings:
     @property
     def total_epochs(self) -> int:
         return self.epochs + self.finetune_epochs
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The table of a TOML file; a one-line UsageError naming the file where it cannot be read or parsed."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc}); fix the file") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); save the config file as UTF-8") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror or exc}); give a readable TOML file") from None
 
 
 def device_is_valid(name: str) -> bool:

@@ -533,6 +533,8 @@ def time_left(epochs: int, epoch_seconds: float) -> str:
     if epochs <= 0:
         return ""
     left = epochs * epoch_seconds
+    if left < 90:
+        return f" | ~{math.ceil(left)} s left"
     return f" | ~{left / 60:.0f} min left" if left < 90 * 60 else f" | ~{left / 3600:.1f} h left"
 
 

@@ -26,7 +26,7 @@ import torch
 from ... import native
 from ...data import Vocabulary, batchify, load_corpus
 from ...data.batching import fixed_window_lengths, scheduled_windows, variable_window_lengths
-from ...data.corpus import check_split_sizes
+from ...data.corpus import CORPORA, check_split_sizes, resolve_corpus_dir
 from ...errors import UsageError
 from ...evaluation import evaluate, perplexity
 from ...losses import LanguageModelLoss
@@ -59,9 +59,12 @@ class LanguageModelTask(Task):
 
     # ------------------------------------------------------------------ set-up
     def preflight(self) -> None:
-        """The model's components' own checks (a Hugging Face body's config as transformers reads it)."""
+        """The model's components' own checks (a Hugging Face body's config as transformers reads it), and a folder
+        of one's own text found with its three splits."""
         for part in ("encoder", "output"):
             getattr(self.cfg.model, part).preflight(f"model.{part}")
+        if self.cfg.data.name not in CORPORA:
+            resolve_corpus_dir(self.cfg.data.name, self.cfg.data.data_dir)
 
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg, self.run_dir, self.log = self.cfg, run_dir, log

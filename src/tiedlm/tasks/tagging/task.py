@@ -21,7 +21,7 @@ from ...train.loop import Progress, Task
 from ...train.optimizers import make_optimizer
 from ...train.step import update
 from .config import TaggerConfig
-from .data import TaggingCorpus, load_tagging_corpus
+from .data import TaggingCorpus, load_tagging_corpus, own_treebank_files
 from .model import BiLSTMTagger
 
 
@@ -50,6 +50,11 @@ class TaggerTask(Task):
     cross-entropy of each batch of sentences, shuffled per epoch, kept by its dev accuracy."""
 
     higher_is_better = True
+
+    def preflight(self) -> None:
+        """A treebank folder of one's own found with its three files, before the banner."""
+        if self.cfg.data.own_data:
+            own_treebank_files(self.cfg.data.data_dir)
 
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg, files = self.cfg, RunDir(run_dir)

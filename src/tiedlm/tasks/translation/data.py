@@ -41,16 +41,26 @@ def resolve_parallel_dir(data_dir: str, source_lang: str, target_lang: str, own_
             data_dir,
             own=f"to train on en-de text of your own in that folder, use --data {data_dir}" if data_dir else "",
         )
+    return own_parallel_dir(data_dir, source_lang, target_lang)
+
+
+def own_parallel_dir(data_dir: str, source_lang: str, target_lang: str) -> Path:
+    """A folder of one's own parallel text with its six ``{split}.{lang}`` files, read as it is; a one-line error
+    naming what is not there."""
+    needs = f"{{train,valid,test}}.{{{source_lang},{target_lang}}}, aligned line by line"
     if not data_dir:
         raise UsageError(
-            f"{source_lang}->{target_lang}: only Multi30k en<->de is built in; give data_dir = a folder "
-            f"with {{train,valid,test}}.{{{source_lang},{target_lang}}}"
+            f"{source_lang}->{target_lang}: only Multi30k en<->de is built in; give --data FOLDER with {needs}"
         )
-    folder = Path(data_dir)
+    folder = Path(data_dir).expanduser()
+    if not folder.is_dir():
+        raise UsageError(f"--data {data_dir!r} is not a folder; give a folder holding {needs}")
     for split in SPLITS:
         for lang in (source_lang, target_lang):
             if not (folder / f"{split}.{lang}").is_file():
-                raise DataError(f"{folder / f'{split}.{lang}'} {missing(folder / f'{split}.{lang}')}")
+                raise DataError(
+                    f"{folder / f'{split}.{lang}'} {missing(folder / f'{split}.{lang}')}; the folder needs {needs}"
+                )
     return folder
 
 

@@ -31,7 +31,7 @@ from ...train.loop import Progress, Task
 from ...train.optimizers import make_optimizer
 from ...train.step import update
 from .config import TranslationConfig
-from .data import PAD, ParallelCorpus, SubwordVocab, encode_source, load_parallel_corpus
+from .data import PAD, ParallelCorpus, SubwordVocab, encode_source, load_parallel_corpus, own_parallel_dir
 from .model import TransformerTranslator
 from .search import beam_search, greedy_search
 
@@ -83,6 +83,12 @@ class TranslationTask(Task):
     after training, test BLEU and the hypotheses (``test.hyp.txt``)."""
 
     higher_is_better = False  # validation: per-subword negative log-likelihood
+
+    def preflight(self) -> None:
+        """A folder of one's own parallel text found with its six files, before the banner."""
+        d = self.cfg.data
+        if d.own_data or {d.source_lang, d.target_lang} != {"en", "de"}:
+            own_parallel_dir(d.data_dir, d.source_lang, d.target_lang)
 
     def setup(self, run_dir: Path, resume: bool, log) -> None:
         cfg = self.cfg
