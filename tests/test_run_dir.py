@@ -1,6 +1,7 @@
 """The run folder's layout lives in one class; its text files are replaced atomically."""
 
 import json
+import shutil
 import stat
 import subprocess
 import sys
@@ -101,6 +102,39 @@ def test_a_second_process_cannot_train_in_a_held_run_folder(tiny_corpus, tmp_pat
     assert RunDir(run).status() == "interrupted"  # the killed holder's lock went with it
     assert main(["train", "--resume", str(run), "--no-progress"]) == 0
     assert (run / "summary.json").is_file()
+
+
+def test_a_run_in_its_first_epoch_or_killed_there_is_named_as_such(tiny_corpus, tmp_path, capsys):
+    """A folder with the run's config but no checkpoint yet: while its process trains, resume and evaluate say so
+    (not "no checkpoint to resume from", "is this a tiedlm run directory?"); once that process was killed, they
+    say it stopped before writing one and how to start it again, which works."""
+    from tiedlm.cli import main
+
+    from conftest import tiny_overrides
+
+    run = tmp_path / "run"
+    sets = [a for o in tiny_overrides(tiny_corpus, **{"train.epochs": "1"}) for a in ("--set", o)]
+    assert main(["train", "ptb-small-re", "--out", str(run), "--no-progress", *sets]) == 0
+    shutil.rmtree(run / "checkpoints")  # as the run stood in its first epoch
+    (run / "summary.json").unlink()
+    capsys.readouterr()
+
+    def error(*argv: str) -> str:
+        assert main([*argv, "--no-progress"]) in (1, 2), argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        return err
+
+    holder = _hold(run)
+    try:
+        assert "another process is training in" in error("train", "--resume", str(run))
+        assert f"{run} is training now and has no best checkpoint yet" in error("evaluate", str(run))
+    finally:
+        holder.kill()
+        holder.wait()
+    gone = f"{run} has no checkpoint: it stopped before writing one; train it again (--out {run})"
+    assert gone in error("train", "--resume", str(run)) and gone in error("evaluate", str(run))
+    assert main(["train", "ptb-small-re", "--out", str(run), "--no-progress", *sets]) == 0
 
 
 def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_keeps_the_last_good_one(tmp_path):

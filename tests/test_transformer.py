@@ -277,7 +277,7 @@ def test_train_save_load_translate_round_trip(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert bad.returncode == 2 and "not a translation run directory" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "not a translator run directory" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_augmented_loss_reaches_transformer_lm_and_translator():

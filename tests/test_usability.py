@@ -424,6 +424,7 @@ def test_a_parallel_folder_without_one_of_its_files_names_the_six_it_needs(tmp_p
     (tmp_path / "par").mkdir()
     for name in ("train.en", "train.de", "valid.en", "test.en", "test.de"):
         (tmp_path / "par" / name).write_text("a b\n")
-    assert main(["translate", "train", "--data", str(tmp_path / "par"), "--out", str(tmp_path / "run")]) == 1  # a data error
+    argv = ["translate", "train", "--data", str(tmp_path / "par"), "--out", str(tmp_path / "run")]
+    assert main(argv) == 1  # a data error
     err = _one_line_error(capsys)
     assert "valid.de is missing; the folder needs {train,valid,test}.{en,de}, aligned line by line" in err

@@ -20,7 +20,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from .errors import TiedlmError
-from .run_dir import fsync_folder
+from .run_dir import RunDir, fsync_folder
 
 FORMAT = "tiedlm-checkpoint/1"
 
@@ -87,7 +87,9 @@ def clear_temporaries(folder: Path) -> list[Path]:
 
 def load_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
     if not path.is_file():
-        raise TiedlmError(f"checkpoint {path} does not exist; is this a tiedlm run directory?")
+        run = RunDir(path.parent.parent)  # in a run folder: why it has none
+        why = run.missing_checkpoint(path.stem) if path == run.checkpoint(path.stem) and run.config.is_file() else ""
+        raise TiedlmError(why or f"checkpoint {path} does not exist; is this a tiedlm run directory?")
     try:
         with safe_open(str(path), framework="pt") as f:
             header = f.metadata() or {}

@@ -224,8 +224,12 @@ class SectionedConfig:
         if not files.path.exists():
             raise UsageError(f"{run_dir} does not exist; give the --out folder of a {train} run")
         if not files.checkpoint("last").is_file():
+            if files.is_training():  # its first epoch is not over
+                raise files.busy_error()
+            why = files.missing_checkpoint("last") if files.config.is_file() else ""  # killed before one
             raise UsageError(
-                f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder of an "
+                why
+                or f"{run_dir} has no checkpoints/last.safetensors to resume from; give the --out folder of an "
                 f"interrupted {train}"
             )
         if not files.config.is_file():

@@ -187,6 +187,24 @@ class RunDir:
     def read_summary(self) -> dict[str, Any] | None:
         return json.loads(self.summary.read_text()) if self.summary.is_file() else None
 
+    def busy_error(self) -> UsageError:
+        """The refusal of a run while another process trains in this folder."""
+        return UsageError(
+            f"another process is training in {self.path}; wait for it to end (or stop it) before starting or "
+            "resuming this run there"
+        )
+
+    def missing_checkpoint(self, which: str) -> str:
+        """Why this run folder has no ``which`` checkpoint, with what to do: it is training now (before its first
+        epoch ended) or it was stopped before its first epoch ended ("": neither)."""
+        if self.is_training():
+            return f"{self.path} is training now and has no {which} checkpoint yet; use it once its first epoch ends"
+        if which == "best" and self.checkpoint("last").is_file():
+            return f"{self.path} has no best checkpoint: it stopped before its first epoch ended; resume it"
+        if not self.checkpoint("best").is_file() and not self.checkpoint("last").is_file():
+            return f"{self.path} has no checkpoint: it stopped before writing one; train it again (--out {self.path})"
+        return ""
+
     @contextmanager
     def training_lock(self, created: bool | None = None) -> Iterator[None]:
         """Hold this run folder for one training process (created if missing). A folder made for this run
@@ -198,10 +216,7 @@ class RunDir:
         fd = os.open(self.path, os.O_RDONLY)
         try:
             if not _try_lock(fd):
-                raise UsageError(
-                    f"another process is training in {self.path}; wait for it to end (or stop it) before "
-                    f"starting or resuming this run there"
-                )
+                raise self.busy_error()
             yield
         finally:
             os.close(fd)  # releases the lock

@@ -252,14 +252,7 @@ def score_translations(
 def load_translator(run_dir: Path):
     """The best model of a run directory, its config and subword vocabularies."""
     run_dir = Path(run_dir)
-    if RunDir(run_dir).config.is_file() and (error := RunDir(run_dir).other_task_error("translate")):
-        raise error  # before the checkpoint check: another task's run is named, with its commands
-    if not RunDir(run_dir).config.is_file() or not RunDir(run_dir).checkpoint("last").is_file():
-        raise UsageError(
-            f"{run_dir} is not a translation run directory (needs config.toml and checkpoints/last.safetensors); "
-            "train one with `tiedlm translate train`"
-        )
-    cfg = TranslationConfig.load_run(run_dir)
+    cfg = TranslationConfig.load_run(run_dir)  # another task's run: named, with its commands
     models = RunDir(run_dir).subword_models(cfg.data.vocab == "joint", cfg.data.source_lang, cfg.data.target_lang)
     vocabs = [SubwordVocab(model) for model in models]
     model = TransformerTranslator(cfg, len(vocabs[0]), len(vocabs[-1]))
