@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -195,6 +197,9 @@ def test_experiment_subspace_resume_finishes_with_the_settings_it_started_with(t
     assert main([*first, "--threads", "1", "--no-progress"]) == 0
     rows = list(csv.DictReader((out / "subspace.csv").open()))
     assert [(r["beta"], r["tau"]) for r in rows] == [("0.0", "10.0"), ("1.0", "10.0")]
+    # one run a point: no spread is claimed (not an sd of 0)
+    assert [p["std"] for p in json.loads((out / "summary.json").read_text())["beta_sweep"]] == [None, None]
+    assert "| a | 0 | 10 | 1 | " in (out / "summary.md").read_text() and " | – | " in (out / "summary.md").read_text()
     lines = (out / "subspace.csv").read_text().splitlines(keepends=True)
     (out / "subspace.csv").write_text("".join(lines[:-1]))  # the last point's row never written: a stop
     capsys.readouterr()

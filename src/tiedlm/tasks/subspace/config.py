@@ -113,7 +113,12 @@ class SubspaceExperimentConfig(SectionedConfig):
     def validate(self) -> None:
         d, t = self.data, self.train  # each key's own bounds: registry.check_settings
         words = t.batch_size * (t.bptt + 1)
-        require(d.slice_words >= words, "data.slice_words", d.slice_words, f">= batch x (bptt + 1) = {words}")
+        require(
+            d.slice_words >= words,
+            "data.slice_words",
+            d.slice_words,
+            f">= train.batch_size x (train.bptt + 1) = {words} (--slice-words)",
+        )
 
     def points(self) -> list[tuple[float, float]]:
         """Unique (beta, tau) points of both sweeps, in sweep order."""

@@ -304,7 +304,7 @@ def summarise(cfg: SubspaceExperimentConfig, out: Path) -> dict:
             "tau": tau,
             "n": len(vals),
             "mean": float(np.mean(vals)),
-            "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
+            "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else None,  # one run has no spread to show
             "min": min(vals),
             "max": max(vals),
             "train_ppl_mean": float(np.mean(ppl)),
@@ -347,8 +347,9 @@ def _plot(summary: dict, path: Path) -> None:
         pts = summary[key]
         if pts:
             xs = [p[x] for p in pts]
-            label = f"tiedlm (mean ± sd over {max(p['n'] for p in pts)} runs)"
-            means, sds = [p["mean"] for p in pts], [p["std"] for p in pts]
+            n = max(p["n"] for p in pts)
+            label = f"tiedlm (mean ± sd over {n} runs)" if n > 1 else "tiedlm (one run a point)"
+            means, sds = [p["mean"] for p in pts], [p["std"] or 0.0 for p in pts]
             ax.errorbar(xs, means, yerr=sds, marker="o", capsize=3, label=label)
         if random := summary.get("random_distance"):
             ax.axhline(random, color="grey", linestyle=":", linewidth=1, label=f"two random subspaces ({random:.3f})")
@@ -373,6 +374,10 @@ def _plot(summary: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def _sd(std: float | None) -> str:
+    return "–" if std is None else f"{std:.3f}"
+
+
 def _markdown(summary: dict) -> str:
     cfg = summary["config"]
     lines = [
@@ -393,7 +398,7 @@ def _markdown(summary: dict) -> str:
     for key, name in (("beta_sweep", "a"), ("tau_sweep", "b")):
         for p in summary[key]:
             lines.append(
-                f"| {name} | {p['beta']:g} | {p['tau']:g} | {p['n']} | {p['mean']:.3f} | {p['std']:.3f} | "
+                f"| {name} | {p['beta']:g} | {p['tau']:g} | {p['n']} | {p['mean']:.3f} | {_sd(p['std'])} | "
                 f"{p['min']:.3f} | {p['max']:.3f} | {p['train_ppl_mean']:.2f} | {p['train_aug_mean']:.3g} |"
             )
     by = {(p["beta"], p["tau"]): p for p in summary["beta_sweep"] + summary["tau_sweep"]}
