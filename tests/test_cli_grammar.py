@@ -1,5 +1,6 @@
 """One CLI grammar for every task: --set section.key=value, --resume RUN_DIR, --threads, --json."""
 
+import dataclasses
 import json
 import tomllib
 from pathlib import Path
@@ -95,6 +96,22 @@ def test_tag_train_resume_dir_and_threads(tmp_path, capsys):
     assert "give --out DIR for a new run, or --resume DIR" in capsys.readouterr().err
     assert main(["tag", "train", "--resume", str(run), "--set", "model.hidden_size=8"]) == 2
     assert "only accepts train.epochs, train.threads, train.max_nonfinite" in capsys.readouterr().err
+    # a new run from a run's settings, as `tiedlm train CONFIG.toml` starts one: every setting but those --set
+    again = tmp_path / "again"
+    assert main(["tag", "train", str(run / "config.toml"), "--out", str(again), *common, "--set", "train.seed=2"]) == 0
+    capsys.readouterr()
+    first, second = TaggerConfig.load_run(run), TaggerConfig.load_run(again)
+    assert second.train.seed == 2 and dataclasses.replace(second.train, seed=first.train.seed) == first.train
+    assert (second.data, second.model) == (first.data, first.model)
+    for given, message in (
+        (run, f"is a run folder: resume it with `tiedlm tag train --resume {run}`, or start a new run from its "),
+        (tmp_path / "none.toml", "does not exist; give a CONFIG.toml file (a run's config.toml too), or none"),
+    ):
+        assert main(["tag", "train", str(given), "--out", str(tmp_path / "x")]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["train", str(run / "config.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "these are the settings of a 'tag' run, not a language model's; start one with `tiedlm tag train" in err
 
 
 def test_train_threads_option_sets_train_threads(tiny_corpus, tmp_path, capsys):
@@ -113,7 +130,6 @@ def test_train_threads_option_sets_train_threads(tiny_corpus, tmp_path, capsys):
 def test_a_tagger_run_folder_of_the_old_layout_is_migrated_then_evaluates_and_resumes(tmp_path, capsys):
     """config.json (flat keys) + checkpoint.safetensors, as tagger runs were written before the shared layout:
     tools/migrate_runs.py rewrites the folder once."""
-    import dataclasses
     import subprocess
     import sys
 

@@ -24,6 +24,7 @@ from .registry import (
     parse_text,
     require,
     resumable_fields,
+    tasks,
 )
 from .run_dir import RunDir
 
@@ -77,7 +78,9 @@ class SectionedConfig:
         raw = dict(raw)
         task, info = raw.pop("task", None), getattr(cls, "task_info", None)
         if task is not None and info is not None and task != info.name:
-            raise UsageError(f"{origin}: these are the settings of a {task!r} run, not a {cls.label()}'s")
+            other = tasks().get(task)
+            fix = f"; start one with `{other.command} {origin}`" if other and origin.endswith(".toml") else ""
+            raise UsageError(f"{origin}: these are the settings of a {task!r} run, not a {cls.label()}'s{fix}")
         cfg = cls()
         for name, values in raw.items():
             sub = cfg.section(name, origin)

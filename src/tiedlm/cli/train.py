@@ -89,24 +89,29 @@ def _new_config(args, info, cls):
         )
     data = [s.format(folder=_folder(args.data, info)) for s in info.own_data] if args.data else []
     data += [f"data.data_dir={Path(args.data_dir).expanduser().resolve()}"] if args.data_dir else []
-    if not info.preset:
-        if not args.out:
-            raise UsageError("give --out DIR for a new run, or --resume DIR to continue a stopped one")
-        return cls.for_run(Path(args.out), False, [*args.set, *data]), Path(args.out)
+    if not info.preset and not args.out:
+        raise UsageError("give --out DIR for a new run, or --resume DIR to continue a stopped one")
+    start = "a PRESET name or a CONFIG.toml file (see `tiedlm presets`)" if info.preset else "a CONFIG.toml file"
     if not args.config:
-        raise UsageError("give a PRESET name or CONFIG.toml (see `tiedlm presets`), or --resume RUN_DIR")
+        if info.preset:
+            raise UsageError("give a PRESET name or CONFIG.toml (see `tiedlm presets`), or --resume RUN_DIR")
+        return cls().with_overrides([*args.set, *data]), Path(args.out)  # the task's defaults
     given = Path(args.config).expanduser()
     if given.is_dir():
         from ..run_dir import RunDir
 
+        if error := RunDir(given).other_task_error(info.name, resuming=True):
+            raise error  # another task's run: named, with the command that resumes it
         if RunDir(given).config.is_file():
             raise UsageError(
-                f"{given} is a run folder: resume it with `tiedlm train --resume {given}`, or give a PRESET or "
-                "CONFIG.toml to start a new run"
+                f"{given} is a run folder: resume it with `{info.command} --resume {given}`, or start a new run "
+                f"from its settings with `{info.command} {RunDir(given).config}`"
             )
-        raise UsageError(f"{given} is a folder; give a PRESET name or a CONFIG.toml file (see `tiedlm presets`)")
-    cfg = cls.load(args.config).with_overrides(args.set)
-    if args.data:  # the preset's model and recipe on another corpus: a known name, or your own folder
+        raise UsageError(f"{given} is a folder; give {start}")
+    if not info.preset and not given.is_file():  # no presets to look the name up among
+        raise UsageError(f"config file {given} does not exist; give {start} (a run's config.toml too), or none")
+    cfg = cls.load(args.config if info.preset else given).with_overrides(args.set)
+    if args.data and info.preset:  # the preset's model and recipe on another corpus: a known name, or your own folder
         data.insert(0, "data.data_dir=")
     return cfg.with_overrides(data), Path(args.out) if args.out else Path("runs") / Path(args.config).stem
 
@@ -202,6 +207,12 @@ def register_tasks(add, parser_class, groups: dict) -> None:
         keys = "; ".join(f"[{s}] {', '.join(f.name for f in own)}" for s, own in sections)
         tr = add_command(
             group, "train", train_command(info.name), what, f"Train a {info.noun}. Keys for --set: {keys}."
+        )
+        tr.add_argument(
+            "config",
+            nargs="?",
+            metavar="CONFIG.toml",
+            help="settings to start from (a run's config.toml too); default: the task's own",
         )
         verified = "folder holding the corpus's verified files (overrides TIEDLM_DATA)"
         add_run_arguments(tr, "train.epochs=3", "continue a stopped run where it stopped", verified)
