@@ -428,3 +428,23 @@ def test_a_parallel_folder_without_one_of_its_files_names_the_six_it_needs(tmp_p
     assert main(argv) == 1  # a data error
     err = _one_line_error(capsys)
     assert "valid.de is missing; the folder needs {train,valid,test}.{en,de}, aligned line by line" in err
+
+
+def test_a_failed_command_leaves_no_folder_it_made(run, tmp_path, capsys):
+    """An analysis's --out and a new run's --out are made before the work (to check them early); a command that
+    then fails (a damaged run, a missing data folder) removes those it made, parents too, and nothing else."""
+    (run / "vocab.txt").unlink()
+    capsys.readouterr()
+    for argv in (
+        ["analyze", "bands", str(run), "--out", str(tmp_path / "a" / "bands")],
+        ["analyze", "augmented", str(run), "--out", str(tmp_path / "a" / "aug")],
+        ["report", str(tmp_path / "absent"), "--out", str(tmp_path / "a" / "report")],
+        ["train", "ptb-small-vd", "--data", str(tmp_path / "absent"), "--out", str(tmp_path / "a" / "b" / "run")],
+    ):
+        assert main(argv) in (1, 2), argv
+        _one_line_error(capsys)
+        assert not (tmp_path / "a").exists(), argv
+    kept = tmp_path / "kept"
+    kept.mkdir()  # a folder the user made is theirs: it stays
+    assert main(["analyze", "bands", str(run), "--out", str(kept)]) == 1
+    assert kept.is_dir()

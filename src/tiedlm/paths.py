@@ -7,6 +7,8 @@ import re
 import shlex
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import UsageError
@@ -31,6 +33,24 @@ def ensure_writable_folder(folder: Path, option: str = "--out") -> None:
         raise UsageError(
             f"{option} {folder}: cannot write there ({exc.strerror or exc}); choose a folder you can write to"
         ) from None
+
+
+@contextmanager
+def output_folder(folder: Path, option: str = "--out") -> Iterator[Path]:
+    """``folder``, made and checked as :func:`ensure_writable_folder` does; where the block fails with the folders
+    made here still empty (a run that cannot be read, a stop), they go again: a failed command leaves nothing."""
+    folder = Path(folder)
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # the innermost first
+    ensure_writable_folder(folder, option)
+    try:
+        yield folder
+    except BaseException:
+        for path in (p for p in made if p.exists()):  # one may be gone already (a run's lock removes its own)
+            try:
+                path.rmdir()  # only an empty one
+            except OSError:
+                break
+        raise
 
 
 # git as it runs inside a folder that a user (or a downloaded archive) may have put a repository above: no config

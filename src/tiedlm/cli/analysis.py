@@ -3,20 +3,20 @@ and ``report``."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from .common import add_command, add_group, add_options, add_run_arguments, emit, show_progress
 from .types import POSITIVE, THREADS, number
 
 
-def _output_folder(folder: str) -> Path:
-    """An analysis's --out: never a folder of committed results, and writable, checked before any work."""
-    from ..paths import ensure_writable_folder, refuse_committed
+def _output_folder(folder: str):
+    """An analysis's --out, as a context: never a folder of committed results, and writable, checked before any
+    work; made for the command and left empty by its failure, it goes again (:func:`~tiedlm.paths.output_folder`)."""
+    from ..paths import output_folder, refuse_committed
 
-    out = Path(folder)
-    refuse_committed(out)
-    ensure_writable_folder(out)
-    return out
+    refuse_committed(Path(folder))
+    return output_folder(Path(folder))
 
 
 def cmd_experiment_subspace(args) -> int:
@@ -35,7 +35,8 @@ def cmd_experiment_subspace(args) -> int:
     cfg, out, resume, log = run_settings(args, "subspace")
     if not resume:
         _refuse_another_run(out, type(cfg).task_info)
-    summary = run_experiment(cfg, _output_folder(str(out)), progress=not args.no_progress, log=log)
+    with _output_folder(str(out)) as folder:
+        summary = run_experiment(cfg, folder, progress=not args.no_progress, log=log)
     emit(args, summary, (out / "summary.md").read_text() + f"\nwrote {out}/subspace.csv, subspace.png, summary.md")
     return 0
 
@@ -54,7 +55,8 @@ def _refuse_another_run(out: Path, info) -> None:
 def cmd_report(args) -> int:
     from ..analysis.report import make_report
 
-    path = make_report(args.runs, _output_folder(args.out))
+    with _output_folder(args.out) as out:
+        path = make_report(args.runs, out)
     emit(args, {"report": str(path)}, f"wrote {path} and {path.parent / 'valid_ppl.png'}")
     return 0
 
@@ -64,32 +66,48 @@ def cmd_analyze_bands(args) -> int:
     from ..run import load_run
     from ..runtime import set_threads
 
-    out = _output_folder(args.out)
-    set_threads(args.threads)
-    runs = [load_run(r, which=args.checkpoint) for r in args.runs]
-    names = [r.path.name for r in runs]
-    if len(set(names)) < len(names):
-        names = [str(r.path) for r in runs]
-    table = bands_of_runs(runs, names, args.split, args.batch_size, args.precision, progress=show_progress(args))
-    table.update(checkpoint=args.checkpoint)
-    path = write_band_report(table, out, title=f"{table['data']} {args.split}")
+    with _output_folder(args.out) as out:
+        set_threads(args.threads)
+        runs = [load_run(r, which=args.checkpoint) for r in args.runs]
+        names = [r.path.name for r in runs]
+        if len(set(names)) < len(names):
+            names = [str(r.path) for r in runs]
+        progress = show_progress(args)
+        table = bands_of_runs(runs, names, args.split, args.batch_size, args.precision, progress=progress)
+        table.update(checkpoint=args.checkpoint)
+        path = write_band_report(table, out, title=f"{table['data']} {args.split}")
     emit(args, table, path.read_text() + f"\nwrote {path}, {path.parent / 'bands.png'}, {path.parent / 'bands.json'}")
     return 0
 
 
 def cmd_analyze_augmented(args) -> int:
-    from ..analysis.augmented_targets import augmented_loss_strength, strength_markdown
-    from ..data import load_corpus
     from ..errors import UsageError
     from ..run import load_run
-    from ..runtime import run_precision, set_threads
+    from ..runtime import set_threads
 
     if args.tau and min(args.tau) <= 0:
         raise UsageError(f"--tau {min(args.tau):g}: temperatures must be > 0")
-    out = _output_folder(args.out) if args.out else None
-    set_threads(args.threads)
+    with _output_folder(args.out) if args.out else contextlib.nullcontext() as out:
+        set_threads(args.threads)
+        runs = [load_run(run_dir, which=args.checkpoint) for run_dir in args.runs]  # every folder checked before work
+        results, md = _strengths(args, runs)
+        if out is not None:
+            from ..run_dir import write_json_atomic, write_text_atomic
+
+            write_text_atomic(out / "augmented.md", md)
+            write_json_atomic(out / "augmented.json", results)
+            md += f"\nwrote {out / 'augmented.md'} and {out / 'augmented.json'}"
+    emit(args, results, md)
+    return 0
+
+
+def _strengths(args, runs) -> tuple[dict, str]:
+    """``analyze augmented``'s figures of each run, and their Markdown."""
+    from ..analysis.augmented_targets import augmented_loss_strength, strength_markdown
+    from ..data import load_corpus
+    from ..runtime import run_precision
+
     results, text = {}, []
-    runs = [load_run(run_dir, which=args.checkpoint) for run_dir in args.runs]  # every folder checked before work
     for r in runs:
         loss = r.config.loss
         taus = args.tau or sorted({1.0, 2.0, 5.0, 10.0, float(loss.tau)})
@@ -104,15 +122,7 @@ def cmd_analyze_augmented(args) -> int:
         res.update(split=args.split, checkpoint=r.checkpoint, augmented=loss.augmented)
         results[str(r.path)] = res
         text.append(strength_markdown(f"{r.path.name} ({args.split})", res))
-    md = "\n".join(text)
-    if out is not None:
-        from ..run_dir import write_json_atomic, write_text_atomic
-
-        write_text_atomic(out / "augmented.md", md)
-        write_json_atomic(out / "augmented.json", results)
-        md += f"\nwrote {out / 'augmented.md'} and {out / 'augmented.json'}"
-    emit(args, results, md)
-    return 0
+    return results, "\n".join(text)
 
 
 def _add_run_evaluation_arguments(parser, whose: str) -> None:

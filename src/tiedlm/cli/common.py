@@ -90,9 +90,12 @@ def add_run_arguments(
     data: str = "train on a corpus of your own in FOLDER (read as it is; sets data_dir and own_data=true)",
     out: str = "run directory of a new run",
     tensorboard: bool = True,
+    config: str = "settings to start from (a run's config.toml too); default: the task's own",
+    config_metavar: str | None = "CONFIG.toml",
 ) -> None:
-    """--out, --set, --resume [DIR], --threads, --data, --data-dir and --no-progress: the grammar of every task's
-    train command (`tiedlm train`, `tag train`, `translate train`)."""
+    """CONFIG.toml, --out, --set, --resume [DIR], --threads, --data, --data-dir and --no-progress: the grammar of
+    every task's train command (`tiedlm train`, `tag train`, `translate train`, `experiment subspace`)."""
+    parser.add_argument("config", nargs="?", metavar=config_metavar, help=config)
     parser.add_argument("--out", help=out)
     parser.add_argument(
         "--set",

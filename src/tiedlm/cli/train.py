@@ -208,12 +208,6 @@ def register_tasks(add, parser_class, groups: dict) -> None:
         tr = add_command(
             group, "train", train_command(info.name), what, f"Train a {info.noun}. Keys for --set: {keys}."
         )
-        tr.add_argument(
-            "config",
-            nargs="?",
-            metavar="CONFIG.toml",
-            help="settings to start from (a run's config.toml too); default: the task's own",
-        )
         verified = "folder holding the corpus's verified files (overrides TIEDLM_DATA)"
         add_run_arguments(tr, "train.epochs=3", "continue a stopped run where it stopped", verified)
         add_options(tr, defaults)  # its settings declared with registry.option()
@@ -223,7 +217,6 @@ def register(add) -> None:
     from .common import add_run_arguments
 
     t = add("train", cmd_train, "train a language model from a preset or a TOML config")
-    t.add_argument("config", nargs="?", help="preset name (see `tiedlm presets`) or CONFIG.toml")
     add_run_arguments(
         t,
         "train.epochs=5 or --set model.output.depth=4 (docs/config-keys.md lists every key; `tiedlm list` each "
@@ -233,6 +226,8 @@ def register(add) -> None:
         data="train on another corpus: ptb, wikitext-2, or a folder of your own text holding train.txt, valid.txt "
         "and test.txt (read as it is)",
         out="run directory (default: runs/PRESET)",
+        config="preset name (see `tiedlm presets`) or CONFIG.toml",
+        config_metavar=None,
     )
 
     add("presets", cmd_presets, "list the built-in presets")
