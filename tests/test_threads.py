@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from tiedlm import runtime
 
@@ -30,6 +31,20 @@ def test_tiedlm_threads_fixes_the_default_whatever_the_load(monkeypatch):
     assert runtime.default_threads() == 2
     monkeypatch.setenv("TIEDLM_THREADS", "junk")  # not a count: the probe decides again
     assert runtime.default_threads() == 1
+
+
+def test_threads_default_where_the_os_has_no_affinity(monkeypatch):
+    """macOS and Windows have no os.sched_getaffinity (nor /proc/stat): ``threads = 0`` takes every core there,
+    and the commands that print the machine do not fail."""
+    monkeypatch.delattr(os, "sched_getaffinity")
+    monkeypatch.delenv("TIEDLM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(runtime, "_cpu_times", lambda cpus: (0.0, 0.0))  # what a host without /proc/stat reads
+    assert runtime.usable_cpus() == {0, 1, 2} and runtime.busy_cores(0.01) == 0.0
+    assert runtime.default_threads() == 3
+    from tiedlm.selfcheck import describe_device
+
+    assert ", 3 cores, " in describe_device(torch.device("cpu"))
 
 
 def test_busy_cores_sees_a_spinning_process():

@@ -163,6 +163,14 @@ def keep_freed_memory(limit: int = 32 << 20) -> bool:
         return False
 
 
+def usable_cpus() -> set[int]:
+    """The cores this process may run on: its affinity where the OS has one (Linux), else every core (macOS,
+    Windows)."""
+    if hasattr(os, "sched_getaffinity"):
+        return os.sched_getaffinity(0)
+    return set(range(os.cpu_count() or 1))
+
+
 def _cpu_times(cpus: set[int]) -> tuple[float, float]:
     """(busy, total) jiffies of ``cpus`` from /proc/stat (Linux); (0, 0) where it cannot be read."""
     busy = total = 0.0
@@ -185,7 +193,7 @@ def busy_cores(interval: float = 0.2) -> float:
     meanwhile, so the load is other processes'). 0.0 where /proc/stat cannot be read."""
     import time
 
-    cpus = os.sched_getaffinity(0)
+    cpus = usable_cpus()
     b0, t0 = _cpu_times(cpus)
     time.sleep(interval)
     b1, t1 = _cpu_times(cpus)
@@ -207,7 +215,7 @@ def default_threads(log=None) -> int:
     fixed = os.environ.get("TIEDLM_THREADS", "")
     if fixed.isdigit() and int(fixed) > 0:
         return int(fixed)
-    cores = len(os.sched_getaffinity(0))
+    cores = len(usable_cpus())
     busy = min(cores, round(busy_cores()))
     n = max(1, cores - busy)
     if busy and log is not None:
@@ -245,7 +253,7 @@ def set_threads(threads: int, log=None) -> int:
     1e-38 carry no information for SGD.
     """
     n = threads or default_threads(log)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or n)
+    cores = len(usable_cpus())
     if n > cores and log is not None:
         log(f"tiedlm: {n} threads on {cores} cores: more threads than cores train slower, not faster")
     torch.set_num_threads(n)

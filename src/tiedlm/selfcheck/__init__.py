@@ -21,7 +21,7 @@ import torch
 
 from .. import __version__
 from ..errors import DataError, TiedlmError, UsageError
-from ..runtime import cpu_model, numerics_hash, set_threads
+from ..runtime import cpu_model, numerics_hash, set_threads, usable_cpus
 from ..tasks.lm.config import Config
 from .checks import Check, baseline_check, gpu_tests_check, resume_check, sizes_for, train_check
 
@@ -48,9 +48,7 @@ def describe_device(device: torch.device) -> str:
         if torch.backends.cudnn.is_available():
             what += f", cuDNN {torch.backends.cudnn.version()}"
     else:
-        import os
-
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        cores = len(usable_cpus())
         n = torch.get_num_threads()
         what = f"{cpu_model()}, {cores} cores, {n} thread{'s' * (n != 1)}, "
         what += f"vector unit {torch.backends.cpu.get_cpu_capability()}"

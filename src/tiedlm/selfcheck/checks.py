@@ -92,8 +92,10 @@ def peak_mib(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     import resource
+    import sys
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux (getrusage(2))
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit / 2**20
 
 
 def _budgeted_fit(r: Run, windows: int) -> None:
