@@ -491,6 +491,13 @@ def test_bad_input_gets_one_line_that_names_the_fix(tiny_corpus, tmp_path, capsy
         ["train", "ptb-small-vd", "--data", str(tiny_corpus), "--out", "div", "--set", "train.lr=1e6", *small], capsys
     )
     assert got == 1 and "training diverged" in err and "no checkpoint was written yet" in err, err
+    assert "a lower train.lr (now 1e+06) or a lower train.clip (now 5)" in err, err  # the settings it ran with
+    got, err = _cli(
+        ["train", "ptb-small-vd", "--data", str(tiny_corpus), "--out", "div", "--set", "train.lr=1e6", *small]
+        + ["--set", "train.clip=0"],
+        capsys,
+    )
+    assert got == 1 and "or gradient clipping (train.clip > 0; now off)" in err, err  # not "a lower" clip of 0
     # a run trained with a relative corpus folder evaluates and resumes from elsewhere
     rel = _corpus(tmp_path / "mine", words, valid=words[:400], test=words[:400])
     got, _ = _cli(

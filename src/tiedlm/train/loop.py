@@ -222,7 +222,9 @@ class Task(ABC):
 
     def diverged(self, what: str, run_dir: Path, checkpoint_written: bool) -> str:
         """The one-line message of a run that diverged: what happened, the checkpoint to go back to, and the fix."""
-        lower = f"a lower train.lr (now {self.settings().lr:g}) or train.clip"
+        s = self.settings()
+        clip = f"a lower train.clip (now {s.clip:g})" if s.clip else "gradient clipping (train.clip > 0; now off)"
+        lower = f"a lower train.lr (now {s.lr:g}) or {clip}"
         fix = (
             f"the last good checkpoint is {RunDir(run_dir).checkpoint('last')}; resume from it with {lower}: "
             f"{self.command} --resume {run_dir} --set train.lr=..."
