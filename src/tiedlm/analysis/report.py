@@ -138,16 +138,21 @@ def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:
             lines += [
                 f"- command: `{s['command']}`",
                 f"- seed {s['seed']}, device {s['device']}, precision {s['precision']}, threads {s['threads']}",
-                f"- wall time {s['wall_time_s'] / 3600:.2f} h, training {s['tokens_per_s']:,.0f} tokens/s, "
+                f"- wall time {duration(s['wall_time_s'])}, training {s['tokens_per_s']:,.0f} tokens/s, "
                 f"best epoch {s['best_epoch']}: valid {s['valid_ppl']:.2f}, test {s['test_ppl']:.2f}",
             ]
         elif m:
             tps = sum(e["train_tokens"] for e in m) / max(sum(e["epoch_time_s"] for e in m), 1e-9)
             lines += [
-                f"- not finished: {len(m)} of {cfg.train.epochs} epochs, {m[-1]['wall_time_s'] / 3600:.2f} h "
+                f"- not finished: {len(m)} of {cfg.train.epochs} epochs, {duration(m[-1]['wall_time_s'])} "
                 f"so far, {tps:,.0f} tokens/s, seed {cfg.train.seed}"
             ]
         lines += ["", "```toml", cfg.to_toml().strip(), "```", ""]
     path = out / "report.md"
     write_text_atomic(path, "\n".join(lines) + "\n")
     return path
+
+
+def duration(seconds: float) -> str:
+    """A run's wall time in words: hours from one hour on, minutes below (a short run is not "0.00 h")."""
+    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
