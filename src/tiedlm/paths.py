@@ -35,21 +35,33 @@ def ensure_writable_folder(folder: Path, option: str = "--out") -> None:
         ) from None
 
 
+def make_folder(folder: Path, option: str = "--out") -> list[Path]:
+    """``folder`` made and checked as :func:`ensure_writable_folder` does; returns the folders this made, the
+    innermost first, for :func:`remove_empty`."""
+    folder = Path(folder)
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
+    ensure_writable_folder(folder, option)
+    return made
+
+
+def remove_empty(made: list[Path]) -> None:
+    """Remove the folders :func:`make_folder` made, the innermost first, as long as each is empty."""
+    for path in made:
+        try:
+            path.rmdir()  # only an empty one
+        except OSError:
+            break
+
+
 @contextmanager
 def output_folder(folder: Path, option: str = "--out") -> Iterator[Path]:
-    """``folder``, made and checked as :func:`ensure_writable_folder` does; where the block fails with the folders
-    made here still empty (a run that cannot be read, a stop), they go again: a failed command leaves nothing."""
-    folder = Path(folder)
-    made = [p for p in (folder, *folder.parents) if not p.exists()]  # the innermost first
-    ensure_writable_folder(folder, option)
+    """``folder`` (:func:`make_folder`); where the block fails with the folders made here still empty (a run that
+    cannot be read, a stop), they go again: a failed command leaves nothing."""
+    made = make_folder(folder, option)
     try:
-        yield folder
+        yield Path(folder)
     except BaseException:
-        for path in (p for p in made if p.exists()):  # one may be gone already (a run's lock removes its own)
-            try:
-                path.rmdir()  # only an empty one
-            except OSError:
-                break
+        remove_empty(made)
         raise
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TiedlmError, UsageError
+from .paths import make_folder, remove_empty
 
 try:
     import fcntl
@@ -206,13 +207,13 @@ class RunDir:
         return ""
 
     @contextmanager
-    def training_lock(self, created: bool | None = None) -> Iterator[None]:
-        """Hold this run folder for one training process (created if missing). A folder made for this run
-        (``created``; default: it is missing now) is removed again if nothing was written in it. The lock is the
-        kernel's ``flock`` on the folder itself: no lock file to go stale, and a killed holder releases it.
-        Raises :class:`UsageError` at once when another process holds it."""
-        created = not self.path.exists() if created is None else created
-        self.path.mkdir(parents=True, exist_ok=True)
+    def training_lock(self, option: str = "--out") -> Iterator[None]:
+        """Hold this run folder for one training process, made if missing and checked writable (a one-line error
+        naming ``option``, not an OSError mid-setup). The folders made for this run (its parents too) are removed
+        again if nothing was written in them. The lock is the kernel's ``flock`` on the folder itself: no lock file
+        to go stale, and a killed holder releases it. Raises :class:`UsageError` at once when another process
+        holds it."""
+        made = make_folder(self.path, option)
         fd = os.open(self.path, os.O_RDONLY)
         try:
             if not _try_lock(fd):
@@ -220,8 +221,7 @@ class RunDir:
             yield
         finally:
             os.close(fd)  # releases the lock
-            if created and self.path.is_dir() and not any(self.path.iterdir()):
-                self.path.rmdir()
+            remove_empty(made)
 
     # ----- writing --------------------------------------------------------------------------------
     def write_text(self, path: Path, text: str) -> None:

@@ -45,7 +45,7 @@ from .. import __version__
 from ..checkpoint_file import clear_temporaries
 from ..errors import TiedlmError, UsageError
 from ..interrupts import RunInterrupted, StopRequest, StopRequested
-from ..paths import ensure_writable_folder, output_folder, refuse_committed
+from ..paths import ensure_writable_folder, refuse_committed
 from ..registry import TaskInfo
 from ..run_dir import RunDir, append_text, write_json_atomic, write_text_atomic
 from ..runtime import host_record, resolve_device, resolve_precision, set_threads
@@ -290,13 +290,12 @@ class Run:
         path, resume = self.path, self.resume
         if not resume:
             refuse_committed(path)  # committed results are never overwritten
-        created, option = not path.exists(), "--resume" if resume else "--out"
+        option = "--resume" if resume else "--out"
         with contextlib.ExitStack() as stack:
-            if task_main_rank():  # one line, not an OSError mid-setup; the folders made for a run that fails go
-                stack.enter_context(output_folder(path, option))
-                stack.enter_context(self.files.training_lock(created))
+            if task_main_rank():  # the lock makes and checks the folder, and removes it again if left empty
+                stack.enter_context(self.files.training_lock(option))
             else:
-                ensure_writable_folder(path, option)
+                ensure_writable_folder(path, option)  # one line, not an OSError mid-setup
             stack.callback(self._release)
             self.progress = self._start()
             self._stack = stack.pop_all()
