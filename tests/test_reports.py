@@ -68,7 +68,7 @@ def test_report_collects_runs_with_paper_numbers(two_runs, tmp_path):
     md = (out / "report.md").read_text()
     assert (out / "valid_ppl.png").stat().st_size > 1000
     assert "| ptb-small-vd |" in md and "| ptb-small-real |" in md and "finished" in md
-    assert re.search(r"- wall time \d+\.\d min, training", md), md  # a run of seconds is not "0.00 h"
+    assert re.search(r"- wall time \d+ s, training", md), md  # a run of seconds is not "0.00 h" or "0.0 min"
     # the tiny runs read as data = the corpus folder, so no paper row matches them
     cfg = Config.load("ptb-small-real")
     assert paper_row(cfg)["test"] == pytest.approx(82.7) and variant_name(True, "tied") == "REAL"

@@ -12,6 +12,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..registry import task_named
 from ..run_dir import RunDir, write_figure_atomic, write_text_atomic
+from ..train.timing import duration
 from .markdown import cell
 from .paper import paper_results, paper_row, variant_name
 
@@ -151,8 +152,3 @@ def make_report(run_dirs: list[str | Path], out: str | Path) -> Path:
     path = out / "report.md"
     write_text_atomic(path, "\n".join(lines) + "\n")
     return path
-
-
-def duration(seconds: float) -> str:
-    """A run's wall time in words: hours from one hour on, minutes below (a short run is not "0.00 h")."""
-    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"

@@ -52,6 +52,7 @@ from ..runtime import host_record, resolve_device, resolve_precision, set_thread
 from .checkpoint import best_weights, load_checkpoint, restore_train_state, save_best_weights, save_train_state
 from .distributed import DistributedContext
 from .step import NonFiniteSteps
+from .timing import duration
 
 SCHEMA = "tiedlm.train.loop/1"  # the metadata of a checkpoint written by this harness
 
@@ -533,12 +534,7 @@ def write_scalars(folder: str, record: dict) -> None:
 
 def time_left(epochs: int, epoch_seconds: float) -> str:
     """The epoch line's estimate of the rest of the run: the epochs left at this epoch's pace ("" at the end)."""
-    if epochs <= 0:
-        return ""
-    left = epochs * epoch_seconds
-    if left < 90:
-        return f" | ~{math.ceil(left)} s left"
-    return f" | ~{left / 60:.0f} min left" if left < 90 * 60 else f" | ~{left / 3600:.1f} h left"
+    return f" | ~{duration(epochs * epoch_seconds)} left" if epochs > 0 else ""
 
 
 def _bar(task: Task, epoch: int, total: int, done: int, progress: bool):

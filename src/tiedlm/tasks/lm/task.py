@@ -38,6 +38,7 @@ from ...train.checkpoint import carried_state, load_checkpoint, model_state, sta
 from ...train.loop import Progress, Task, older_checkpoint
 from ...train.optimizers import make_optimizer
 from ...train.step import update, window_loss
+from ...train.timing import duration
 from .config import Config
 from .cuda_graph import GraphedSteps, unsupported_reason
 from .nt_asgd import NTASGD
@@ -309,7 +310,7 @@ class LanguageModelTask(Task):
             }
         self.log(
             f"best epoch {progress.best_epoch}: valid ppl {valid['ppl']:.2f} | test ppl {test['ppl']:.2f} | "
-            f"wall time {summary['wall_time_s'] / 60:.1f} min"
+            f"wall time {duration(summary['wall_time_s'])}"
         )
         return summary
 

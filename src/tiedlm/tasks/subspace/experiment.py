@@ -40,6 +40,7 @@ from ...train.checkpoint import carried_state, state_tensors
 from ...train.loop import Progress, Task, run
 from ...train.optimizers import make_optimizer
 from ...train.step import update
+from ...train.timing import duration
 from .config import SubspaceExperimentConfig
 
 PAPER_CLAIMS = {"beta0_tau10": 1.0, "beta1_tau10": 0.06}  # Inan et al. §6.2, Figure 1 ("almost 1", "around 0.06")
@@ -383,7 +384,7 @@ def _markdown(summary: dict) -> str:
     lines = [
         "# Subspace validation experiment (Inan et al. 2017, §6.2 / Figure 1)",
         "",
-        f"{summary['runs_in_csv']} trained models, {summary['train_seconds'] / 60:.1f} min of training. "
+        f"{summary['runs_in_csv']} trained models, {duration(summary['train_seconds'])} of training. "
         f"Settings: slice {cfg['slice_words']} words of PTB train, vocabulary {cfg['vocab']}, "
         f"{cfg['layers']}x{cfg['hidden_size']} LSTM, untied output, no dropout, unit-norm input rows, "
         f"{cfg['optimizer']} lr {cfg['lr']} (momentum {cfg['momentum']}), clip {cfg['clip']}, "
