@@ -68,6 +68,8 @@ def test_train_evaluate_predict_generate_info(tiny_corpus, tmp_path, capsys):
     g1 = json.loads(capsys.readouterr().out)
     assert main(["generate", str(run), "--words", "12", "--seed", "5", "--json"]) == 0
     assert len(g1["tokens"]) == 12 and json.loads(capsys.readouterr().out)["tokens"] == g1["tokens"]
+    assert main(["generate", str(run), "--words", "3", "--prompt", "w1 zzz"]) == 0  # as predict, says what is <unk>
+    assert capsys.readouterr().out.startswith("(prompt words not in the vocabulary, read as <unk>: zzz)\n")
 
     assert main(["info", str(run), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)

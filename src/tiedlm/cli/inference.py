@@ -269,7 +269,8 @@ def cmd_generate(args) -> int:
 
     run = load_run(args.run_dir, which=args.checkpoint, device=args.device)
     out = generate(run.model, run.vocab, args.words, args.temperature, args.seed, args.prompt or "")
-    emit(args, {"run_dir": str(run.path), **out}, out["text"])
+    unknown = f"(prompt words not in the vocabulary, read as <unk>: {', '.join(out['unknown'])})\n"
+    emit(args, {"run_dir": str(run.path), **out}, (unknown if out["unknown"] else "") + out["text"])
     return 0
 
 
