@@ -113,16 +113,17 @@ _DATA = re.compile(r"^/.*?/(?:\.?data)/(?P<rest>[^/]+.*)$")
 _RUNS = re.compile(r"^/(?:.*/)?(?:tiedlm-runs(?:/reproduce)?|hfruns|runs|tmp)/(?P<rest>.+)$")
 
 
-def portable_path(path: str) -> str:
+def portable_path(path: str, run: bool = True) -> str:
     """One machine path as a user types it: a corpus folder (``…/data/ptb``, ``…/.data/ptb``) is
     ``$TIEDLM_DATA/ptb``; a run folder (``…/tiedlm-runs/[reproduce/]TABLE/RUN``, ``…/runs/RUN``, ``/tmp/RUN``) is
-    ``runs/TABLE/RUN``, the folder ``tiedlm reproduce TABLE --runs runs`` and ``--out runs/RUN`` use; any other path
-    is unchanged."""
+    ``runs/TABLE/RUN``, the folder ``tiedlm reproduce TABLE --runs runs`` and ``--out runs/RUN`` use, unless the
+    path is known to be no run's (``run`` False: a corpus of one's own, ``/tmp/corpus``, stays where it is); any
+    other path is unchanged."""
     tail = ":" if path.endswith(":") else ""
     path = path.rstrip(":")
     if m := _DATA.match(path):
         return f"$TIEDLM_DATA/{m['rest']}{tail}"
-    if m := _RUNS.match(path):
+    if run and (m := _RUNS.match(path)):
         return f"runs/{m['rest']}{tail}"
     return path + tail
 
@@ -140,10 +141,11 @@ def machine_paths(text: str) -> list[str]:
 
 def portable_command(argv: list[str]) -> str:
     """A run's command as recorded in its summary: ``tiedlm`` and the arguments, each path relative to the working
-    folder where it lies below it, ``~/…`` below the home folder (:func:`portable_path` for the rest)."""
+    folder where it lies below it, ``~/…`` below the home folder (:func:`portable_path` for the rest; ``--data``'s
+    folder is never taken for a run's)."""
     home, cwd = Path.home().resolve(), Path.cwd().resolve()
     words = []
-    for arg in argv:
+    for before, arg in zip(["", *argv], argv):
         option, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
         if value.startswith("/"):
             path = Path(value)
@@ -152,7 +154,7 @@ def portable_command(argv: list[str]) -> str:
             elif path.is_relative_to(home) and path != home:
                 value = "~/" + path.relative_to(home).as_posix()
             else:
-                value = portable_path(value)
+                value = portable_path(value, run="--data" not in (option, before))
         word = option + eq + value
         words.append(word if value.startswith(("~/", "$TIEDLM_DATA")) else shlex.quote(word))
     return " ".join(["tiedlm", *words])
