@@ -84,14 +84,14 @@ def test_dry_run_plans_every_run_with_an_estimate(tiny_corpus, tmp_path, capsys,
     assert all(r["status"] == "missing" and r["estimated_s"] > 0 for r in plan["runs"])
     assert all(r["command"].startswith("tiedlm train ptb-transformer-") for r in plan["runs"])
     assert not (tmp_path / "runs").exists()  # a dry run starts nothing
-    assert set(plan["machine"]) == {"load_average", "cpus", "busy", "cpu", "cpu_class"}
+    assert set(plan["machine"]) == {"other_cores", "cpus", "busy", "cpu", "cpu_class"}
 
-    # on a busy machine the plan says that its estimates run long; on an idle one it says nothing of it
-    for load, busy in ((3.0, True), (0.1, False)):
-        monkeypatch.setattr("os.getloadavg", lambda load=load: (load, load, load))
+    # where other processes kept cores busy while it timed, the plan says that its estimates run long; else nothing
+    for cores, busy in ((1.5, True), (0.1, False), (None, False)):
+        monkeypatch.setattr("tiedlm.runtime.OtherLoad.cores", lambda self, cores=cores: cores)
         assert main([a for a in dry if a != "--json"]) == 0
         out = capsys.readouterr().out
-        assert ("note: the machine was busy (load average 3.00" in out) is busy
+        assert ("note: the machine was busy (other processes kept 1.5 of its" in out) is busy
         assert "would train on this machine's GPU" not in out  # no GPU here
     # with a GPU, runs on train.device = auto would train there: the CPU estimate says it does not measure that
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)

@@ -4,6 +4,7 @@ training collapse: OpenMP threads sharing a core with another busy process wait 
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -58,3 +59,14 @@ def test_busy_cores_sees_a_spinning_process():
         spinner.kill()
     assert 0.0 <= idle_before <= len(cores) + 0.01
     assert busy >= min(idle_before + 0.5, len(cores) - 0.2)  # one more busy core, or all of them already
+
+
+def test_other_load_leaves_out_this_process_own_work():
+    """What ``reproduce --dry-run`` says of a busy machine is other processes' load while it timed its steps: this
+    process working a core meanwhile is not another process (a load average counts it, and what ran before)."""
+    idle_before = runtime.busy_cores(0.3)
+    others = runtime.OtherLoad()
+    end = time.perf_counter() + 0.5
+    while time.perf_counter() < end:  # this process keeps one core busy
+        pass
+    assert others.cores() <= idle_before + 0.5

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import os
 import platform
+import time
 from pathlib import Path
 
 import torch
@@ -188,18 +189,37 @@ def _cpu_times(cpus: set[int]) -> tuple[float, float]:
     return busy, total
 
 
-def busy_cores(interval: float = 0.2) -> float:
-    """How many of the cores this process may run on were busy over ``interval`` seconds (this process idles
-    meanwhile, so the load is other processes'). 0.0 where /proc/stat cannot be read."""
-    import time
+class OtherLoad:
+    """How many of the cores this process may run on other processes keep busy, from now to :meth:`cores`: the
+    busy share of those cores (/proc/stat) less this process's own CPU time over the same wall time, so that it
+    measures the others however hard this process works meanwhile (a load average lags by minutes and counts this
+    process and whatever ran before it)."""
 
-    cpus = usable_cpus()
-    b0, t0 = _cpu_times(cpus)
+    def __init__(self):
+        self.cpus = usable_cpus()
+        self.start = (*_cpu_times(self.cpus), _own_cpu_seconds(), time.perf_counter())
+
+    def cores(self) -> float | None:
+        """Other processes' busy cores since this was made; None where /proc/stat cannot be read (not Linux)."""
+        b0, t0, own0, wall0 = self.start
+        b1, t1 = _cpu_times(self.cpus)
+        if t1 <= t0:
+            return None
+        own = (_own_cpu_seconds() - own0) / max(time.perf_counter() - wall0, 1e-9)
+        return max(0.0, len(self.cpus) * (b1 - b0) / (t1 - t0) - own)
+
+
+def _own_cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def busy_cores(interval: float = 0.2) -> float:
+    """How many of the cores this process may run on other processes kept busy over ``interval`` seconds
+    (:class:`OtherLoad`). 0.0 where /proc/stat cannot be read."""
+    load = OtherLoad()
     time.sleep(interval)
-    b1, t1 = _cpu_times(cpus)
-    if t1 <= t0:
-        return 0.0
-    return len(cpus) * (b1 - b0) / (t1 - t0)
+    return load.cores() or 0.0
 
 
 def default_threads(log=None) -> int:

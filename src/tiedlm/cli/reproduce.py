@@ -45,8 +45,11 @@ def _list_tables(args, rp) -> int:
 
 def _dry_run(args, rp, tables, rows) -> int:
     """The plan and its estimated time on this machine (``reproduce.estimate_rows``), starting nothing."""
-    load = rp.machine_load()  # before our own timing adds to it
+    from ..runtime import OtherLoad
+
+    others = OtherLoad()  # what other processes run while the steps are timed
     plan_rows, total = rp.estimate_rows(rows, args.threads, log=lambda line: print(line, file=sys.stderr, flush=True))
+    load = rp.machine_load(others)
     width = max([22, *(len(p["run"]) for p in plan_rows)])
     text = [
         f"{p['run']:{width}s} {p['status']:11s} ~{p['estimated_s'] / 3600:6.2f} h  {p['command']}" for p in plan_rows
@@ -72,9 +75,9 @@ def _dry_run(args, rp, tables, rows) -> int:
         )
     if load["busy"] and timed:
         text.append(
-            f"note: the machine was busy (load average {load['load_average']:.2f} on {load['cpus']} cores): "
-            "other processes shared the timed steps, so these estimates run long; run --dry-run on an idle "
-            "machine for the time a run takes alone"
+            f"note: the machine was busy (other processes kept {load['other_cores']:.1f} of its {load['cpus']} cores "
+            "busy while the steps were timed), so these estimates run long; run --dry-run on an idle machine for the "
+            "time a run takes alone"
         )
     saved = [] if _committed(Path(args.runs)) else rp.save_estimates(plan_rows, Path(args.runs), args.threads, load)
     if saved:

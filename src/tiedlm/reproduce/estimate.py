@@ -15,10 +15,11 @@ ESTIMATE = "estimate.json"  # a table's last --dry-run estimates of its unfinish
 PACE_EPOCHS = 5  # a resumed run's pace: the median wall time of its last (up to) this many epochs
 
 
-def machine_load() -> dict:
-    """The one-minute load average against the CPU count, read before the estimates' timed steps: ``busy`` where
-    other processes keep at least half a core busy, so that the timed steps shared the CPU and the estimates run
-    long (a dry run beside a training run measures the run slowed by it); ``cpu``: the CPU model
+def machine_load(others) -> dict:
+    """The machine the estimates were timed on: ``other_cores``, the cores other processes kept busy while the
+    steps were timed (``others``: a :class:`~tiedlm.runtime.OtherLoad` made before them; None where it cannot be
+    measured), and ``busy`` where that is at least half a core, so that the timed steps shared the CPU and the
+    estimates run long (a dry run beside a training run measures the run slowed by it); ``cpu``: the CPU model
     (:func:`~tiedlm.runtime.cpu_model`), since hosts of one kind differ in speed; ``cpu_class``: the vector unit
     PyTorch's kernels use (``AVX2 CPU``, ``AVX512 CPU``), the class a results page names."""
     import os
@@ -27,13 +28,14 @@ def machine_load() -> dict:
 
     from ..runtime import cpu_model
 
-    cpus, cpu = os.cpu_count() or 1, cpu_model()
-    known = {"cpus": cpus, "cpu": cpu, "cpu_class": f"{torch.backends.cpu.get_cpu_capability()} CPU"}
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # not available on this platform
-        return {"load_average": None, "busy": False, **known}
-    return {"load_average": round(load, 2), "busy": load >= 0.5, **known}
+    cores = others.cores()
+    return {
+        "other_cores": None if cores is None else round(cores, 2),
+        "busy": cores is not None and cores >= 0.5,
+        "cpus": os.cpu_count() or 1,
+        "cpu": cpu_model(),
+        "cpu_class": f"{torch.backends.cpu.get_cpu_capability()} CPU",
+    }
 
 
 def epoch_walls(records: list[dict]) -> list[float]:
@@ -146,7 +148,7 @@ def save_estimates(plan_rows: list[dict], runs_dir: Path, threads: int, load: di
                 "pace": r["pace"],
                 "threads": threads,
                 "cpus": load["cpus"],
-                "load_average": load["load_average"],
+                "other_cores": load["other_cores"],
                 "busy": load["busy"],
                 "cpu_class": load.get("cpu_class"),
             }
