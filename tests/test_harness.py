@@ -328,6 +328,8 @@ def test_translate_evaluate_reads_the_corpus_from_another_folder_with_data_dir(t
     case = _translator(tmp_path)
     case.train(tmp_path / "run", False, "train.epochs=1")
     moved = shutil.copytree(case.cfg.data.data_dir, tmp_path / "elsewhere")
+    assert main(["translate", "evaluate", str(tmp_path / "run"), "--beam", "1"]) == 0
+    assert "translate:" not in capsys.readouterr().err  # no progress bar off a terminal, as every command
     assert main(["translate", "evaluate", str(tmp_path / "run"), "--beam", "1", "--json"]) == 0
     here = json.loads(capsys.readouterr().out)
     assert (

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from .common import emit
+from .common import emit, show_progress
 from .types import POSITIVE
 
 
@@ -19,10 +19,11 @@ def cmd_translate_evaluate(args) -> int:
 
         if not (args.source and args.reference):
             raise UsageError("give both --source FILE and --reference FILE (aligned line by line)")
-        m = evaluate_translator_files(Path(args.run), Path(args.source), Path(args.reference), args.beam)
+        run, source, reference = Path(args.run), Path(args.source), Path(args.reference)
+        m = evaluate_translator_files(run, source, reference, args.beam, progress=show_progress(args))
         emit(args, m, f"{args.run}: {args.source} BLEU {m['bleu']:.2f} ({m['signature']}), beam {m['beam']}")
         return 0
-    m = evaluate_translator(Path(args.run), args.split, args.beam, args.data_dir or "", progress=not args.no_progress)
+    m = evaluate_translator(Path(args.run), args.split, args.beam, args.data_dir or "", progress=show_progress(args))
     bleu = f"BLEU {m['bleu']:.2f} ({m['signature']})"
     emit(args, m, f"{args.run}: {args.split} {bleu}, ppl {m['ppl']:.2f}, beam {m['beam']}")
     return 0
@@ -64,7 +65,7 @@ def register(add, sub_parser_class) -> dict:
     ev.add_argument("--data-dir")
     ev.add_argument("--source", help="another test set: its source file (with --reference), one sentence a line")
     ev.add_argument("--reference", help="the reference translation of --source, aligned line by line")
-    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bars (none are drawn off a terminal)")
     tl = add_command(tsub, "translate", cmd_translate_translate, "translate sentences (arguments or stdin)")
     tl.add_argument("run", help="translation run directory")
     tl.add_argument("sentence", nargs="*", help="source sentences; none: read one per line from stdin")
