@@ -214,13 +214,10 @@ class RunDir:
         to go stale, and a killed holder releases it. Raises :class:`UsageError` at once when another process
         holds it."""
         made = make_folder(self.path, option)
-        fd = os.open(self.path, os.O_RDONLY)
         try:
-            if not _try_lock(fd):
-                raise self.busy_error()
-            yield
+            with folder_lock(self.path, str(self.busy_error())):
+                yield
         finally:
-            os.close(fd)  # releases the lock
             remove_empty(made)
 
     # ----- writing --------------------------------------------------------------------------------
@@ -239,7 +236,7 @@ def folder_lock(folder: Path, busy: str) -> Iterator[None]:
             raise UsageError(busy)
         yield
     finally:
-        os.close(fd)
+        os.close(fd)  # releases the lock
 
 
 def _try_lock(fd: int) -> bool:
