@@ -26,7 +26,7 @@ from .registry import (
     resumable_fields,
     tasks,
 )
-from .run_dir import RunDir
+from .run_dir import RunDir, write_text_atomic
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -272,7 +272,7 @@ class SectionedConfig:
         return cls.load(files.config)
 
     def save(self, run_dir: Path) -> None:
-        RunDir(run_dir).write_text(RunDir(run_dir).config, self.to_toml())
+        write_text_atomic(RunDir(run_dir).config, self.to_toml())
 
 
 @dataclass

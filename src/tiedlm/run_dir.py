@@ -220,11 +220,6 @@ class RunDir:
         finally:
             remove_empty(made)
 
-    # ----- writing --------------------------------------------------------------------------------
-    def write_text(self, path: Path, text: str) -> None:
-        """Replace ``path`` (a file of this run) atomically."""
-        write_text_atomic(path, text)
-
 
 @contextmanager
 def folder_lock(folder: Path, busy: str) -> Iterator[None]:
