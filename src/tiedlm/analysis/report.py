@@ -12,7 +12,7 @@ from pathlib import Path
 from ..errors import UsageError
 from ..registry import task_named
 from ..run_dir import RunDir, write_figure_atomic, write_text_atomic
-from ..train.timing import duration
+from ..train.wall_time import duration
 from .markdown import cell
 from .paper import paper_results, paper_row, variant_name
 

@@ -52,7 +52,7 @@ from ..runtime import host_record, resolve_device, resolve_precision, set_thread
 from .checkpoint import best_weights, load_checkpoint, restore_train_state, save_best_weights, save_train_state
 from .distributed import DistributedContext
 from .step import NonFiniteSteps
-from .timing import duration
+from .wall_time import duration
 
 SCHEMA = "tiedlm.train.loop/1"  # the metadata of a checkpoint written by this harness
 

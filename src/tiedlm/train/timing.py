@@ -1,23 +1,13 @@
-"""Wall time: a duration in words (:func:`duration`), and what ``reproduce --dry-run`` says a run will cost on this
-machine (:func:`estimate_seconds`: the task's own set-up and its own :meth:`~tiedlm.train.loop.Task.train_step`,
-timed)."""
+"""What ``reproduce --dry-run`` says a run will cost on this machine: the task's own set-up and its own
+:meth:`~tiedlm.train.loop.Task.train_step`, timed."""
 
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 import tempfile
 import time
 from pathlib import Path
-
-
-def duration(seconds: float) -> str:
-    """A wall time in words, at a scale that shows it: seconds below 90 s, minutes below 90 min, hours above (a
-    short run is not "0.0 min", a long one not "2400.0 min")."""
-    if seconds < 90:
-        return f"{math.ceil(seconds)} s"
-    return f"{seconds / 60:.1f} min" if seconds < 90 * 60 else f"{seconds / 3600:.2f} h"
 
 
 def estimate_seconds(task, threads: int, steps: int = 2) -> float:

@@ -38,7 +38,7 @@ from ...train.checkpoint import carried_state, load_checkpoint, model_state, sta
 from ...train.loop import Progress, Task, older_checkpoint
 from ...train.optimizers import make_optimizer
 from ...train.step import update, window_loss
-from ...train.timing import duration
+from ...train.wall_time import duration
 from .config import Config
 from .cuda_graph import GraphedSteps, unsupported_reason
 from .nt_asgd import NTASGD

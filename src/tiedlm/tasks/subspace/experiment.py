@@ -40,7 +40,7 @@ from ...train.checkpoint import carried_state, state_tensors
 from ...train.loop import Progress, Task, run
 from ...train.optimizers import make_optimizer
 from ...train.step import update
-from ...train.timing import duration
+from ...train.wall_time import duration
 from .config import SubspaceExperimentConfig
 
 PAPER_CLAIMS = {"beta0_tau10": 1.0, "beta1_tau10": 0.06}  # Inan et al. §6.2, Figure 1 ("almost 1", "around 0.06")
