@@ -69,4 +69,6 @@ def test_other_load_leaves_out_this_process_own_work():
     end = time.perf_counter() + 0.5
     while time.perf_counter() < end:  # this process keeps one core busy
         pass
-    assert others.cores() <= idle_before + 0.5
+    measured = others.cores()
+    idle_after = runtime.busy_cores(0.3)  # the others' load on both sides: a background that changes is not this
+    assert measured <= max(idle_before, idle_after) + 0.5  # counting its own core would add about one
