@@ -84,6 +84,8 @@ def test_a_recorded_command_holds_no_path_of_this_machine(tmp_path, monkeypatch)
     # a corpus of one's own stays where it is (not a run folder runs/corp); one under a data folder is the mirror's
     argv = ["train", "ptb-small-vd", "--data", "/tmp/corp", "--data=/srv/data/ptb", "--out", "/tmp/run"]
     assert portable_command(argv) == "tiedlm train ptb-small-vd --data /tmp/corp --data=$TIEDLM_DATA/ptb --out runs/run"
+    argv = ["tag", "train", "--data-dir", "/tmp/ud", "--data-dir=/tmp/ud2"]  # the taggers' and translators' option
+    assert portable_command(argv) == "tiedlm tag train --data-dir /tmp/ud --data-dir=/tmp/ud2"
 
 
 def test_every_published_run_summary_names_its_device_and_the_migration_reads_it_off_the_log(tmp_path):

@@ -141,8 +141,8 @@ def machine_paths(text: str) -> list[str]:
 
 def portable_command(argv: list[str]) -> str:
     """A run's command as recorded in its summary: ``tiedlm`` and the arguments, each path relative to the working
-    folder where it lies below it, ``~/…`` below the home folder (:func:`portable_path` for the rest; ``--data``'s
-    folder is never taken for a run's)."""
+    folder where it lies below it, ``~/…`` below the home folder (:func:`portable_path` for the rest; the folder of
+    ``--data`` or ``--data-dir`` is never taken for a run's)."""
     home, cwd = Path.home().resolve(), Path.cwd().resolve()
     words = []
     for before, arg in zip(["", *argv], argv):
@@ -154,7 +154,8 @@ def portable_command(argv: list[str]) -> str:
             elif path.is_relative_to(home) and path != home:
                 value = "~/" + path.relative_to(home).as_posix()
             else:
-                value = portable_path(value, run="--data" not in (option, before))
+                data = any(word in ("--data", "--data-dir") for word in (option, before))
+                value = portable_path(value, run=not data)
         word = option + eq + value
         words.append(word if value.startswith(("~/", "$TIEDLM_DATA")) else shlex.quote(word))
     return " ".join(["tiedlm", *words])
