@@ -7,7 +7,8 @@ Part 1 (throughput), for each preset (``ptb-awd-tied`` and ``ptb-awd-drill``, DR
   fp32, eager, as awd-lstm-lm and DRILL's code run), at the preset's sizes on Zipfian ids;
 - tiedlm's trainer (:func:`gpu_training.measure`: the harness's own loop on real PTB) under each ``--variant``:
   ``default`` is what ``train.device = "cuda"`` uses today, the others add their ``--set`` items (``padded``:
-  ``train.lstm_pad_units=8``, ``train.lstm_pad_batch=8``; ``fp32``: ``train.precision=fp32``; ...).
+  ``train.lstm_pad_units=8``, ``train.lstm_pad_batch=8``; ``fp32``: ``train.precision=fp32``; ``fp16``:
+  ``train.precision=fp16``, eager with dynamic loss scaling; ...).
 
 Part 2 (``--epochs N``, 0: skip): each variant trains the first preset ``N`` epochs from the same seed on real
 PTB and reports each epoch's validation perplexity, so that a faster path is seen to train the same model.
@@ -33,6 +34,8 @@ VARIANTS = {
     "fp32": ["train.precision=fp32"],
     "padded": ["train.lstm_pad_units=8", "train.lstm_pad_batch=8"],
     "padded-fp32": ["train.lstm_pad_units=8", "train.lstm_pad_batch=8", "train.precision=fp32"],
+    "fp16": ["train.precision=fp16"],  # eager, with loss scaling (train.step.scaled_update)
+    "padded-fp16": ["train.lstm_pad_units=8", "train.lstm_pad_batch=8", "train.precision=fp16"],
 }
 
 

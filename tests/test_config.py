@@ -152,6 +152,9 @@ def test_run_precision_falls_back_to_fp32_where_bf16_is_missing(monkeypatch):
     assert runtime.run_precision("fp32", cpu) == "fp32"
     monkeypatch.setattr(runtime, "cpu_supports_bf16", lambda: True)
     assert runtime.run_precision("bf16", cpu) == "bf16"
+    # a run trained in fp16 (the language model's GPU option) runs in fp32 off a GPU, unless asked
+    assert runtime.run_precision("fp16", cpu) == "fp32" and runtime.run_precision("fp16", cpu, "fp16") == "fp16"
+    assert runtime.run_precision("fp16", torch.device("cuda")) == "fp16"
 
 
 def test_declared_bounds_hold_however_a_setting_is_set(tmp_path):

@@ -207,6 +207,8 @@ def test_unsupported_runs_say_why(tiny_corpus, monkeypatch):
     assert "'off'" in unsupported_reason(preset.with_overrides(["train.cuda_graph=off"]), cuda_dev, False)
     assert "CUDA device" in unsupported_reason(preset, cpu, False)
     assert "DDP" in unsupported_reason(preset, cuda_dev, True)
+    fp16 = Config.load("ptb-awd-tied").with_overrides(["train.precision=fp16"])
+    assert "'fp16' (its loss scaling runs eagerly)" in unsupported_reason(fp16, cuda_dev, False)
     transformer = Config.load("ptb-transformer-tied").with_overrides(["train.cuda_graph=on"])
     assert "Adam" in unsupported_reason(transformer, cuda_dev, False)
     adam = Config.load("ptb-small-vd").with_overrides(["train.optimizer.name=adam"])

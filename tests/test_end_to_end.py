@@ -122,26 +122,36 @@ def _as_written_before_the_one_schema(path) -> None:
 
 @pytest.mark.parametrize(
     "preset, extra, old",
-    [("ptb-small-real", {}, False), ("ptb-transformer-drill", TRANSFORMER_TINY, False), ("ptb-small-real", {}, True)],
-    ids=["vd-lstm-sgd", "transformer-adam", "vd-lstm-checkpoint-before-the-one-schema"],
+    [
+        ("ptb-small-real", {}, False),
+        ("ptb-transformer-drill", TRANSFORMER_TINY, False),
+        ("ptb-small-real", {}, True),
+        ("ptb-small-real", {"train.precision": "fp16"}, False),
+    ],
+    ids=["vd-lstm-sgd", "transformer-adam", "vd-lstm-checkpoint-before-the-one-schema", "vd-lstm-fp16-loss-scaled"],
 )
 def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path, preset, extra, old):
     """The carried state (LSTM h/c or the Transformer's memory) and Adam's moments survive a resume; so does a
     checkpoint written before the one checkpoint schema (every earlier run folder resumes)."""
     cfg = _cfg(tiny_corpus, preset, **{"train.epochs": "3", "model.encoder.dropout": "0.3", **extra})
-    full = LMRun(cfg, tmp_path / "full")
+    full = _overflowing(LMRun(cfg, tmp_path / "full"))
     s_full = full.fit()
 
-    part = LMRun(cfg, tmp_path / "part")
+    part = _overflowing(LMRun(cfg, tmp_path / "part"))
     windows_per_epoch = (part.task.train_data.size(0) - 1 + 7) // 8
     with pytest.raises(RunInterrupted):
         part.fit(windows_per_epoch + 3)  # stops inside epoch 2
     _, meta = _weights(tmp_path / "part")
     assert meta["epoch"] == 2 and meta["batch"] == 3  # the one schema's position (Progress)
+    if part.task.scaler is not None:  # the scale the overflows brought it down to is what the resumed run starts at
+        scale = part.task.scaler.get_scale()
+        assert scale < 2.0**40 and meta["task"]["loss_scale"]["scale"] == scale
     if old:  # rewritten by tools/migrate_runs.py, as a user's older folder is
         _as_written_before_the_one_schema(tmp_path / "part" / "checkpoints" / "last.safetensors")
         migrate_runs(tmp_path / "part")
     resumed = LMRun(cfg, tmp_path / "part", resume=True)
+    if resumed.task.scaler is not None:
+        assert resumed.task.scaler.get_scale() == scale
     s_res = resumed.fit()
 
     for a, b in zip(read_metrics(tmp_path / "full"), read_metrics(tmp_path / "part")):
@@ -149,6 +159,13 @@ def test_resume_mid_epoch_reproduces_uninterrupted_run(tiny_corpus, tmp_path, pr
     assert s_full["test_ppl"] == s_res["test_ppl"]
     wa, wb = _weights(tmp_path / "full")[0], _weights(tmp_path / "part")[0]
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def _overflowing(run: LMRun) -> LMRun:
+    """An fp16 run's loss scale set far too large, so that its first windows overflow and are computed again."""
+    if run.task.scaler is not None:
+        run.task.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**40)
+    return run
 
 
 def _signal_at(trainer, k: int, sig=signal.SIGTERM, backward: bool = False) -> None:

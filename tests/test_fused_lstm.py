@@ -226,6 +226,29 @@ def test_the_padded_kernel_computes_the_layer_written_out(device, pad):
         assert (out[..., H:] == 0).all() and (hN[..., H:] == 0).all() and (cN[..., H:] == 0).all()
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("autocast, kernel", [(torch.float16, torch.float16), (torch.bfloat16, torch.float32)])
+def test_under_fp16_autocast_the_kernel_runs_in_fp16_and_computes_the_layer_written_out(device, autocast, kernel):
+    """train.precision = "fp16": the fused kernel runs in fp16 (cuDNN's fp16 kernels), its outputs fp16 and the
+    carried state fp32, within fp16's rounding of the LSTM equations written out (fp64); bf16 keeps the fp32
+    recurrence it has always had."""
+    g = torch.Generator().manual_seed(0)
+    T, B, n_in, H = 7, 5, 6, 10
+    shapes = [(T, B, n_in), (B, H), (B, H), (4 * H, n_in), (4 * H, H), (4 * H,)]
+    ref = [torch.randn(s, generator=g, dtype=torch.float64) * 0.5 for s in shapes]
+    ins = [t.to(device, torch.float32).requires_grad_() for t in ref]
+    with torch.autocast(device_type=device, dtype=autocast):
+        hs, hT, cT = fused_lstm(*ins)
+    assert (hs.dtype, hT.dtype, cT.dtype) == (kernel, torch.float32, torch.float32)
+    want_hs, want_hT, _ = lstm_recurrence_reference(
+        torch.nn.functional.linear(ref[0], ref[3], ref[5]), *ref[1:3], ref[4]
+    )
+    for a, w in ((hs, want_hs), (hT, want_hT), (cT, _last_cell(*ref))):
+        assert torch.allclose(a.detach().cpu().double(), w, atol=5e-3, rtol=5e-3), (a.cpu().double() - w).abs().max()
+    grads = torch.autograd.grad(hs.float().sum() + hT.square().sum(), ins)
+    assert all(gr.dtype == torch.float32 and torch.isfinite(gr).all() for gr in grads)  # into the fp32 weights
+
+
 def _last_cell(x, h0, c0, w_ih, w_hh, b):
     """c_T of the written-out LSTM equations (gate order [input, forget, output, cell])."""
     H, h, c = h0.size(1), h0, c0

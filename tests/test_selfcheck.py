@@ -73,6 +73,17 @@ def test_a_training_check_passes_over_one_spike_not_a_divergence(tiny_corpus, tm
     assert "(median of 927.1 / " in row.detail
 
 
+def test_the_fp16_training_row_that_a_gpu_runs_passes_on_the_cpu(tiny_corpus, tmp_path):
+    """selfcheck --device cuda trains the AWD-LSTM in fp16 with loss scaling; the same row, here on the CPU, passes
+    (learns, no skipped step) and says it trained eagerly."""
+    cfg = Config.load("ptb-awd-tied-budget").with_overrides(
+        tiny_overrides(tiny_corpus, **{"train.precision": "fp16", "train.epochs": "50"})
+    )
+    row = train_check("train x [fp16]", cfg, tmp_path, sizes_for("cpu", quick=True))
+    assert row.ok, row.detail
+    assert row.detail.startswith("eager") and Config.load(tmp_path / "config.toml").train.precision == "fp16"
+
+
 def test_a_failed_check_fails_the_command(monkeypatch, capsys):
     rows = [Check("train x", True, "eager", 1000.0), Check("train y", False, "RuntimeError: boom")]
     monkeypatch.setattr("tiedlm.selfcheck.run_selfcheck", lambda *a, **k: (rows, {"device": "cpu: t", "corpus": "c"}))

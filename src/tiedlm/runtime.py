@@ -127,20 +127,26 @@ def resolve_precision(name: str, device: torch.device) -> str:
 def run_precision(saved: str, device: torch.device, requested: str | None = None) -> str:
     """The precision to run a trained model in: ``requested`` if given, else the run's own, except that a run
     trained in bf16 (on a GPU or an AVX512-BF16 CPU) runs in fp32 on a device without bf16, where bf16 matmuls
-    are emulated and slow."""
+    are emulated and slow, and one trained in fp16 (on a GPU) runs in fp32 off a GPU."""
     if requested:
         return resolve_precision(requested, device)
     precision = resolve_precision(saved, device)
+    if precision == "fp16" and device.type != "cuda":
+        return "fp32"
     return "fp32" if precision == "bf16" and resolve_precision("auto", device) != "bf16" else precision
 
 
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}  # the autocast precisions and their dtypes
+
+
 def autocast(device: torch.device, precision: str, cache_enabled: bool = True):
-    """bf16 autocast for matmuls (weights stay fp32; softmax and losses are computed in fp32).
+    """bf16 (or the language model's fp16) autocast for matmuls (weights stay fp32; softmax and losses are computed
+    in fp32; fp16 needs loss scaling: :func:`tiedlm.train.step.scaled_update`).
 
     ``cache_enabled=False`` for code captured in a CUDA graph (the cast weights must be recomputed at every replay).
     """
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=cache_enabled)
+    if precision in HALF:
+        return torch.autocast(device_type=device.type, dtype=HALF[precision], cache_enabled=cache_enabled)
     return contextlib.nullcontext()
 
 

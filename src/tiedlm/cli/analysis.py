@@ -129,8 +129,8 @@ def _add_run_evaluation_arguments(parser, whose: str) -> None:
     """--checkpoint, --batch-size, --precision and --threads of the analyses that evaluate trained runs."""
     parser.add_argument("--checkpoint", choices=["best", "last"], default="best")
     parser.add_argument("--batch-size", type=POSITIVE, help=f"evaluation batch size (default: {whose} eval_batch_size)")
-    precision = f"default: {whose} training precision (fp32 where this device has no bf16)"
-    parser.add_argument("--precision", choices=["fp32", "bf16"], help=precision)
+    precision = f"default: {whose} training precision (fp32 where this device has no bf16, or fp16 off a GPU)"
+    parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], help=precision)
     parser.add_argument("--threads", type=THREADS, default=0)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars (none are drawn off a terminal)")
 

@@ -332,7 +332,9 @@ def register(add) -> None:
     streams = "parallel streams (default: 1 for test, the papers' protocol; the run's for train/valid)"
     e.add_argument("--batch-size", type=POSITIVE, default=0, help=streams)
     e.add_argument(
-        "--precision", choices=["fp32", "bf16"], help="default: the run's (fp32 where this device has no bf16)"
+        "--precision",
+        choices=["fp32", "bf16", "fp16"],
+        help="default: the run's (fp32 where this device has no bf16, or fp16 off a GPU)",
     )
     e.add_argument("--device", default="cpu")
     threads = "CPU threads (default: the free cores; a resumed --work evaluation: its own)"

@@ -125,6 +125,9 @@ def run_selfcheck(
                 row, out = f"train {name}" + (" [graph]" if mode == "on" else ""), root / f"{preset}-{mode}"
                 add(row, lambda: train_check(row, config(preset, **{"train.cuda_graph": mode}), out, sizes))
         awd = CPU_PRESETS["ptb-awd-tied"] if dev.type == "cpu" else "ptb-awd-tied"
+        if dev.type == "cuda":  # the opt-in fp16 path with loss scaling (train.precision = "fp16"; eager)
+            row = "train awd-lstm + tied [fp16]"
+            add(row, lambda: train_check(row, config(awd, **{"train.precision": "fp16"}), root / "fp16", sizes))
         add("resume after SIGTERM", lambda: resume_check(config(awd), root / "resume", sizes))
         add("AWD-LSTM step vs reference-style baseline", lambda: baseline_check(config(awd), dev, sizes))
     if dev.type == "cuda":

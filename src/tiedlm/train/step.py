@@ -84,6 +84,37 @@ def update(
     return True
 
 
+def scaled_update(
+    window: Callable[[], tuple],
+    params: list[torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    clip: float,
+    scaler: torch.amp.GradScaler,
+    all_true: Callable[[bool], bool] = lambda ok: ok,
+) -> tuple[bool, tuple]:
+    """:func:`update` for fp16 with dynamic loss scaling (PyTorch's ``GradScaler``, Micikevicius et al. 2018): the
+    loss ``window()[0]`` is multiplied by the scale before backward and the gradient divided by it before clipping
+    (the weights stay fp32). Where the scaled gradient overflowed, the scale is halved and the window computed
+    again, so that every window makes its update as in fp32 and an overflow is never a skipped step; a gradient
+    that is not finite at a scale below 1 is not an overflow of the scaling, and no update is made. Returns (made,
+    ``window()``'s result)."""
+    while True:
+        out = window()
+        optimizer.zero_grad(set_to_none=True)
+        if not all_true(bool(torch.isfinite(out[0]))):
+            return False, out
+        scaler.scale(out[0]).backward()
+        scaler.unscale_(optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else math.inf)
+        if bool(torch.isfinite(norm)):
+            scaler.step(optimizer)
+            scaler.update()
+            return True, out
+        scaler.update()  # an overflow: the scale halves
+        if scaler.get_scale() < 1.0:
+            return False, out
+
+
 class NonFiniteSteps:
     """Consecutive steps skipped for a non-finite loss or gradient; raises once ``limit`` happen in a row."""
 

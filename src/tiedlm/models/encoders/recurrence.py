@@ -247,7 +247,9 @@ def fused_lstm(x, h0, c0, w_ih, w_hh, bias, pad: tuple[int, int] = (0, 0)):
 
     x (T,B,I); h0/c0 (B,H); w_ih (4H,I), w_hh (4H,H) (already weight-dropped where wanted) and bias (4H), gate
     order [input, forget, output, cell]. Returns outputs (T,B,H) and the final (h, c), the contract of
-    :func:`lstm_recurrence` with its input projection folded in. fp32 state, no autocast inside, as the loop.
+    :func:`lstm_recurrence` with its input projection folded in. fp32 state, no autocast inside, as the loop; under
+    fp16 autocast (``train.precision = "fp16"``, whose loss scaling keeps the gradients) the kernel runs in fp16,
+    its outputs fp16 and the final state fp32.
 
     The kernel gets contiguous tensors only (cuDNN refuses a non-contiguous state: "rnn: hx is not contiguous",
     as the sparse layer's column slices are) and its weights as one buffer (:func:`flat_lstm_weights`). It runs
@@ -261,16 +263,19 @@ def fused_lstm(x, h0, c0, w_ih, w_hh, bias, pad: tuple[int, int] = (0, 0)):
     faster (``train.lstm_pad``).
     """
     dtype, (B, H) = h0.dtype, h0.shape
+    device = x.device.type
+    fp16 = torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.float16
+    kernel = torch.float16 if fp16 else dtype
     units, rows = round_up(H, pad[0]), round_up(B, pad[1])
     if (units, rows) != (H, B):
         x, h0, c0, w_ih, w_hh, bias = padded_lstm(x, h0, c0, w_ih, w_hh, bias, units, rows)
-    with torch.autocast(device_type=x.device.type, enabled=False):
-        params = flat_lstm_weights(w_ih.to(dtype), w_hh.to(dtype), bias.to(dtype))
-        hx = (h0.to(dtype).unsqueeze(0).contiguous(), c0.to(dtype).unsqueeze(0).contiguous())
+    with torch.autocast(device_type=device, enabled=False):
+        params = flat_lstm_weights(w_ih.to(kernel), w_hh.to(kernel), bias.to(kernel))
+        hx = (h0.to(kernel).unsqueeze(0).contiguous(), c0.to(kernel).unsqueeze(0).contiguous())
         hs, hT, cT = torch.lstm(
-            x.to(dtype).contiguous(), hx, params, True, 1, 0.0, torch.is_grad_enabled(), False, False
+            x.to(kernel).contiguous(), hx, params, True, 1, 0.0, torch.is_grad_enabled(), False, False
         )
-    return hs[:, :B, :H], hT.squeeze(0)[:B, :H], cT.squeeze(0)[:B, :H]
+    return hs[:, :B, :H], hT.squeeze(0)[:B, :H].to(dtype), cT.squeeze(0)[:B, :H].to(dtype)
 
 
 def use_fused(mask) -> bool:

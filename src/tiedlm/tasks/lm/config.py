@@ -64,6 +64,9 @@ class TrainConfig(TrainSettings):
     warmup_steps: int = bounded(0, 0)  # linear lr warm-up over the first N updates (Transformers with adam)
     weight_decay: float = bounded(0.0, 0)  # L2 weight decay (sgd / nt-asgd) or decoupled decay (adam)
     variable_bptt: bool = False  # AWD-LSTM's random window lengths around bptt (lr scaled by length / bptt)
+    # auto (bf16 where the device has it) | fp32 | bf16 | fp16: autocast in fp16 with dynamic loss scaling and fp32
+    # weights (tiedlm.train.step.scaled_update): cuDNN's persistent LSTM kernel takes fp16 only (docs/performance.md)
+    precision: str = bounded("auto", choices=("auto", "fp32", "bf16", "fp16"))
     # auto: on a GPU, capture the training step once per window length as a CUDA graph and replay it
     # (tiedlm.tasks.lm.cuda_graph) where the encoder's capture has been checked on a GPU, else eager; on: also
     # capture an encoder declared capturable but not yet run on a GPU (none today); off: eager

@@ -51,6 +51,8 @@ def unsupported_reason(cfg, device: torch.device, distributed: bool) -> str | No
         return "CUDA graphs need a CUDA device"
     if distributed:
         return "data-parallel training (DDP) runs eagerly"
+    if t.precision == "fp16":
+        return "train.precision = 'fp16' (its loss scaling runs eagerly)"
     capture = type(m.encoder).cuda_graph  # the encoder's own declaration (models/encoders/configs.py)
     if not capture:
         return f"model.encoder = {m.encoder.name!r}: {type(m.encoder).cuda_graph_reason}"

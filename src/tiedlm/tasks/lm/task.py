@@ -37,7 +37,7 @@ from ...run_dir import RunDir, write_text_atomic
 from ...train.checkpoint import carried_state, load_checkpoint, model_state, state_tensors
 from ...train.loop import Progress, Task, older_checkpoint
 from ...train.optimizers import make_optimizer
-from ...train.step import update, window_loss
+from ...train.step import scaled_update, update, window_loss
 from ...train.wall_time import duration
 from .config import Config
 from .cuda_graph import GraphedSteps, unsupported_reason
@@ -94,6 +94,8 @@ class LanguageModelTask(Task):
             self._init_from(init)
         self.loss_fn = LanguageModelLoss.from_config(cfg.loss)
         self.optimizer = make_optimizer(t.optimizer, self.model.parameters(), t.lr, t.weight_decay)
+        # fp16's dynamic loss scaling (train.step.scaled_update); its scale is kept in the checkpoint
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.precision == "fp16" else None
         # the iterate average of NT-ASGD, once triggered (inert for the other optimisers)
         opt = t.optimizer
         averages, nonmono = type(opt).averages_iterates, getattr(opt, "nonmono", 1)
@@ -211,19 +213,28 @@ class LanguageModelTask(Task):
         t, ls = self.cfg.train, self.cfg.loss
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        loss, ce, aug, new_state = window_loss(
-            self.model,
-            self.loss_fn,
-            x,
-            y,
-            detach_state(self.state),
-            self.precision,
-            ar=ls.ar,
-            tar=ls.tar,
-            time_scale=y.size(0) if t.loss_reduction == "sum_over_time" else 1.0,
-            forward=self.step_model,
-        )
-        finite = update(loss, params, self.optimizer, t.clip, self.dist.all_true)
+
+        def window():
+            return window_loss(
+                self.model,
+                self.loss_fn,
+                x,
+                y,
+                detach_state(self.state),
+                self.precision,
+                ar=ls.ar,
+                tar=ls.tar,
+                time_scale=y.size(0) if t.loss_reduction == "sum_over_time" else 1.0,
+                forward=self.step_model,
+            )
+
+        if self.scaler is not None:
+            finite, (_, ce, aug, new_state) = scaled_update(
+                window, params, self.optimizer, t.clip, self.scaler, self.dist.all_true
+            )
+        else:
+            loss, ce, aug, new_state = window()
+            finite = update(loss, params, self.optimizer, t.clip, self.dist.all_true)
         return ce, aug, finite, new_state
 
     def running(self, sums: dict) -> dict:
@@ -266,15 +277,18 @@ class LanguageModelTask(Task):
 
     # ------------------------------------------------------------------ checkpoints
     def extra_state(self, progress: Progress) -> tuple[dict, dict]:
-        """NT-ASGD's average and history, and the carried state (none at an epoch's end)."""
+        """NT-ASGD's average and history, the carried state (none at an epoch's end) and fp16's loss scale."""
         state = state_tensors(self.state if progress.batch else None)  # cloned: initial states share memory
-        return {**self.nt_asgd.tensors(), **state}, self.nt_asgd.meta()
+        scale = {"loss_scale": self.scaler.state_dict()} if self.scaler is not None else {}
+        return {**self.nt_asgd.tensors(), **state}, self.nt_asgd.meta() | scale
 
     def load_extra_state(self, tensors: dict, meta: dict, progress: Progress) -> None:
         if "averaged_from" not in meta:  # NT-ASGD's state as kept before the average's start was
             raise older_checkpoint(self.run_dir)
         self.nt_asgd.restore(tensors, meta, self.model)
         self.state = carried_state(tensors, self.device)
+        if self.scaler is not None and "loss_scale" in meta:  # none before the first checkpoint of an fp16 run
+            self.scaler.load_state_dict(meta["loss_scale"])
 
     # ------------------------------------------------------------------ end of training
     def summary(self, progress: Progress, history: list[dict]) -> dict:
