@@ -108,7 +108,7 @@ def test_overrides_and_errors():
         ("model.size=3", "unknown key"),
         ("train.epochs", "section.key=value"),
         ("model.encoder.dropout=1.5", "drop probability"),
-        ("train.precision=fp16", "one of: auto, fp32, bf16"),
+        ("train.precision=fp8", "one of: auto, fp32, bf16, fp16"),
         # a key of another section, or of a component's table (the flat [model] keys of older configs)
         ("model.epochs=3", r"not in \[model\]; it is in \[train\]"),
         ("model.hidden_size=650", r"not in \[model\]; it is in \[model.encoder\]"),
