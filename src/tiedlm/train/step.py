@@ -59,6 +59,11 @@ def backward_and_clip(
     """``loss.backward()`` and clipping of the global gradient norm to ``clip`` (0: none); returns the norm (a
     device tensor: no host synchronisation, so a CUDA graph can capture it, with ``foreach=True``)."""
     loss.backward()
+    return clip_gradients(params, clip, foreach)
+
+
+def clip_gradients(params: list[torch.Tensor], clip: float, foreach: bool | None = None) -> torch.Tensor:
+    """Clip the global gradient norm to ``clip`` (0: no clipping); returns the norm before clipping."""
     return torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else math.inf, foreach=foreach)
 
 
@@ -105,7 +110,7 @@ def scaled_update(
             return False, out
         scaler.scale(out[0]).backward()
         scaler.unscale_(optimizer)
-        norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else math.inf)
+        norm = clip_gradients(params, clip)
         if bool(torch.isfinite(norm)):
             scaler.step(optimizer)
             scaler.update()
